@@ -1,0 +1,79 @@
+/* The hardware counter: how to read it, ordered or not.  One place per arch. */
+#ifndef FC_COUNTER_H
+#define FC_COUNTER_H
+
+#include <stdint.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#define FC_HAVE_COUNTER 1
+
+/* Bare rdtsc: cheapest, but the CPU may execute it before earlier loads. */
+static inline __attribute__((always_inline)) uint64_t fc_counter_unordered(void)
+{
+    uint32_t lo, hi;
+    __asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
+    return ((uint64_t)hi << 32) | lo;
+}
+
+/* lfence;rdtsc: the counter is sampled only after every earlier instruction
+ * (in particular the loads that acquired a lock) has completed.  Linux sets
+ * lfence dispatch-serialising on AMD too, which is what rdtsc_ordered relies on. */
+static inline __attribute__((always_inline)) uint64_t fc_counter_ordered(void)
+{
+    uint32_t lo, hi;
+    __asm__ __volatile__("lfence\n\trdtsc" : "=a"(lo), "=d"(hi) :: "memory");
+    return ((uint64_t)hi << 32) | lo;
+}
+
+/* rdtscp also returns IA32_TSC_AUX, which Linux sets to (node << 12) | cpu. */
+static inline __attribute__((always_inline)) uint64_t fc_counter_rdtscp(uint32_t *aux)
+{
+    uint32_t lo, hi, c;
+    __asm__ __volatile__("rdtscp" : "=a"(lo), "=d"(hi), "=c"(c) :: "memory");
+    *aux = c;
+    return ((uint64_t)hi << 32) | lo;
+}
+
+static inline __attribute__((always_inline)) void fc_cpu_relax(void)
+{
+    __asm__ __volatile__("pause" ::: "memory");
+}
+
+#elif defined(__aarch64__)
+#define FC_HAVE_COUNTER 1
+
+/* The generic timer's virtual count.  Synchronised across cores by the architecture. */
+static inline __attribute__((always_inline)) uint64_t fc_counter_unordered(void)
+{
+    uint64_t v;
+    __asm__ __volatile__("mrs %0, cntvct_el0" : "=r"(v));
+    return v;
+}
+
+static inline __attribute__((always_inline)) uint64_t fc_counter_ordered(void)
+{
+    uint64_t v;
+    __asm__ __volatile__("isb\n\tmrs %0, cntvct_el0" : "=r"(v) :: "memory");
+    return v;
+}
+
+static inline __attribute__((always_inline)) uint64_t fc_counter_rdtscp(uint32_t *aux)
+{
+    *aux = 0;
+    return fc_counter_ordered();
+}
+
+static inline __attribute__((always_inline)) void fc_cpu_relax(void)
+{
+    __asm__ __volatile__("yield" ::: "memory");
+}
+
+#else
+#define FC_HAVE_COUNTER 0
+static inline uint64_t fc_counter_unordered(void) { return 0; }
+static inline uint64_t fc_counter_ordered(void) { return 0; }
+static inline uint64_t fc_counter_rdtscp(uint32_t *aux) { *aux = 0; return 0; }
+static inline void fc_cpu_relax(void) {}
+#endif
+
+#endif

@@ -1,0 +1,134 @@
+/* CPUID probing.  Async-signal-safe: no allocation, no locks, no syscalls. */
+#include "cpu.h"
+
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+
+static void cpuid(uint32_t leaf, uint32_t sub, uint32_t r[4])
+{
+    __cpuid_count(leaf, sub, r[0], r[1], r[2], r[3]);
+}
+
+void fc_cpu_probe(struct fc_cpu_info *info)
+{
+    uint32_t r[4];
+    memset(info, 0, sizeof *info);
+    info->tsc_hz_source = "";
+    if (!__get_cpuid_max(0, 0))
+        return;
+    info->has_cpuid = 1;
+
+    cpuid(0, 0, r);
+    uint32_t max_leaf = r[0];
+    memcpy(info->vendor + 0, &r[1], 4);
+    memcpy(info->vendor + 4, &r[3], 4);
+    memcpy(info->vendor + 8, &r[2], 4);
+
+    cpuid(1, 0, r);
+    unsigned base_family = (r[0] >> 8) & 0xf, base_model = (r[0] >> 4) & 0xf;
+    info->family = base_family == 0xf ? base_family + ((r[0] >> 20) & 0xff) : base_family;
+    info->model = (base_family == 0x6 || base_family == 0xf)
+                      ? (((r[0] >> 16) & 0xf) << 4) + base_model
+                      : base_model;
+    info->stepping = r[0] & 0xf;
+    info->has_tsc = (r[3] >> 4) & 1;
+    info->hypervisor = (r[2] >> 31) & 1;
+
+    uint32_t ext_max = __get_cpuid_max(0x80000000, 0);
+    if (ext_max >= 0x80000001) {
+        cpuid(0x80000001, 0, r);
+        info->has_rdtscp = (r[3] >> 27) & 1;
+    }
+    if (ext_max >= 0x80000004) {
+        for (uint32_t i = 0; i < 3; i++) {
+            cpuid(0x80000002 + i, 0, r);
+            memcpy(info->brand + 16 * i, r, 16);
+        }
+        info->brand[48] = 0;
+        /* Trim the padding some CPUs put around the brand string. */
+        char *b = info->brand;
+        while (*b == ' ') b++;
+        memmove(info->brand, b, strlen(b) + 1);
+        size_t n = strlen(info->brand);
+        while (n && info->brand[n - 1] == ' ') info->brand[--n] = 0;
+    }
+    if (ext_max >= 0x80000007) {
+        cpuid(0x80000007, 0, r);
+        info->invariant_tsc = (r[3] >> 8) & 1;
+    }
+
+    /* Intel: TSC/crystal ratio (0x15) gives the exact frequency when the
+     * crystal is enumerated; 0x16 gives the base frequency in MHz, which on
+     * those parts is the TSC frequency to within a few hundred ppm. */
+    if (max_leaf >= 0x15) {
+        cpuid(0x15, 0, r);
+        if (r[0] && r[1] && r[2]) {
+            info->crystal_hz = r[2];
+            info->tsc_hz = (double)r[2] * r[1] / r[0];
+            info->tsc_hz_source = "cpuid 0x15 (crystal ratio)";
+        }
+    }
+    if (info->tsc_hz == 0 && max_leaf >= 0x16) {
+        cpuid(0x16, 0, r);
+        if (r[0] & 0xffff) {
+            info->tsc_hz = (double)(r[0] & 0xffff) * 1e6;
+            info->tsc_hz_source = "cpuid 0x16 (base frequency)";
+        }
+    }
+
+    if (info->hypervisor) {
+        cpuid(0x40000000, 0, r);
+        info->hypervisor_max_leaf = r[0];
+        memcpy(info->hypervisor_sig + 0, &r[1], 4);
+        memcpy(info->hypervisor_sig + 4, &r[2], 4);
+        memcpy(info->hypervisor_sig + 8, &r[3], 4);
+        info->hypervisor_sig[12] = 0;
+        /* The VMware-defined timing leaf, also offered by KVM and others:
+         * EAX = TSC frequency in kHz.  Preferred over bare-metal leaves,
+         * which a guest may see unscaled. */
+        if (r[0] >= 0x40000010) {
+            cpuid(0x40000010, 0, r);
+            if (r[0]) {
+                info->tsc_hz = (double)r[0] * 1e3;
+                info->tsc_hz_source = "hypervisor leaf 0x40000010";
+            }
+        }
+    }
+}
+
+#else
+
+void fc_cpu_probe(struct fc_cpu_info *info)
+{
+    memset(info, 0, sizeof *info);
+    info->tsc_hz_source = "";
+#if defined(__aarch64__)
+    uint64_t frq;
+    __asm__ __volatile__("mrs %0, cntfrq_el0" : "=r"(frq));
+    info->has_tsc = 1;
+    info->invariant_tsc = 1; /* the generic timer runs at a fixed rate by definition */
+    info->tsc_hz = (double)frq;
+    info->tsc_hz_source = "CNTFRQ_EL0";
+    memcpy(info->vendor, "ARM", 4);
+#endif
+}
+
+#endif
+
+const char *fc_hypervisor_name(const char *sig)
+{
+    static const struct { const char *sig, *name; } known[] = {
+        {"KVMKVMKVM", "KVM"},      {"XenVMMXenVMM", "Xen"},   {"Microsoft Hv", "Hyper-V"},
+        {"VMwareVMware", "VMware"}, {"TCGTCGTCGTCG", "QEMU TCG"}, {"ACRNACRNACRN", "ACRN"},
+        {"bhyve bhyve ", "bhyve"},  {" lrpepyh  vr", "Parallels"}, {"VBoxVBoxVBox", "VirtualBox"},
+        {"QNXQVMBSQG", "QNX"},     {"EVMMEVMMEVMM", "Intel EVMM"}, {"Linux KVM Hv", "KVM (Hyper-V emulation)"},
+    };
+    if (!sig || !*sig)
+        return 0;
+    for (unsigned i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (strncmp(sig, known[i].sig, 12) == 0)
+            return known[i].name;
+    return 0;
+}

@@ -1,0 +1,30 @@
+/* What the CPU says about its time-stamp counter (CPUID).  Shared by the
+ * library's mode decision and by `fastclock doctor`. */
+#ifndef FC_CPU_H
+#define FC_CPU_H
+
+#include <stdint.h>
+
+struct fc_cpu_info {
+    int has_cpuid;
+    char vendor[13];          /* "GenuineIntel", "AuthenticAMD", ... */
+    char brand[49];
+    unsigned family, model, stepping;
+    int has_tsc;              /* CPUID.1:EDX[4] */
+    int invariant_tsc;        /* CPUID.80000007H:EDX[8] */
+    int has_rdtscp;           /* CPUID.80000001H:EDX[27] */
+    int hypervisor;           /* CPUID.1:ECX[31] */
+    char hypervisor_sig[13];  /* CPUID.40000000H: "KVMKVMKVM", "XenVMMXenVMM", "Microsoft Hv", ... */
+    uint32_t hypervisor_max_leaf;
+    double tsc_hz;            /* nominal frequency from CPUID, 0 if CPUID does not say */
+    const char *tsc_hz_source;/* which leaf gave tsc_hz, or "" */
+    uint32_t crystal_hz;      /* CPUID.15H:ECX, 0 if absent */
+};
+
+/* Fills *info from CPUID; on a CPU without it every field is zero/empty. */
+void fc_cpu_probe(struct fc_cpu_info *info);
+
+/* Human name for a hypervisor signature ("KVM", "Xen", "Hyper-V", "VMware", ...), or NULL. */
+const char *fc_hypervisor_name(const char *sig);
+
+#endif

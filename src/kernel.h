@@ -1,0 +1,34 @@
+/* What the kernel says about its clocks: sysfs and procfs, read with
+ * async-signal-safe calls only (open/read/close), so the library may ask
+ * from its lazy initialisation.  Paths are resolved under `root` ("" for the
+ * live system) so tests and `fastclock doctor` fixtures can supply a fake tree. */
+#ifndef FC_KERNEL_H
+#define FC_KERNEL_H
+
+#include <stddef.h>
+
+#define FC_CLOCKSOURCE_DIR "/sys/devices/system/clocksource/clocksource0"
+
+/* Reads at most size-1 bytes of a file into buf, NUL-terminated, trailing
+ * whitespace removed.  Returns the length, or -errno. */
+int fc_read_text(const char *root, const char *path, char *buf, size_t size);
+
+struct fc_clocksource_info {
+    char current[64];
+    char available[512];
+    int current_errno;    /* 0, or why current could not be read */
+    int available_errno;
+};
+void fc_clocksource_read(const char *root, struct fc_clocksource_info *cs);
+
+/* 1 if `word` is one of the space-separated words of `list`. */
+int fc_word_in_list(const char *list, const char *word);
+
+/* Value of a kernel command-line parameter "name=value" (last one wins), copied
+ * into out; returns 1 if present, 0 if not. */
+int fc_cmdline_param(const char *cmdline, const char *name, char *out, size_t size);
+
+/* strerror without locale or allocation (async-signal-safe). */
+const char *fc_errno_text(int e);
+
+#endif

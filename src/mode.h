@@ -1,0 +1,23 @@
+/* Mode decision, initialisation, configuration and the reason string. */
+#ifndef FC_MODE_H
+#define FC_MODE_H
+
+#include "internal.h"
+
+enum fc_calibrator_pref { FC_CAL_AUTO = 0, FC_CAL_THREAD, FC_CAL_LAZY };
+
+/* Runs the mode decision if nobody has; returns 1 if this call did it. */
+FC_HIDDEN int fc_try_init(void);
+/* 1 while another thread runs the mode decision (0 on that thread itself). */
+FC_HIDDEN int fc_init_in_progress_elsewhere(void);
+/* Records the reason for the current mode (copied; async-signal-safe). */
+FC_HIDDEN void fc_set_reason(const char *reason);
+FC_HIDDEN const char *fc_get_reason(void);
+FC_HIDDEN int fc_mode_forced(void);
+FC_HIDDEN enum fc_calibrator_pref fc_calibrator_pref(void);
+/* Preload shim: prefer lazy calibration unless FASTCLOCK_CALIBRATOR says otherwise. */
+FC_HIDDEN extern const int fc_default_lazy;
+/* Resets everything to "never initialised" (tests only; no reader may run). */
+FC_HIDDEN void fc_reset_for_tests(void);
+
+#endif

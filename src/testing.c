@@ -1,0 +1,55 @@
+#include "testing.h"
+
+#include <string.h>
+
+#include "calibration.h"
+#include "mode.h"
+
+void fc_test_reset(const struct fc_seam *seam)
+{
+    fc_reset_for_tests();
+    if (seam)
+        fc_seam = *seam;
+    else
+        memset(&fc_seam, 0, sizeof fc_seam);
+    fc_cal_max_interval_ns = 500000000LL;
+}
+
+void fc_test_start_calibrator(void)
+{
+    fc_calibrator_start();
+}
+
+void fc_test_set_max_interval(int64_t ns)
+{
+    fc_cal_max_interval_ns = ns;
+}
+
+void fc_test_current_line(struct fc_test_line *out)
+{
+    uint64_t seq = atomic_load(&fc_latch.seq);
+    const struct fc_line *l = &fc_latch.line[seq & 1];
+    const struct fc_meta *m = &fc_latch.meta[seq & 1];
+    out->base_tsc = l->base_tsc;
+    out->soft_span = m->soft_span;
+    out->mult = l->mult;
+    out->error_bound_ns = m->error_bound_ns;
+    out->real_offset = l->real_offset;
+    out->epoch = m->epoch;
+    out->base_ns = l->base_ns;
+    out->base_frac = l->base_frac;
+}
+
+int64_t fc_test_line_eval(const struct fc_test_line *l, uint64_t t)
+{
+    return fc_eval(l->base_ns, l->base_frac, l->mult, (int64_t)(t - l->base_tsc));
+}
+
+int fc_test_recalibrate(void)
+{
+    if (!fc_cal_trylock())
+        return -1;
+    int r = fc_cal_recalibrate();
+    fc_cal_unlock();
+    return r;
+}

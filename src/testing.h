@@ -1,0 +1,37 @@
+/* Test seam: replace the counter, the kernel clock, the CPU probe and the
+ * sysfs root, then let the library decide its mode again.  Linked from
+ * libfastclock.a only (hidden in the shared library). */
+#ifndef FC_TESTING_H
+#define FC_TESTING_H
+
+#include "fastclock.h"
+#include "seam.h"
+#include "cpu.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Forget everything (stops the calibrator thread) and install `seam`
+ * (NULL: the real machine).  No other thread may read the clock meanwhile. */
+void fc_test_reset(const struct fc_seam *seam);
+/* Start the background calibrator (the constructor normally does). */
+void fc_test_start_calibrator(void);
+/* Longest interval between calibrations, ns (default 0.5 s). */
+void fc_test_set_max_interval(int64_t ns);
+/* Current line's error bound and spans, for assertions. */
+struct fc_test_line {
+    uint64_t base_tsc, soft_span, base_frac;
+    int64_t mult, base_ns, error_bound_ns, real_offset;
+    uint64_t epoch;
+};
+void fc_test_current_line(struct fc_test_line *out);
+/* The line's CLOCK_MONOTONIC value at counter value t (exact fixed point). */
+int64_t fc_test_line_eval(const struct fc_test_line *l, uint64_t t);
+/* Recalibrate now, as the thread or a due reader would.  0 if a line was published. */
+int fc_test_recalibrate(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

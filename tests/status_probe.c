@@ -1,0 +1,34 @@
+/* Prints what fastclock decided, after exercising every public function.
+ * Compiled as strict C11: it is also the check that the header is clean C. */
+#include <stdio.h>
+#include <string.h>
+
+#include "fastclock.h"
+
+int main(int argc, char **argv)
+{
+    struct timespec ts;
+    struct timeval tv;
+    long sum = 0;
+    for (int i = 0; i < 1000; i++) {
+        sum += (long)(fastclock_mono_ns() & 1);
+        sum += (long)(fastclock_real_ns() & 1);
+        sum += (long)(fastclock_mono_ns_unordered() & 1);
+        sum += (long)(fastclock_real_ns_unordered() & 1);
+        sum += (long)(fastclock_mono_coarse_ns() & 1);
+        sum += (long)(fastclock_real_coarse_ns() & 1);
+        sum += (long)(fastclock_ticks_to_ns(fastclock_ticks()) & 1);
+        if (fastclock_gettime(CLOCK_MONOTONIC, &ts) || fastclock_gettimeofday(&tv, NULL))
+            return 3;
+    }
+    struct fastclock_status st;
+    if (fastclock_status(&st) != 0)
+        return 4;
+    if (fastclock_status(&st) != 0)
+        return 4;
+    printf("mode=%s\nforced=%d\ncalibrator=%s\nreason=%s\nversion=%s\n", st.mode, st.forced, st.calibrator,
+           st.reason, fastclock_version());
+    (void)argc;
+    (void)argv;
+    return sum < 0 ? 5 : 0;
+}

@@ -1,0 +1,94 @@
+// Helpers shared by the C++ tests.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <ctime>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <sched.h>
+#include <pthread.h>
+
+namespace fctest {
+
+inline int64_t iabs(int64_t v) { return v < 0 ? -v : v; }
+
+inline int64_t kernel_ns(clockid_t c)
+{
+    timespec t;
+    clock_gettime(c, &t);
+    return int64_t(t.tv_sec) * 1000000000LL + t.tv_nsec;
+}
+
+// One measurement of (ours - kernel) with the tightest of `tries` brackets
+// kernel/ours/kernel.  Returns false when no bracket was tight enough to
+// measure with (the thread was preempted every time).
+inline bool bracket_error(clockid_t c, const std::function<int64_t()> &ours, int64_t *err,
+                          int64_t max_width = 250, int tries = 7)
+{
+    int64_t best = INT64_MAX;
+    for (int i = 0; i < tries; i++) {
+        int64_t a = kernel_ns(c);
+        int64_t f = ours();
+        int64_t b = kernel_ns(c);
+        if (b - a < best) {
+            best = b - a;
+            *err = f - (a + (b - a) / 2);
+        }
+    }
+    return best <= max_width;
+}
+
+struct ErrorStats {
+    int64_t p50 = 0, p99 = 0, max_abs = 0;
+    size_t n = 0;
+};
+
+inline ErrorStats stats_of(std::vector<int64_t> v)
+{
+    ErrorStats s;
+    s.n = v.size();
+    if (v.empty())
+        return s;
+    std::vector<int64_t> a;
+    for (auto x : v)
+        a.push_back(x < 0 ? -x : x);
+    std::sort(a.begin(), a.end());
+    std::sort(v.begin(), v.end());
+    s.p50 = v[v.size() / 2];
+    s.p99 = a[std::min(a.size() - 1, size_t(double(a.size()) * 0.99))];
+    s.max_abs = a.back();
+    return s;
+}
+
+inline bool pin_to_cpu(int cpu)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    return pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0;
+}
+
+inline int online_cpus()
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0)
+        return 1;
+    return CPU_COUNT(&set);
+}
+
+inline std::vector<int> allowed_cpus()
+{
+    std::vector<int> out;
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        for (int i = 0; i < CPU_SETSIZE; i++)
+            if (CPU_ISSET(i, &set))
+                out.push_back(i);
+    return out;
+}
+
+} // namespace fctest
