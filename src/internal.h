@@ -116,6 +116,9 @@ FC_INLINE void fc_snapshot(struct fc_snap *s, enum fc_kind kind, int ordered)
     do {
         seq = atomic_load_explicit(&fc_latch.seq, memory_order_acquire);
         const struct fc_line *l = &fc_latch.line[seq & 1];
+        /* Keep one base register: otherwise GCC hoists a pointer per field
+         * out of the retry loop and spills five callee-saved registers. */
+        __asm__("" : "+r"(l));
         s->base_tsc = FC_LOAD(&l->base_tsc);
         s->fast_span = FC_LOAD(&l->fast_span);
         s->mult = FC_LOAD(&l->mult);

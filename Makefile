@@ -1,0 +1,35 @@
+# The front door.  `make run` builds and shows what this machine's clocks
+# cost; `make test` runs every test.  Both install what they need first.
+BUILD    ?= build
+PREFIX   ?= /usr/local
+GENERATOR ?= Ninja
+CMAKE_FLAGS ?=
+
+.PHONY: all build deps run test test-c install clean
+
+all: build
+
+deps:
+	@scripts/ensure-deps.sh c
+
+$(BUILD)/build.ninja $(BUILD)/Makefile: CMakeLists.txt | deps
+	cmake -S . -B $(BUILD) -G "$(GENERATOR)" -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
+
+build: deps
+	@[ -f $(BUILD)/CMakeCache.txt ] || cmake -S . -B $(BUILD) -G "$(GENERATOR)" -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
+	cmake --build $(BUILD)
+
+run: build
+	$(BUILD)/bin/fastclock-bench-core
+
+# Timing-sensitive tests run one at a time: the machines are small.
+test-c: build
+	cd $(BUILD) && ctest --output-on-failure --timeout 600
+
+test: test-c
+
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
+
+clean:
+	rm -rf $(BUILD)

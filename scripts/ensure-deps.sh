@@ -1,0 +1,39 @@
+#!/bin/sh
+# Installs what a `make` target needs on a fresh Debian/Ubuntu machine, and
+# nothing when it is already there.  Usage: ensure-deps.sh GROUP...
+#   c     compiler, CMake, Ninja, GoogleTest
+set -eu
+
+missing=""
+pkg_ok() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+want() { pkg_ok "$1" || missing="$missing $1"; }
+
+if ! command -v dpkg-query >/dev/null 2>&1; then
+    # Not Debian: check for the tools and say what is missing.
+    for tool in cmake cc c++ make; do
+        command -v "$tool" >/dev/null 2>&1 || { echo "fastclock: '$tool' is required" >&2; exit 1; }
+    done
+    exit 0
+fi
+
+for group in "$@"; do
+    case "$group" in
+    c) for p in cmake ninja-build gcc g++ make pkg-config libgtest-dev; do want "$p"; done ;;
+    *) echo "ensure-deps.sh: unknown group '$group'" >&2; exit 2 ;;
+    esac
+done
+
+[ -z "$missing" ] && exit 0
+
+if [ "$(id -u)" = 0 ]; then
+    SUDO=""
+elif command -v sudo >/dev/null 2>&1; then
+    SUDO="sudo"
+else
+    echo "fastclock: missing packages:$missing; install them with: apt-get install$missing" >&2
+    exit 1
+fi
+echo "fastclock: installing$missing" >&2
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get install -y -q $missing >/dev/null 2>&1 ||
+    { $SUDO apt-get update -q >/dev/null && $SUDO apt-get install -y -q $missing; }
