@@ -7,6 +7,9 @@ CMAKE_FLAGS ?=
 
 .PHONY: all build deps run test test-c install clean
 
+# Components add their test targets to TEST_TARGETS in mk/*.mk.
+TEST_TARGETS := test-c
+
 all: build
 
 deps:
@@ -26,7 +29,9 @@ run: build
 test-c: build
 	cd $(BUILD) && ctest --output-on-failure --timeout 600
 
-test: test-c
+-include $(sort $(wildcard mk/*.mk))
+
+test: $(TEST_TARGETS)
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)

@@ -2,6 +2,7 @@
 # Installs what a `make` target needs on a fresh Debian/Ubuntu machine, and
 # nothing when it is already there.  Usage: ensure-deps.sh GROUP...
 #   c     compiler, CMake, Ninja, GoogleTest
+#   java  JDK 17 and Maven
 set -eu
 
 missing=""
@@ -19,6 +20,7 @@ fi
 for group in "$@"; do
     case "$group" in
     c) for p in cmake ninja-build gcc g++ make pkg-config libgtest-dev; do want "$p"; done ;;
+    java) for p in openjdk-17-jdk-headless maven; do want "$p"; done ;;
     *) echo "ensure-deps.sh: unknown group '$group'" >&2; exit 2 ;;
     esac
 done

@@ -1,0 +1,37 @@
+/* Cross-CPU counter warp check: a user-space check_tsc_warp.
+ *
+ * Two threads pinned to two CPUs take turns under a spinlock: read the
+ * counter (ordered), compare with the last value either of them stored,
+ * store theirs.  A value below the last one is a warp: the counters of those
+ * CPUs disagree by at least that much (or the counter went backwards).
+ * Creates threads: call it from a normal context (CLI, calibrator thread),
+ * never from the read path. */
+#ifndef FC_WARP_H
+#define FC_WARP_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct fc_warp_result {
+    int cpus;                 /* CPUs this process may run on */
+    int pairs_tested;
+    int pairs_skipped;        /* could not pin (offline, cpuset) */
+    uint64_t iterations;      /* locked reads, all pairs */
+    int64_t max_warp_cycles;  /* largest backward step seen, 0 if none */
+    int worst_cpu_a, worst_cpu_b;
+    uint64_t warps;           /* backward steps seen, all pairs */
+    int64_t elapsed_ns;
+};
+
+/* Tests up to max_pairs CPU pairs (all pairs when there are few, otherwise
+ * CPU 0 against a spread of others), spending about ns_per_pair on each.
+ * Returns 0, or -1 when fewer than two CPUs can be used. */
+int fc_warp_check(int64_t ns_per_pair, int max_pairs, struct fc_warp_result *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
