@@ -23,10 +23,13 @@
  *   - CLOCK_REALTIME follows the kernel's steps (settimeofday, leap seconds)
  *     within one calibration interval (immediately while the background
  *     calibrator runs).
+ * Mode "tsc-percpu" (CPUs whose counters disagree): one line per CPU,
+ * selected by rdtscp; monotonic within a thread; across threads within the
+ * reported error bound.
  * Mode "system" has the kernel's own guarantees.
  *
  * Environment:
- *   FASTCLOCK_MODE=auto|tsc|system   (default auto; tsc still refuses when unsafe)
+ *   FASTCLOCK_MODE=auto|tsc|percpu|system   (default auto; forced modes still refuse when unsafe)
  *   FASTCLOCK_CALIBRATOR=auto|thread|lazy
  */
 #ifndef FASTCLOCK_H
@@ -72,23 +75,31 @@ int fastclock_gettime(clockid_t id, struct timespec *ts);
 int fastclock_gettimeofday(struct timeval *tv, void *tz);
 
 struct fastclock_status {
-    const char *mode;        /* "tsc" or "system" ("tsc-percpu" later) */
+    const char *mode;        /* "tsc", "tsc-percpu" or "system" */
     const char *reason;      /* one sentence: why this mode; valid for the process lifetime */
     const char *calibrator;  /* "thread", "lazy" (calibrated by readers) or "none" */
-    const char *counter;     /* "rdtsc" or "clock_gettime" */
+    const char *counter;     /* "rdtsc", "rdtscp" or "clock_gettime" */
     double   counter_hz;     /* counter ticks per second of CLOCK_MONOTONIC (current estimate) */
     uint64_t calibrations;   /* successful calibrations since start */
     int64_t  last_calibration_age_ns; /* time since the last calibration, -1 if none */
     int64_t  calibration_interval_ns; /* current target interval between calibrations */
     int64_t  last_error_ns;  /* fastclock - kernel MONOTONIC, measured at the last calibration */
     int64_t  max_error_ns;   /* largest |last_error_ns| seen since start */
-    int64_t  error_bound_ns; /* current bound on |fastclock - kernel| (MONOTONIC and REALTIME) */
+    int64_t  error_bound_ns; /* current bound on |fastclock - kernel's clock| (MONOTONIC and REALTIME);
+                                in tsc-percpu mode the largest over the CPUs */
     int64_t  sample_width_ns;/* width of the best kernel sample at the last calibration */
     uint64_t fallback_reads; /* reads answered by the kernel while in mode "tsc" */
     uint64_t realtime_steps; /* REALTIME steps followed */
     int      ordered;        /* 1: fine clocks fence the counter read */
     int      forced;         /* 1: FASTCLOCK_MODE chose the mode */
-    uint64_t reserved[8];
+    int64_t  real_error_bound_ns; /* bound on |fastclock_real_ns - true UTC|: error_bound_ns plus
+                                     the kernel's own maxerror; see fastclock_real_bounded */
+    int      kernel_synchronized; /* 1: NTP/PTP disciplines the kernel, 0: not, -1: unknown */
+    int      cpus_calibrated;     /* tsc-percpu: CPUs with their own line */
+    int64_t  kernel_maxerror_ns;  /* adjtimex maxerror now (-1 unknown) */
+    int64_t  kernel_esterror_ns;  /* adjtimex esterror (-1 unknown) */
+    int64_t  max_warp_cycles;     /* start-up cross-CPU warp check: largest warp, -1 if not run */
+    uint64_t reserved[3];
 };
 
 /* Fills *out; returns 0, or -1 with errno EFAULT for a NULL pointer.
@@ -101,6 +112,14 @@ int fastclock_status(struct fastclock_status *out);
 #if defined(__cplusplus) && defined(__GNUC__)
 #pragma GCC diagnostic pop
 #endif
+
+/* An interval that contains true UTC now, in the spirit of AWS ClockBound:
+ * fastclock's own error against the kernel's REALTIME plus the kernel's
+ * maxerror (grown at 500 ppm since NTP last set it, as the kernel does).
+ * Returns 0 when a daemon synchronises the kernel, 1 when it does not (the
+ * interval then carries the kernel's maxerror for an unsynchronised clock,
+ * 16 s), -1 with errno EFAULT for NULL pointers. */
+int fastclock_real_bounded(int64_t *earliest_ns, int64_t *latest_ns);
 
 /* Version string, e.g. "0.1.0". */
 const char *fastclock_version(void);

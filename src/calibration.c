@@ -27,63 +27,45 @@
  * and the pivot is kept exactly in 40-bit fixed point, so continuity holds
  * to the bit.
  *
- * Who calibrates.  A background thread where one is allowed (it also wakes
- * immediately on a REALTIME step through a timerfd with
- * TFD_TIMER_CANCEL_ON_SET, polls adjtimex for NTP frequency changes and
- * feeds the coarse clocks); otherwise readers that find the line due take a
- * try-lock and recalibrate inline.  Lazy calibration is what keeps the
- * library correct where a thread cannot be: in a forked child (POSIX allows
- * no thread creation there before exec), in the preload shim (a thread in
- * every process would break programs that must stay single-threaded, e.g.
- * for unshare(CLONE_NEWUSER)), when the first read comes from a signal
- * handler, or when the thread is starved.  Both paths run the same code
- * under the same lock, and readers never wait for it.
+ * Who calibrates.  A background thread where one is allowed (calibrator.c);
+ * otherwise readers that find the line due take a try-lock and recalibrate
+ * inline.  Lazy calibration is what keeps the library correct where a
+ * thread cannot be: in a forked child (POSIX allows no thread creation
+ * there before exec), in the preload shim (a thread in every process would
+ * break programs that must stay single-threaded, e.g. for
+ * unshare(CLONE_NEWUSER)), when the first read comes from a signal handler,
+ * or when the thread is starved.  Both paths run the same code under the
+ * same lock, and readers never wait for it.
+ *
+ * Tracks.  The same code calibrates the global line and, in tsc-percpu
+ * mode, one line per CPU (percpu.c), whose samples must be taken on that
+ * CPU (TSC_AUX from rdtscp, checked before and after the kernel read).
  */
 #define _GNU_SOURCE
 #include "calibration.h"
 
-#include <errno.h>
-#include <poll.h>
-#include <pthread.h>
-#include <signal.h>
 #include <string.h>
-#include <sys/eventfd.h>
-#include <sys/timerfd.h>
-#include <sys/timex.h>
-#include <unistd.h>
 
 #include "fmt.h"
 #include "mode.h"
+#include "sync.h"
 
-#define FC_HIST 16
 #define FC_MAX_SLEW 500e-6
 #define FC_MIN_INTERVAL_NS 100000LL        /* first refinements: 100 us */
+#define FC_STEERING_INTERVAL_NS 10000000LL /* while NTP may change the rate: 10 ms */
 #define FC_JUMP_NS 1000LL                  /* behind by more: step forward */
 #define FC_TARGET_ERR_NS 100.0             /* spans are cut so drift stays below this */
-#define FC_MAX_BOUND_NS 1000.0             /* ... and below this before the kernel takes over */
 #define FC_PAST_MARGIN_NS 2000.0           /* pivot before publication, beyond any speculation */
 #define FC_MAX_WIDTH_NS 50000.0            /* a wider bracket is not a sample */
 #define FC_SAMPLE_TRIES 8
 #define FC_SUSPEND_NS 1000000LL            /* BOOTTIME - MONOTONIC growth that means a suspend */
+#define FC_GIVE_UP_NS (15LL * FC_NS_PER_SEC) /* a track failing this long is not trusted */
 
 int64_t fc_cal_max_interval_ns = 500000000LL;
 
-static _Atomic int cal_lock;
-
-/* Writer state: touched only with cal_lock held. */
-static struct {
-    struct fc_sample hist[FC_HIST];
-    int n;
-    double rate;      /* ns per tick */
-    double rate_unc;  /* relative 1-sigma-ish uncertainty of rate */
-    int64_t interval_ns;
-    int noisy_in_a_row;
-    int resets_recent;
-    int64_t last_reset_mono;
-} cal;
-
-/* Set by the thread when adjtimex shows NTP steering: keep intervals short until then (mono ns). */
-static _Atomic int64_t kernel_slewing_until;
+static struct fc_cal_state global_state;
+static _Atomic int global_lock;
+struct fc_track fc_global_track = {&fc_latch, &global_state, &global_lock, -1};
 
 /* Published statistics (relaxed atomics: status may read them anytime). */
 static struct {
@@ -93,25 +75,29 @@ static struct {
     _Atomic double rate;
 } stats;
 
-/* For fastclock_ticks_to_ns: the latest rate in fixed point, or 0. */
+/* For fastclock_ticks_to_ns: the global rate in fixed point, or 0. */
 static _Atomic int64_t ticks_mult;
 
-int fc_cal_trylock(void)
+int fc_track_trylock(const struct fc_track *t)
 {
     int expected = 0;
-    return atomic_compare_exchange_strong_explicit(&cal_lock, &expected, 1, memory_order_acquire,
+    return atomic_compare_exchange_strong_explicit(t->lock, &expected, 1, memory_order_acquire,
                                                    memory_order_relaxed);
 }
 
-void fc_cal_unlock(void)
+void fc_track_unlock(const struct fc_track *t)
 {
-    atomic_store_explicit(&cal_lock, 0, memory_order_release);
+    atomic_store_explicit(t->lock, 0, memory_order_release);
 }
 
+int fc_cal_trylock(void) { return fc_track_trylock(&fc_global_track); }
+void fc_cal_unlock(void) { fc_track_unlock(&fc_global_track); }
+
 static int64_t abs64(int64_t v) { return v < 0 ? -v : v; }
-/* llround without libm (the library depends on libc and pthreads only). */
+/* fabs and llround without libm (the library depends on libc and pthreads only). */
 static double fc_fabs(double x) { return x < 0 ? -x : x; }
 static int64_t round64(double x) { return (int64_t)(x < 0 ? x - 0.5 : x + 0.5); }
+static int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
 
 /* ------------------------------------------------------------------ sampling */
 
@@ -127,16 +113,35 @@ static void intersect(int64_t lo, int64_t hi, int64_t *acc_lo, int64_t *acc_hi)
     }
 }
 
-int fc_cal_sample(struct fc_sample *s, int tries)
+/* One counter read for a sample: ordered on any CPU, or rdtscp on `cpu`. */
+static uint64_t sample_counter(int cpu, int *on_cpu)
+{
+    if (cpu < 0) {
+        *on_cpu = 1;
+        return fc_now_counter(1);
+    }
+    uint32_t aux;
+    uint64_t t = fc_now_counter_aux(&aux);
+    *on_cpu = FC_AUX_CPU(aux) == cpu;
+    return t;
+}
+
+int fc_cal_sample(struct fc_sample *s, int tries, int cpu)
 {
     uint64_t best = UINT64_MAX;
+    int migrated = 0;
     memset(s, 0, sizeof *s);
     for (int i = 0; i < tries; i++) {
         struct timespec ts;
-        uint64_t t0 = fc_now_counter(1);
+        int on0, on1;
+        uint64_t t0 = sample_counter(cpu, &on0);
         if (fc_kernel_gettime(CLOCK_MONOTONIC, &ts) != 0)
             return FC_SAMPLE_ERROR;
-        uint64_t t1 = fc_now_counter(1);
+        uint64_t t1 = sample_counter(cpu, &on1);
+        if (!on0 || !on1) {
+            migrated++;
+            continue;
+        }
         if (t1 < t0)
             return FC_SAMPLE_BACKWARDS;
         if (t1 - t0 < best) {
@@ -147,6 +152,8 @@ int fc_cal_sample(struct fc_sample *s, int tries)
             s->mono = fc_ts_to_ns(&ts);
         }
     }
+    if (best == UINT64_MAX)
+        return migrated ? FC_SAMPLE_MIGRATED : FC_SAMPLE_NOISY;
 
     /* Each offset sits in its own symmetric bracket (M R M, M B M) so the
      * midpoint is unbiased when the calls take equal time. */
@@ -185,19 +192,19 @@ int fc_cal_sample(struct fc_sample *s, int tries)
 
 /* ------------------------------------------------------------------ lines */
 
-static void publish(const struct fc_line *l, const struct fc_meta *m)
+static void publish(struct fc_latch *latch, const struct fc_line *l, const struct fc_meta *m)
 {
-    uint64_t seq = atomic_load_explicit(&fc_latch.seq, memory_order_relaxed);
+    uint64_t seq = atomic_load_explicit(&latch->seq, memory_order_relaxed);
     unsigned next = (unsigned)((seq + 1) & 1);
     const uint64_t *src = (const uint64_t *)l;
-    uint64_t *dst = (uint64_t *)&fc_latch.line[next];
+    uint64_t *dst = (uint64_t *)&latch->line[next];
     for (unsigned i = 0; i < sizeof *l / 8; i++)
         __atomic_store_n(&dst[i], src[i], __ATOMIC_RELAXED);
     src = (const uint64_t *)m;
-    dst = (uint64_t *)&fc_latch.meta[next];
+    dst = (uint64_t *)&latch->meta[next];
     for (unsigned i = 0; i < sizeof *m / 8; i++)
         __atomic_store_n(&dst[i], src[i], __ATOMIC_RELAXED);
-    atomic_store_explicit(&fc_latch.seq, seq + 1, memory_order_release);
+    atomic_store_explicit(&latch->seq, seq + 1, memory_order_release);
 }
 
 static __int128 line_fixed(const struct fc_line *l, int64_t d)
@@ -208,6 +215,36 @@ static __int128 line_fixed(const struct fc_line *l, int64_t d)
 static int64_t fixed_to_ns(__int128 v) { return (int64_t)(v >> FC_SHIFT); }
 static __int128 ns_to_fixed(int64_t ns) { return (__int128)ns << FC_SHIFT; }
 
+int64_t fc_meta_bound(const struct fc_meta *m, int64_t mono_now)
+{
+    int64_t age = mono_now - m->published_mono_ns;
+    if (age < 0)
+        age = 0;
+    return m->error_bound_ns + (int64_t)((double)age * (double)m->bound_growth_ppb * 1e-9);
+}
+
+int64_t fc_cal_global_ceiling(void)
+{
+    uint64_t seq = atomic_load_explicit(&fc_latch.seq, memory_order_relaxed);
+    const struct fc_line *cur = &fc_latch.line[seq & 1];
+    const struct fc_meta *cm = &fc_latch.meta[seq & 1];
+    if (cur->mult == 0)
+        return cm->floor_ns;
+    /* Readers got at most the line's value now (or at its end) -- and, since
+     * no reader uses a line outside its span, nothing above the kernel's
+     * time plus the line's bound (this matters when the counter misbehaved
+     * and "now" on the counter means nothing). */
+    uint64_t used = fc_now_counter(1) - cur->base_tsc;
+    if (used > cm->soft_span)
+        used = cm->soft_span;
+    int64_t v = fixed_to_ns(line_fixed(cur, (int64_t)used)) + 1;
+    int64_t k = fc_kernel_ns(CLOCK_MONOTONIC);
+    int64_t cap = k + fc_meta_bound(cm, k) + 1;
+    if (v > cap)
+        v = cap;
+    return v > cm->floor_ns ? v : cm->floor_ns;
+}
+
 void fc_cal_publish_system(int64_t floor_ns)
 {
     uint64_t seq = atomic_load_explicit(&fc_latch.seq, memory_order_relaxed);
@@ -217,27 +254,17 @@ void fc_cal_publish_system(int64_t floor_ns)
     memset(&m, 0, sizeof m);
     l.real_offset = fc_latch.line[seq & 1].real_offset;
     l.boot_offset = fc_latch.line[seq & 1].boot_offset;
+    l.tai_offset = fc_latch.line[seq & 1].tai_offset;
     m.floor_ns = floor_ns;
     m.epoch = fc_latch.meta[seq & 1].epoch + 1;
-    publish(&l, &m);
+    publish(&fc_latch, &l, &m);
     atomic_store_explicit(&ticks_mult, 0, memory_order_relaxed);
 }
 
 void fc_cal_fail_to_system(const char *reason)
 {
-    uint64_t seq = atomic_load_explicit(&fc_latch.seq, memory_order_relaxed);
-    const struct fc_line *cur = &fc_latch.line[seq & 1];
-    const struct fc_meta *cm = &fc_latch.meta[seq & 1];
-    int64_t floor = cm->floor_ns;
-    if (cur->mult != 0) {
-        /* Anything the line returned is below both its end and kernel + bound. */
-        int64_t k = fc_kernel_ns(CLOCK_MONOTONIC);
-        int64_t end = fixed_to_ns(line_fixed(cur, (int64_t)cm->soft_span));
-        int64_t cap = k + cm->error_bound_ns + 1;
-        int64_t f = end < cap ? end : cap;
-        if (f > floor)
-            floor = f;
-    }
+    /* Nothing the line returned exceeds its value now (or at its end). */
+    int64_t floor = fc_cal_global_ceiling();
     fc_set_reason(reason);
     fc_cal_publish_system(floor);
     atomic_store_explicit(&fc_mode, FC_MODE_SYSTEM, memory_order_release);
@@ -250,24 +277,25 @@ static double sigma_ns(const struct fc_sample *s, double rate)
     return (double)s->width * rate * 0.5 + 1.0;
 }
 
-static void history_push(const struct fc_sample *s)
+static void history_push(struct fc_cal_state *cs, const struct fc_sample *s)
 {
-    if (cal.n == FC_HIST) {
-        memmove(&cal.hist[0], &cal.hist[1], (FC_HIST - 1) * sizeof cal.hist[0]);
-        cal.n--;
+    if (cs->n == FC_HIST) {
+        memmove(&cs->hist[0], &cs->hist[1], (FC_HIST - 1) * sizeof cs->hist[0]);
+        cs->n--;
     }
-    cal.hist[cal.n++] = *s;
+    cs->hist[cs->n++] = *s;
 }
 
-/* Slope of the history; restarts it when the newest sample does not fit. */
-static void update_rate(void)
+/* Slope of the history; restarts it when the newest sample does not fit.
+ * Returns 1 if it restarted. */
+static int update_rate(struct fc_cal_state *cs)
 {
-    if (cal.n < 2)
-        return;
-    const struct fc_sample *last = &cal.hist[cal.n - 1], *prev = &cal.hist[cal.n - 2];
-    const double r = cal.rate;
-    if (cal.n >= 3) {
-        const struct fc_sample *first = &cal.hist[0];
+    if (cs->n < 2)
+        return 0;
+    const struct fc_sample *last = &cs->hist[cs->n - 1], *prev = &cs->hist[cs->n - 2];
+    const double r = cs->rate;
+    if (cs->n >= 3) {
+        const struct fc_sample *first = &cs->hist[0];
         double r_long = (double)(prev->mono - first->mono) / (double)(prev->t - first->t);
         double predicted = (double)prev->mono + r_long * (double)(last->t - prev->t);
         double residual = (double)last->mono - predicted;
@@ -278,27 +306,26 @@ static void update_rate(void)
              * history from here so intervals ramp up again from 100 us, as
              * at start-up, and the new rate is known precisely within ms. */
             double mixed = (double)(last->mono - prev->mono) / (double)(last->t - prev->t);
-            cal.hist[0] = *last;
-            cal.n = 1;
-            cal.rate = mixed;
-            cal.rate_unc = 1e-3;
+            cs->hist[0] = *last;
+            cs->n = 1;
+            cs->rate = mixed;
+            cs->rate_unc = 1e-3;
             atomic_fetch_add_explicit(&stats.rate_resets, 1, memory_order_relaxed);
-            return;
+            return 1;
         }
     }
-    const struct fc_sample *first = &cal.hist[0];
+    const struct fc_sample *first = &cs->hist[0];
     double span = (double)(last->t - first->t);
     double est = (double)(last->mono - first->mono) / span;
     double unc = (sigma_ns(first, r) + sigma_ns(last, r)) / (span * est);
     /* A CPUID seed may beat a short baseline: keep whichever is better
      * known, unless the two disagree (then the seed was wrong). */
-    if (unc < cal.rate_unc || fc_fabs(est / cal.rate - 1.0) > 3.0 * (unc + cal.rate_unc)) {
-        cal.rate = est;
-        cal.rate_unc = unc;
+    if (unc < cs->rate_unc || fc_fabs(est / cs->rate - 1.0) > 3.0 * (unc + cs->rate_unc)) {
+        cs->rate = est;
+        cs->rate_unc = unc;
     }
+    return 0;
 }
-
-static int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
 
 /* How the next line relates to the current one. */
 enum build_kind {
@@ -307,33 +334,36 @@ enum build_kind {
     BUILD_RESUMED,   /* after a suspend: every read of the old line came before it */
 };
 
-/* Build the next line from sample s and publish it. */
-static void build_and_publish(const struct fc_sample *s, enum build_kind kind)
+/* Build the next line of track t from sample s and publish it. */
+static void build_and_publish(const struct fc_track *t, const struct fc_sample *s, enum build_kind kind)
 {
+    struct fc_cal_state *cs = t->cs;
     const int restart = kind != BUILD_CONTINUE;
-    const double rate = cal.rate;
+    const double rate = cs->rate;
     const int64_t mult_k = round64(rate * (double)((int64_t)1 << FC_SHIFT));
-    const uint64_t seq = atomic_load_explicit(&fc_latch.seq, memory_order_relaxed);
-    const struct fc_line *cur = &fc_latch.line[seq & 1];
-    const struct fc_meta *cm = &fc_latch.meta[seq & 1];
+    const uint64_t seq = atomic_load_explicit(&t->latch->seq, memory_order_relaxed);
+    const struct fc_line *cur = &t->latch->line[seq & 1];
+    const struct fc_meta *cm = &t->latch->meta[seq & 1];
     const int has_line = cur->mult != 0;
+    const double allowance = fc_sync_rate_allowance();
 
-    /* Interval: the baseline so far, between 100 us and the maximum. */
-    int64_t baseline_ns = cal.n >= 2 ? (int64_t)((double)(cal.hist[cal.n - 1].t - cal.hist[0].t) * rate) : 0;
+    /* Interval: the baseline so far, between 100 us and the maximum (10 ms
+     * while NTP may change the kernel's rate). */
+    int64_t baseline_ns = cs->n >= 2 ? (int64_t)((double)(cs->hist[cs->n - 1].t - cs->hist[0].t) * rate) : 0;
     int64_t max_iv = fc_cal_max_interval_ns;
-    if (atomic_load_explicit(&kernel_slewing_until, memory_order_relaxed) > s->mono && max_iv > 50000000LL)
-        max_iv = 50000000LL;
+    if (allowance > 0 && max_iv > FC_STEERING_INTERVAL_NS)
+        max_iv = FC_STEERING_INTERVAL_NS;
     int64_t interval = clamp64(baseline_ns, FC_MIN_INTERVAL_NS, max_iv);
-    cal.interval_ns = interval;
+    cs->interval_ns = interval;
 
     /* Span: how long readers may use the line.  The thread refreshes it
-     * every interval; past soft_span a reader recalibrates or asks the
-     * kernel.  It is cut so that rate uncertainty cannot grow the error past
-     * the target. */
-    double unc_ns_per_ns = cal.rate_unc > 1e-12 ? cal.rate_unc : 1e-12;
+     * every interval (with slack for scheduling delays unless NTP steers);
+     * past soft_span a reader recalibrates or asks the kernel.  It is cut
+     * so that the rate's uncertainty cannot grow the error past the target. */
+    double unc = cs->rate_unc > 1e-12 ? cs->rate_unc : 1e-12;
     int thread = fc_calibrator_running();
-    double soft_ns = thread ? 2.0 * (double)interval + 20e6 : (double)interval;
-    if (soft_ns > FC_TARGET_ERR_NS / unc_ns_per_ns) soft_ns = FC_TARGET_ERR_NS / unc_ns_per_ns;
+    double soft_ns = thread ? 2.0 * (double)interval + (allowance > 0 ? 0 : 20e6) : (double)interval;
+    if (soft_ns > FC_TARGET_ERR_NS / unc) soft_ns = FC_TARGET_ERR_NS / unc;
     if (soft_ns < (double)interval) soft_ns = (double)interval;
 
     const int64_t past = (int64_t)(FC_PAST_MARGIN_NS / rate) + 1;
@@ -349,7 +379,7 @@ static void build_and_publish(const struct fc_sample *s, enum build_kind kind)
     int measured = 0;
 
     for (int attempt = 0;; attempt++) {
-        const uint64_t now = fc_now_counter(1);
+        const uint64_t now = t->cpu < 0 ? fc_now_counter(1) : s->t + s->width;
         uint64_t P = now - (uint64_t)past;
         /* Still in use?  Then continue it exactly.  If not, it was never
          * read past its end (F) and readers since had the kernel's values. */
@@ -388,7 +418,7 @@ static void build_and_publish(const struct fc_sample *s, enum build_kind kind)
                 if (kind == BUILD_RESUMED) {
                     /* Its reads all came before the suspend, when it was within
                      * its bound of a kernel time that has not run backwards. */
-                    __int128 cap = kp + ns_to_fixed(cm->error_bound_ns + 1);
+                    __int128 cap = kp + ns_to_fixed(fc_meta_bound(cm, s->mono) + 1);
                     if (cap < floor)
                         floor = cap;
                 }
@@ -438,7 +468,9 @@ static void build_and_publish(const struct fc_sample *s, enum build_kind kind)
         l.base_ns = (int64_t)(base_p >> FC_SHIFT);
         l.base_frac = (uint64_t)(base_p - ((__int128)l.base_ns << FC_SHIFT));
         m.soft_span = (uint64_t)(soft_ns / rate) + (uint64_t)past;
-        l.fast_span = fc_seam.counter ? 0 : m.soft_span;
+        /* The global line is read inline unless a counter is injected;
+         * per-CPU lines are read by percpu.c, which checks fast_span too. */
+        l.fast_span = (fc_seam.counter && t->cpu < 0) ? 0 : m.soft_span;
         if (s->offsets_ok) {
             l.real_offset = s->real_off;
             l.boot_offset = s->boot_off;
@@ -448,23 +480,29 @@ static void build_and_publish(const struct fc_sample *s, enum build_kind kind)
             l.boot_offset = cur->boot_offset;
             l.tai_offset = cur->tai_offset;
         }
-        double bound = fc_fabs((double)err_at_pivot_ns) + 2.0 * sigma_ns(s, rate) +
-                       unc_ns_per_ns * soft_ns + 2.0;
-        m.error_bound_ns = (int64_t)bound + 1;
+        m.error_bound_ns = (int64_t)(fc_fabs((double)err_at_pivot_ns) + 2.0 * sigma_ns(s, rate) + 2.0) + 1;
+        m.bound_growth_ppb = (int64_t)((unc + allowance) * 1e9) + 1;
         m.epoch = cm->epoch + 1;
         m.published_mono_ns = s->mono;
 
         /* A pivot in the future must still be ahead when readers can see the line. */
-        if (pivot != P && fc_now_counter(1) + (uint64_t)past >= pivot && attempt < 3)
+        if (pivot != P && t->cpu < 0 && fc_now_counter(1) + (uint64_t)past >= pivot && attempt < 3)
             continue;
         break;
     }
 
-    if (has_line && s->offsets_ok && abs64(s->real_off - cur->real_offset) > 1000)
+    if (has_line && s->offsets_ok && abs64(s->real_off - cur->real_offset) > 1000 && t->cpu < 0)
         atomic_fetch_add_explicit(&stats.realtime_steps, 1, memory_order_relaxed);
-    publish(&l, &m);
+    publish(t->latch, &l, &m);
+    cs->calibrations++;
+    cs->last_ok_mono = s->mono;
+    cs->failing_since = 0;
 
-    atomic_store_explicit(&ticks_mult, mult_k, memory_order_relaxed);
+    if (t->cpu < 0) {
+        atomic_store_explicit(&ticks_mult, mult_k, memory_order_relaxed);
+        atomic_store_explicit(&stats.interval_ns, interval, memory_order_relaxed);
+        atomic_store_explicit(&stats.rate, rate, memory_order_relaxed);
+    }
     atomic_fetch_add_explicit(&stats.calibrations, 1, memory_order_relaxed);
     if (measured) {
         atomic_store_explicit(&stats.last_err_ns, measured_err, memory_order_relaxed);
@@ -472,18 +510,17 @@ static void build_and_publish(const struct fc_sample *s, enum build_kind kind)
             atomic_store_explicit(&stats.max_err_ns, abs64(measured_err), memory_order_relaxed);
     }
     atomic_store_explicit(&stats.last_width_ns, (int64_t)((double)s->width * rate), memory_order_relaxed);
-    atomic_store_explicit(&stats.interval_ns, interval, memory_order_relaxed);
-    atomic_store_explicit(&stats.rate, rate, memory_order_relaxed);
 }
 
 /* ------------------------------------------------------------------ entry points */
 
 int fc_cal_start(double seed_hz, const char *seed_source, char *why, size_t why_size)
 {
+    struct fc_cal_state *cs = fc_global_track.cs;
     struct fc_buf b;
     fc_buf_init(&b, why, why_size);
     struct fc_sample s0, s1;
-    int r = fc_cal_sample(&s0, FC_SAMPLE_TRIES);
+    int r = fc_cal_sample(&s0, FC_SAMPLE_TRIES, -1);
     if (r == FC_SAMPLE_ERROR) {
         fc_buf_str(&b, "the kernel's CLOCK_MONOTONIC could not be read");
         return -1;
@@ -510,7 +547,7 @@ int fc_cal_start(double seed_hz, const char *seed_source, char *why, size_t why_
         }
         fc_cpu_relax();
     }
-    r = fc_cal_sample(&s1, FC_SAMPLE_TRIES);
+    r = fc_cal_sample(&s1, FC_SAMPLE_TRIES, -1);
     if (r != FC_SAMPLE_OK || s1.t <= s0.t) {
         fc_buf_str(&b, r == FC_SAMPLE_OK || r == FC_SAMPLE_BACKWARDS
                            ? "the time-stamp counter went backwards between two calibration samples"
@@ -530,92 +567,133 @@ int fc_cal_start(double seed_hz, const char *seed_source, char *why, size_t why_
         return -1;
     }
     double unc = (w0 + w1) * 0.5 / (double)(s1.mono - s0.mono);
-    cal.n = 0;
-    cal.rate = measured;
-    cal.rate_unc = unc;
+    memset(cs, 0, sizeof *cs);
+    cs->rate = measured;
+    cs->rate_unc = unc;
     if (seed_hz > 0) {
         double seed = 1e9 / seed_hz;
         /* 0x16 is only the base frequency: trust it to 0.1%; exact leaves to 2 ppm. */
         double seed_unc = strstr(seed_source, "0x16") ? 1e-3 : 2e-6;
         if (fc_fabs(seed / measured - 1.0) < 3.0 * unc + seed_unc && seed_unc < unc) {
-            cal.rate = seed;
-            cal.rate_unc = seed_unc;
+            cs->rate = seed;
+            cs->rate_unc = seed_unc;
         }
     }
-    history_push(&s0);
-    history_push(&s1);
-    cal.noisy_in_a_row = 0;
-    cal.resets_recent = 0;
-    build_and_publish(&s1, BUILD_FIRST);
+    fc_sync_poll(s1.mono);
+    history_push(cs, &s0);
+    history_push(cs, &s1);
+    build_and_publish(&fc_global_track, &s1, BUILD_FIRST);
+    return 0;
+}
+
+int fc_track_start(const struct fc_track *t, double rate, double rate_unc)
+{
+    struct fc_sample s;
+    int r = fc_cal_sample(&s, FC_SAMPLE_TRIES, t->cpu);
+    if (r != FC_SAMPLE_OK || (double)s.width * rate > FC_MAX_WIDTH_NS)
+        return -1;
+    memset(t->cs, 0, sizeof *t->cs);
+    t->cs->rate = rate;
+    t->cs->rate_unc = rate_unc > 1e-6 ? rate_unc : 1e-6; /* this CPU's rate is not measured yet */
+    history_push(t->cs, &s);
+    build_and_publish(t, &s, BUILD_FIRST);
     return 0;
 }
 
 /* Large rate jumps in a short time mean the counter cannot be trusted. */
-static int note_reset_and_check(int64_t mono_now)
+static int note_reset_and_check(struct fc_cal_state *cs, int64_t mono_now)
 {
-    if (mono_now - cal.last_reset_mono > 60LL * FC_NS_PER_SEC)
-        cal.resets_recent = 0;
-    cal.last_reset_mono = mono_now;
-    return ++cal.resets_recent > 5;
+    if (mono_now - cs->last_reset_mono > 60LL * FC_NS_PER_SEC)
+        cs->resets_recent = 0;
+    cs->last_reset_mono = mono_now;
+    return ++cs->resets_recent > 5;
 }
 
-int fc_cal_recalibrate(void)
+/* A per-CPU track that cannot be calibrated is given up after 15 s; the
+ * global one falls back to mode system at once when the counter misbehaves. */
+static int track_failure(const struct fc_track *t, const char *global_reason, int64_t mono_now)
 {
-    struct fc_sample s;
-    int r = fc_cal_sample(&s, FC_SAMPLE_TRIES);
-    if (r == FC_SAMPLE_BACKWARDS) {
-        fc_cal_fail_to_system("the time-stamp counter went backwards between two ordered reads");
-        return -1;
+    if (t->cpu < 0 && global_reason) {
+        fc_cal_fail_to_system(global_reason);
+        return FC_RECAL_FAILED;
     }
-    if (r != FC_SAMPLE_OK) {
-        if (++cal.noisy_in_a_row > 50)
-            fc_cal_fail_to_system("the kernel's clocks could not be read for calibration");
-        return -1;
-    }
-    double width_ns = (double)s.width * cal.rate;
-    if (width_ns > FC_MAX_WIDTH_NS) {
-        /* Preempted in every try.  Keep the line; give up only if it lasts. */
-        if (++cal.noisy_in_a_row > 50) {
-            fc_cal_fail_to_system("calibration cannot converge: reads of the kernel clock are "
-                                  "too slow or too often interrupted");
-        }
-        return -1;
-    }
-    cal.noisy_in_a_row = 0;
+    if (!t->cs->failing_since)
+        t->cs->failing_since = mono_now ? mono_now : 1;
+    if (mono_now - t->cs->failing_since >= FC_GIVE_UP_NS)
+        return FC_RECAL_FAILED;
+    return FC_RECAL_SKIPPED;
+}
 
-    const struct fc_sample *last = &cal.hist[cal.n - 1];
+int fc_track_recalibrate(const struct fc_track *t)
+{
+    struct fc_cal_state *cs = t->cs;
+    struct fc_sample s;
+    int64_t now_k = fc_kernel_ns(CLOCK_MONOTONIC);
+    int r = fc_cal_sample(&s, FC_SAMPLE_TRIES, t->cpu);
+    if (r == FC_SAMPLE_BACKWARDS)
+        return track_failure(t, "the time-stamp counter went backwards between two ordered reads", now_k);
+    if (r == FC_SAMPLE_ERROR) {
+        if (++cs->noisy_in_a_row > 50)
+            return track_failure(t, "the kernel's clocks could not be read for calibration", now_k);
+        return track_failure(t, 0, now_k);
+    }
+    if (r != FC_SAMPLE_OK || (double)s.width * cs->rate > FC_MAX_WIDTH_NS) {
+        /* Preempted or migrated in every try.  Keep the line; give up only if it lasts. */
+        if (++cs->noisy_in_a_row > 50)
+            return track_failure(t, "calibration cannot converge: reads of the kernel clock are "
+                                    "too slow or too often interrupted", now_k);
+        return track_failure(t, 0, now_k);
+    }
+    cs->noisy_in_a_row = 0;
+    if (fc_sync_poll(s.mono) && cs->n > 1) {
+        /* NTP just changed the kernel's rate: the history describes the old one. */
+        cs->hist[0] = cs->hist[cs->n - 1];
+        cs->n = 1;
+        cs->rate_unc = cs->rate_unc > 1e-3 ? cs->rate_unc : 1e-3;
+    }
+
+    if (cs->n == 0) {
+        history_push(cs, &s);
+        build_and_publish(t, &s, BUILD_RESUMED);
+        return FC_RECAL_OK;
+    }
+    const struct fc_sample *last = &cs->hist[cs->n - 1];
     int suspended = s.offsets_ok && last->offsets_ok && s.boot_off - last->boot_off > FC_SUSPEND_NS;
-    if (s.t <= last->t) {
-        if (!suspended) {
-            fc_cal_fail_to_system("the time-stamp counter went backwards between calibrations: "
-                                  "counters are not synchronised across CPUs or were reset");
-            return -1;
-        }
+    if (s.t <= last->t && !suspended) {
+        if (t->cpu < 0)
+            return track_failure(t, "the time-stamp counter went backwards between calibrations: "
+                                    "counters are not synchronised across CPUs or were reset", now_k);
+        suspended = 1; /* one CPU's counter was reset: start its line over */
     }
     if (suspended) {
         /* The kernel's MONOTONIC stood still while the counter stopped, reset
          * or ran on: the history is meaningless across it. */
-        cal.n = 0;
-        history_push(&s);
+        cs->n = 0;
+        history_push(cs, &s);
         atomic_fetch_add_explicit(&stats.rate_resets, 1, memory_order_relaxed);
-        build_and_publish(&s, BUILD_RESUMED);
-        return 0;
+        build_and_publish(t, &s, BUILD_RESUMED);
+        return FC_RECAL_OK;
     }
 
-    uint64_t resets_before = atomic_load_explicit(&stats.rate_resets, memory_order_relaxed);
-    history_push(&s);
-    double old_rate = cal.rate;
-    update_rate();
-    if (atomic_load_explicit(&stats.rate_resets, memory_order_relaxed) != resets_before) {
-        double jump = fc_fabs(cal.rate / old_rate - 1.0);
-        if (jump > 0.05 || (jump > 1e-3 && note_reset_and_check(s.mono))) {
-            fc_cal_fail_to_system("the counter's rate keeps changing against CLOCK_MONOTONIC "
-                                  "(it is not invariant in practice)");
-            return -1;
+    history_push(cs, &s);
+    double old_rate = cs->rate;
+    if (update_rate(cs)) {
+        double jump = fc_fabs(cs->rate / old_rate - 1.0);
+        if (jump > 0.05 || (jump > 1e-3 && note_reset_and_check(cs, s.mono))) {
+            if (t->cpu < 0)
+                return track_failure(t, "the counter's rate keeps changing against CLOCK_MONOTONIC "
+                                        "(it is not invariant in practice)", s.mono);
+            cs->n = 0;
+            return track_failure(t, 0, s.mono);
         }
     }
-    build_and_publish(&s, BUILD_CONTINUE);
-    return 0;
+    build_and_publish(t, &s, BUILD_CONTINUE);
+    return FC_RECAL_OK;
+}
+
+int fc_cal_recalibrate(void)
+{
+    return fc_track_recalibrate(&fc_global_track);
 }
 
 void fc_cal_stats(struct fc_cal_stats *out)
@@ -636,212 +714,9 @@ int64_t fc_cal_ticks_to_ns(int64_t ticks)
     return (int64_t)(((__int128)ticks * mult) >> FC_SHIFT);
 }
 
-/* ------------------------------------------------------------------ the thread */
-
-static pthread_t cal_thread;
-static _Atomic int thread_running;   /* 1 while the thread serves this process */
-static _Atomic int thread_stop;
-static _Atomic int coarse_wanted;
-static int wake_fd = -1;
-
-int fc_calibrator_running(void)
-{
-    return atomic_load_explicit(&thread_running, memory_order_relaxed);
-}
-
-void fc_calibrator_wake(void)
-{
-    int fd = wake_fd;
-    if (fd >= 0 && fc_calibrator_running()) {
-        uint64_t one = 1;
-        ssize_t r = write(fd, &one, sizeof one);
-        (void)r;
-    }
-}
-
-void fc_coarse_request(void)
-{
-    if (!atomic_load_explicit(&coarse_wanted, memory_order_relaxed)) {
-        atomic_store_explicit(&coarse_wanted, 1, memory_order_relaxed);
-        fc_calibrator_wake();
-    }
-}
-
-static void coarse_update(void)
-{
-    int64_t real = fastclock_real_ns();
-    int64_t mono = fastclock_mono_ns();
-    atomic_store_explicit(&fc_coarse.real, real, memory_order_relaxed);
-    atomic_store_explicit(&fc_coarse.mono, mono, memory_order_release);
-}
-
-void fc_coarse_deactivate(void)
-{
-    /* Readers fall back to the kernel's coarse clocks, clamped at the last value. */
-    int64_t last = atomic_load_explicit(&fc_coarse.mono, memory_order_relaxed);
-    if (last > atomic_load_explicit(&fc_coarse.floor_mono, memory_order_relaxed))
-        atomic_store_explicit(&fc_coarse.floor_mono, last, memory_order_relaxed);
-    atomic_store_explicit(&fc_coarse.mono, 0, memory_order_release);
-}
-
-static void arm_clock_set_timer(int tfd)
-{
-    struct itimerspec its;
-    memset(&its, 0, sizeof its);
-    its.it_value.tv_sec = (time_t)1 << 40; /* never fires; only cancellation matters */
-    timerfd_settime(tfd, TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET, &its, 0);
-}
-
-/* adjtimex state that changes the kernel's rate. */
-struct kernel_rate_state {
-    long freq, tick, offset;
-    int status;
-};
-
-static int read_kernel_rate(struct kernel_rate_state *k)
-{
-    struct timex tx;
-    memset(&tx, 0, sizeof tx);
-    if (adjtimex(&tx) < 0)
-        return -1;
-    k->freq = tx.freq;
-    k->tick = tx.tick;
-    k->status = tx.status;
-    k->offset = (tx.status & STA_PLL) ? tx.offset : 0;
-    memset(&tx, 0, sizeof tx);
-    tx.modes = ADJ_OFFSET_SS_READ;
-    if (adjtimex(&tx) >= 0 && tx.offset != 0)
-        k->offset = tx.offset; /* adjtime(3) slew in progress (500 ppm) */
-    return 0;
-}
-
-static void *calibrator_main(void *arg)
-{
-    (void)arg;
-    pthread_setname_np(pthread_self(), "fastclock-cal");
-    int tfd = timerfd_create(CLOCK_REALTIME, TFD_CLOEXEC | TFD_NONBLOCK);
-    if (tfd >= 0)
-        arm_clock_set_timer(tfd);
-    struct kernel_rate_state kstate;
-    int have_kstate = read_kernel_rate(&kstate) == 0;
-    int64_t last_cal = 0, last_tick = 0, last_adj = 0;
-
-    while (!atomic_load_explicit(&thread_stop, memory_order_acquire)) {
-        int mode = atomic_load_explicit(&fc_mode, memory_order_acquire);
-        int64_t timeout_ns = -1;
-        int64_t now = 0;
-        if (mode == FC_MODE_TSC) {
-            now = fastclock_mono_ns();
-            int64_t interval = atomic_load_explicit(&stats.interval_ns, memory_order_relaxed);
-            int64_t next = last_cal + interval;
-            if (atomic_load_explicit(&coarse_wanted, memory_order_relaxed) && last_tick + 1000000 < next)
-                next = last_tick + 1000000;
-            if (have_kstate && last_adj + 50000000 < next)
-                next = last_adj + 50000000;
-            timeout_ns = next - now;
-            if (timeout_ns < 0)
-                timeout_ns = 0;
-        } else if (mode == FC_MODE_SYSTEM) {
-            fc_coarse_deactivate();
-        }
-        struct pollfd pfd[2] = {{.fd = wake_fd, .events = POLLIN}, {.fd = tfd, .events = POLLIN}};
-        struct timespec to = {.tv_sec = timeout_ns / FC_NS_PER_SEC, .tv_nsec = timeout_ns % FC_NS_PER_SEC};
-        int pr = ppoll(pfd, tfd >= 0 ? 2 : 1, timeout_ns >= 0 ? &to : 0, 0);
-        int force = 0;
-        if (pr > 0 && (pfd[0].revents & POLLIN)) {
-            uint64_t v;
-            ssize_t rr = read(wake_fd, &v, sizeof v);
-            (void)rr;
-        }
-        if (pr > 0 && tfd >= 0 && (pfd[1].revents & POLLIN)) {
-            uint64_t v;
-            if (read(tfd, &v, sizeof v) < 0 && errno == ECANCELED)
-                force = 1; /* CLOCK_REALTIME was set: follow it now */
-            arm_clock_set_timer(tfd);
-        }
-        if (atomic_load_explicit(&fc_mode, memory_order_acquire) != FC_MODE_TSC)
-            continue;
-        now = fastclock_mono_ns();
-        if (have_kstate && now - last_adj >= 50000000) {
-            struct kernel_rate_state k;
-            last_adj = now;
-            if (read_kernel_rate(&k) == 0) {
-                if (k.freq != kstate.freq || k.tick != kstate.tick || k.offset != 0 ||
-                    ((k.status ^ kstate.status) & (STA_PLL | STA_FLL | STA_INS | STA_DEL | STA_UNSYNC))) {
-                    /* NTP is steering the kernel: calibrate now and keep intervals short. */
-                    force = 1;
-                    atomic_store_explicit(&kernel_slewing_until, now + 5LL * FC_NS_PER_SEC,
-                                          memory_order_relaxed);
-                }
-                kstate = k;
-            }
-        }
-        int64_t interval = atomic_load_explicit(&stats.interval_ns, memory_order_relaxed);
-        if (force || now - last_cal >= interval) {
-            if (fc_cal_trylock()) {
-                if (atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_TSC)
-                    fc_cal_recalibrate();
-                fc_cal_unlock();
-            }
-            last_cal = fastclock_mono_ns();
-        }
-        if (atomic_load_explicit(&coarse_wanted, memory_order_relaxed) &&
-            atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_TSC) {
-            coarse_update();
-            last_tick = now;
-        }
-    }
-    if (tfd >= 0)
-        close(tfd);
-    return 0;
-}
-
-void fc_calibrator_start(void)
-{
-    if (fc_calibrator_running())
-        return;
-    if (wake_fd < 0)
-        wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (wake_fd < 0)
-        return;
-    /* The thread must never run a signal handler: block everything it inherits. */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, 64 * 1024);
-    atomic_store_explicit(&thread_stop, 0, memory_order_relaxed);
-    atomic_store_explicit(&thread_running, 1, memory_order_relaxed);
-    if (pthread_create(&cal_thread, &attr, calibrator_main, 0) != 0)
-        atomic_store_explicit(&thread_running, 0, memory_order_relaxed);
-    pthread_attr_destroy(&attr);
-    pthread_sigmask(SIG_SETMASK, &old, 0);
-}
-
-void fc_calibrator_after_fork_child(void)
-{
-    /* The thread does not exist in the child: readers calibrate from now on. */
-    atomic_store_explicit(&thread_running, 0, memory_order_relaxed);
-    atomic_store_explicit(&cal_lock, 0, memory_order_relaxed);
-    if (atomic_load_explicit(&fc_coarse.mono, memory_order_relaxed) != 0)
-        fc_coarse_deactivate();
-}
-
-void fc_calibrator_stop(void)
-{
-    if (!fc_calibrator_running())
-        return;
-    atomic_store_explicit(&thread_stop, 1, memory_order_release);
-    fc_calibrator_wake();
-    pthread_join(cal_thread, 0);
-    atomic_store_explicit(&thread_running, 0, memory_order_relaxed);
-    fc_coarse_deactivate();
-}
-
 void fc_cal_reset_for_tests(void)
 {
-    memset(&cal, 0, sizeof cal);
+    memset(&global_state, 0, sizeof global_state);
     atomic_store(&stats.calibrations, 0);
     atomic_store(&stats.last_err_ns, 0);
     atomic_store(&stats.max_err_ns, 0);
@@ -849,7 +724,6 @@ void fc_cal_reset_for_tests(void)
     atomic_store(&stats.rate_resets, 0);
     atomic_store(&stats.interval_ns, 0);
     atomic_store(&ticks_mult, 0);
-    atomic_store(&coarse_wanted, 0);
-    atomic_store(&cal_lock, 0);
-    atomic_store(&kernel_slewing_until, 0);
+    atomic_store(&global_lock, 0);
+    fc_sync_reset_for_tests();
 }

@@ -3,8 +3,12 @@
 #ifndef FC_CALIBRATION_H
 #define FC_CALIBRATION_H
 
+#include <stddef.h>
 #include <stdint.h>
+
 #include "internal.h"
+
+#define FC_HIST 16
 
 /* One minimum-latency sample of the kernel's clocks. */
 struct fc_sample {
@@ -19,23 +23,72 @@ struct fc_sample {
     int64_t tai_off;   /* TAI - REALTIME */
 };
 
-enum fc_sample_result { FC_SAMPLE_OK = 0, FC_SAMPLE_NOISY = -1, FC_SAMPLE_BACKWARDS = -2, FC_SAMPLE_ERROR = -3 };
-int fc_cal_sample(struct fc_sample *s, int tries);
+enum fc_sample_result {
+    FC_SAMPLE_OK = 0,
+    FC_SAMPLE_NOISY = -1,      /* no bracket tight enough (preempted every try) */
+    FC_SAMPLE_BACKWARDS = -2,  /* the counter went back within a bracket */
+    FC_SAMPLE_ERROR = -3,      /* the kernel's clocks could not be read */
+    FC_SAMPLE_MIGRATED = -4,   /* per-CPU sample: the thread kept changing CPUs */
+};
+/* cpu < 0: ordered reads on any CPU; cpu >= 0: rdtscp reads that must all
+ * come from that CPU (TSC_AUX), for per-CPU lines. */
+int fc_cal_sample(struct fc_sample *s, int tries, int cpu);
 
-/* The calibration lock: one writer at a time, never waited for by readers. */
+/* The writer state of one line (global, or one CPU's). */
+struct fc_cal_state {
+    struct fc_sample hist[FC_HIST];
+    int n;
+    double rate;       /* ns per tick */
+    double rate_unc;   /* relative uncertainty of rate */
+    int64_t interval_ns;
+    int noisy_in_a_row;
+    int resets_recent;
+    int64_t last_reset_mono;
+    int64_t last_ok_mono;    /* kernel MONOTONIC at the last published line */
+    int64_t failing_since;   /* kernel MONOTONIC of the first failure since, or 0 */
+    uint64_t calibrations;
+};
+
+/* A line and its writer: the global one, or one per CPU in tsc-percpu mode. */
+struct fc_track {
+    struct fc_latch *latch;
+    struct fc_cal_state *cs;
+    _Atomic int *lock;
+    int cpu;           /* -1: the global line */
+};
+
+FC_HIDDEN extern struct fc_track fc_global_track;
+
+int fc_track_trylock(const struct fc_track *t);
+void fc_track_unlock(const struct fc_track *t);
+
+/* The global lock (the global track's). */
 int fc_cal_trylock(void);
 void fc_cal_unlock(void);
 
-/* With the lock held: first line after a mode decision.  Returns 0, or -1
- * with a reason written to why. */
+/* With the lock held: first global line after the mode decision.  Returns
+ * 0, or -1 with a reason written to why. */
 int fc_cal_start(double seed_hz, const char *seed_source, char *why, size_t why_size);
-/* With the lock held: take a sample and publish a corrected line.  Returns
- * 0 on success, -1 if no line was published (the current one stays). */
-int fc_cal_recalibrate(void);
+/* With the track's lock held: first line of a track, from one sample and a
+ * known rate (per-CPU tracks start from the global rate). */
+int fc_track_start(const struct fc_track *t, double rate, double rate_unc);
+
+enum fc_recal_result {
+    FC_RECAL_OK = 0,
+    FC_RECAL_SKIPPED = -1,   /* no sample this time; the line stays */
+    FC_RECAL_FAILED = -2,    /* the track cannot be trusted (global: mode is now system) */
+};
+/* With the track's lock held: sample and publish a corrected line. */
+int fc_track_recalibrate(const struct fc_track *t);
+int fc_cal_recalibrate(void); /* the global track */
+
 /* With the lock held: leave mode tsc for good, keeping MONOTONIC from going back. */
 void fc_cal_fail_to_system(const char *reason);
-/* Publish a line that routes every read to the kernel (mode system). */
+/* Publish a global line that routes every read to the slow path (mode
+ * system, or tsc-percpu), with a MONOTONIC floor. */
 void fc_cal_publish_system(int64_t floor_ns);
+/* An upper bound on anything the global line has returned so far. */
+int64_t fc_cal_global_ceiling(void);
 
 /* Bookkeeping for fastclock_status (read without the lock; approximate). */
 struct fc_cal_stats {
@@ -46,21 +99,25 @@ struct fc_cal_stats {
 };
 void fc_cal_stats(struct fc_cal_stats *out);
 int64_t fc_cal_ticks_to_ns(int64_t ticks);
+/* Error bound of a line at a given age, in ns. */
+int64_t fc_meta_bound(const struct fc_meta *m, int64_t mono_now);
 
-/* The background calibrator (calibration.c). */
+/* Limits (tests may shrink max_interval). */
+FC_HIDDEN extern int64_t fc_cal_max_interval_ns;
+/* Tests: forget all calibration state. */
+void fc_cal_reset_for_tests(void);
+
+/* ---- the background calibrator (calibrator.c) ---- */
 void fc_calibrator_start(void);     /* from a normal (non-signal) context only */
 int fc_calibrator_running(void);
 void fc_calibrator_after_fork_child(void);
 void fc_calibrator_wake(void);
 void fc_calibrator_stop(void);      /* tests: joins the thread */
-/* Set when a reader wants the coarse clocks served from memory. */
+void fc_calibrator_pause(int paused); /* tests: a stalled calibrator */
+void fc_clock_was_set(void);        /* REALTIME was stepped: recalibrate now */
+/* Coarse clocks served from memory by the calibrator. */
 void fc_coarse_request(void);
-/* Stop serving coarse clocks from memory (readers ask the kernel, clamped). */
 void fc_coarse_deactivate(void);
-/* Tests: forget all calibration state. */
-void fc_cal_reset_for_tests(void);
-
-/* Limits (tests may shrink max_interval). */
-FC_HIDDEN extern int64_t fc_cal_max_interval_ns;
+void fc_calibrator_reset_for_tests(void);
 
 #endif

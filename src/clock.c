@@ -18,6 +18,8 @@
 
 #include "calibration.h"
 #include "mode.h"
+#include "percpu.h"
+#include "sync.h"
 
 #define FC_API __attribute__((visibility("default")))
 
@@ -121,6 +123,8 @@ int64_t fc_slow_read(enum fc_kind kind, int ordered)
             fc_try_init();
             continue;
         }
+        if (mode == FC_MODE_PERCPU)
+            return fc_percpu_read(kind);
         struct fc_full f;
         snapshot_full(&f, ordered);
         int64_t v;
@@ -159,7 +163,8 @@ static int64_t coarse_slow(enum fc_kind kind)
 {
     if (atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_UNINIT)
         fc_try_init();
-    if (atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_TSC)
+    int mode = atomic_load_explicit(&fc_mode, memory_order_acquire);
+    if (mode == FC_MODE_TSC || mode == FC_MODE_PERCPU)
         fc_coarse_request();
     int64_t k = fc_kernel_ns(kind == FC_REAL ? CLOCK_REALTIME_COARSE : CLOCK_MONOTONIC_COARSE);
     if (kind == FC_MONO) {
@@ -198,8 +203,11 @@ FC_API uint64_t fastclock_ticks(void)
         fc_try_init();
         return fastclock_ticks();
     }
-    if (fc_seam.counter)
+    if (fc_seam.counter && mode == FC_MODE_TSC)
         return fc_seam.counter();
+    /* Counters of different CPUs disagree: ticks are ns of the per-CPU clock. */
+    if (mode == FC_MODE_PERCPU)
+        return (uint64_t)fc_percpu_read(FC_MONO);
     /* Mode system: ticks are nanoseconds of CLOCK_MONOTONIC. */
     return (uint64_t)fc_kernel_ns(CLOCK_MONOTONIC);
 }
@@ -254,6 +262,51 @@ FC_API int fastclock_gettimeofday(struct timeval *tv, void *tz)
 
 /* ---------------------------------------------------------------- status */
 
+/* The kernel's sync state, sampled at most once a second from here (the
+ * calibrator samples it every 50 ms; without one, this is the only source). */
+static void fresh_sync(int64_t mono_now, struct fc_sync_snapshot *ks)
+{
+    fc_sync_get(mono_now, ks);
+    if (!ks->known || ks->age_ns > FC_NS_PER_SEC) {
+        fc_sync_poll(mono_now);
+        fc_sync_get(mono_now, ks);
+    }
+}
+
+/* fastclock's own bound against the kernel's clock, now. */
+static int64_t own_bound(int mode, int64_t mono_now)
+{
+    if (mode == FC_MODE_PERCPU) {
+        struct fc_percpu_stats ps;
+        fc_percpu_stats(&ps);
+        return ps.max_bound_ns;
+    }
+    if (mode != FC_MODE_TSC)
+        return 0;
+    struct fc_full f;
+    snapshot_full(&f, 1);
+    return f.l.mult ? fc_meta_bound(&f.m, mono_now) : 0;
+}
+
+FC_API int fastclock_real_bounded(int64_t *earliest_ns, int64_t *latest_ns)
+{
+    if (!earliest_ns || !latest_ns) {
+        errno = EFAULT;
+        return -1;
+    }
+    int64_t real = fc_read(FC_REAL, 1);
+    int64_t mono = fc_read(FC_MONO, 1);
+    int mode = atomic_load_explicit(&fc_mode, memory_order_acquire);
+    struct fc_sync_snapshot ks;
+    fresh_sync(mono, &ks);
+    /* Unknown kernel state: assume the worst an unsynchronised clock reports. */
+    int64_t kernel_err = ks.known ? ks.maxerror_ns : 16LL * FC_NS_PER_SEC;
+    int64_t e = own_bound(mode, mono) + kernel_err;
+    *earliest_ns = real - e;
+    *latest_ns = real + e;
+    return ks.known && ks.synchronized ? 0 : 1;
+}
+
 FC_API int fastclock_status(struct fastclock_status *out)
 {
     if (!out) {
@@ -274,33 +327,51 @@ FC_API int fastclock_status(struct fastclock_status *out)
     snapshot_full(&f, 1);
     struct fc_cal_stats st;
     fc_cal_stats(&st);
+    struct fc_percpu_stats ps;
+    fc_percpu_stats(&ps);
+    int64_t now = fastclock_mono_ns();
 
-    out->mode = mode == FC_MODE_TSC ? "tsc" : mode == FC_MODE_SYSTEM ? "system" : "initializing";
+    out->mode = mode == FC_MODE_TSC      ? "tsc"
+                : mode == FC_MODE_PERCPU ? "tsc-percpu"
+                : mode == FC_MODE_SYSTEM ? "system"
+                                         : "initializing";
     out->reason = fc_get_reason();
     out->forced = fc_mode_forced();
-    out->ordered = 1;
+    out->ordered = mode != FC_MODE_SYSTEM;
     out->calibrations = st.calibrations;
     out->fallback_reads = atomic_load_explicit(&fallback_reads, memory_order_relaxed);
     out->realtime_steps = st.realtime_steps;
     out->last_calibration_age_ns = -1;
+    out->max_warp_cycles = ps.max_warp_cycles;
+    out->last_error_ns = st.last_err_ns;
+    out->max_error_ns = st.max_err_ns;
+    out->sample_width_ns = st.last_width_ns;
     if (mode == FC_MODE_TSC && f.l.mult != 0) {
         out->counter = "rdtsc";
         out->calibrator = fc_calibrator_running() ? "thread" : "lazy";
         out->counter_hz = st.rate_ns_per_tick > 0 ? 1e9 / st.rate_ns_per_tick : 0;
         out->calibration_interval_ns = st.interval_ns;
-        out->last_error_ns = st.last_err_ns;
-        out->max_error_ns = st.max_err_ns;
-        out->sample_width_ns = st.last_width_ns;
-        out->error_bound_ns = f.m.error_bound_ns;
-        int64_t now = fastclock_mono_ns();
         out->last_calibration_age_ns = now - f.m.published_mono_ns;
         if (out->last_calibration_age_ns < 0)
             out->last_calibration_age_ns = 0;
+    } else if (mode == FC_MODE_PERCPU) {
+        out->counter = "rdtscp";
+        out->calibrator = fc_calibrator_running() ? "thread" : "lazy";
+        out->counter_hz = ps.mean_hz;
+        out->cpus_calibrated = ps.calibrated;
+        out->calibration_interval_ns = fc_percpu_interval_ns();
     } else {
         out->counter = "clock_gettime";
         out->calibrator = "none";
         out->counter_hz = 1e9;
     }
+    out->error_bound_ns = own_bound(mode, now);
+    struct fc_sync_snapshot ks;
+    fresh_sync(now, &ks);
+    out->kernel_synchronized = ks.known ? ks.synchronized : -1;
+    out->kernel_maxerror_ns = ks.known ? ks.maxerror_ns : -1;
+    out->kernel_esterror_ns = ks.known ? ks.esterror_ns : -1;
+    out->real_error_bound_ns = out->error_bound_ns + (ks.known ? ks.maxerror_ns : 16LL * FC_NS_PER_SEC);
     return 0;
 }
 

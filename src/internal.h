@@ -36,6 +36,7 @@ enum fc_mode {
     FC_MODE_INITIALIZING,
     FC_MODE_TSC,
     FC_MODE_SYSTEM,
+    FC_MODE_PERCPU,
 };
 
 enum fc_kind { FC_MONO, FC_REAL, FC_BOOT, FC_TAI };
@@ -55,7 +56,8 @@ struct fc_line {
 /* Cold part: read by the slow path and fastclock_status under the same seq. */
 struct fc_meta {
     uint64_t soft_span;   /* beyond: never used again; a reader recalibrates or asks the kernel */
-    int64_t error_bound_ns;
+    int64_t error_bound_ns;  /* at publication ... */
+    int64_t bound_growth_ppb; /* ... growing by this many ns per second of age */
     int64_t floor_ns;     /* mode system: no MONOTONIC read returns less */
     uint64_t epoch;
     int64_t published_mono_ns;
@@ -181,5 +183,14 @@ FC_INLINE uint64_t fc_now_counter(int ordered)
         return fc_seam.counter();
     return ordered ? fc_counter_ordered() : fc_counter_unordered();
 }
+
+/* rdtscp: the counter and TSC_AUX, read atomically on one CPU. */
+FC_INLINE uint64_t fc_now_counter_aux(uint32_t *aux)
+{
+    if (FC_UNLIKELY(fc_seam.counter_aux != 0))
+        return fc_seam.counter_aux(aux);
+    return fc_counter_rdtscp(aux);
+}
+#define FC_AUX_CPU(aux) ((int)((aux) & 0xfff))
 
 #endif

@@ -31,6 +31,8 @@
 #include "cpu.h"
 #include "fmt.h"
 #include "kernel.h"
+#include "percpu.h"
+#include "sync.h"
 
 _Atomic int fc_mode;
 struct fc_seam fc_seam;
@@ -38,7 +40,7 @@ struct fc_seam fc_seam;
 /* The preload shim defines a strong fc_default_lazy = 1. */
 __attribute__((weak)) const int fc_default_lazy = 0;
 
-enum fc_mode_pref { PREF_AUTO, PREF_TSC, PREF_SYSTEM };
+enum fc_mode_pref { PREF_AUTO, PREF_TSC, PREF_PERCPU, PREF_SYSTEM };
 
 static _Atomic int mode_forced;
 static _Atomic int calibrator_pref = -1;
@@ -108,9 +110,11 @@ static enum fc_mode_pref parse_mode_env(void)
         return PREF_TSC;
     if (word_eq(v, "system"))
         return PREF_SYSTEM;
+    if (word_eq(v, "percpu") || word_eq(v, "tsc-percpu"))
+        return PREF_PERCPU;
     if (!atomic_exchange(&warned, 1))
         say("fastclock: ignoring FASTCLOCK_MODE=", v,
-            ": it must be auto, tsc or system; using auto\n");
+            ": it must be auto, tsc, percpu or system; using auto\n");
     return PREF_AUTO;
 }
 
@@ -168,10 +172,12 @@ static void do_init(void)
     struct fc_buf b;
     enum fc_mode_pref pref = parse_mode_env();
     int forced = pref != PREF_AUTO;
-    const char *refuse = pref == PREF_TSC ? "FASTCLOCK_MODE=tsc refused: " : "";
+    const char *refuse = pref == PREF_TSC      ? "FASTCLOCK_MODE=tsc refused: "
+                         : pref == PREF_PERCPU ? "FASTCLOCK_MODE=percpu refused: "
+                                               : "";
 
     fc_refclock_init();
-    /* Nobody else calibrates before the mode is tsc, but a fork may have left the lock set. */
+    /* Nobody else calibrates before the mode is decided, but a fork may have left the lock set. */
     fc_cal_trylock();
 
     if (pref == PREF_SYSTEM) {
@@ -204,8 +210,9 @@ static void do_init(void)
     fc_clocksource_read(fc_seam.sysroot ? fc_seam.sysroot : "", &cs);
     const char *trust;
     char trustbuf[256];
+    int distrusted = 0;
     if (cs.available_errno) {
-        if (pref != PREF_TSC) {
+        if (pref == PREF_AUTO) {
             fc_buf_init(&b, msg, sizeof msg);
             fc_buf_str(&b, "cannot tell whether the kernel trusts the TSC: " FC_CLOCKSOURCE_DIR
                            "/available_clocksource is unreadable (");
@@ -216,13 +223,19 @@ static void do_init(void)
         }
         trust = "the kernel's opinion of the TSC is unknown (sysfs unreadable)";
     } else if (!fc_word_in_list(cs.available, "tsc")) {
-        fc_buf_init(&b, msg, sizeof msg);
-        fc_buf_str(&b, refuse);
+        distrusted = 1;
+        fc_buf_init(&b, trustbuf, sizeof trustbuf);
         fc_buf_str(&b, "the kernel does not trust the TSC: it is not among the available clocksources (");
         fc_buf_str(&b, cs.available);
         fc_buf_str(&b, "), which happens when the kernel marked it unstable");
-        decide_system(msg, forced);
-        goto out;
+        trust = trustbuf;
+        if (pref == PREF_TSC) {
+            fc_buf_init(&b, msg, sizeof msg);
+            fc_buf_str(&b, refuse);
+            fc_buf_str(&b, trust);
+            decide_system(msg, 1);
+            goto out;
+        }
     } else if (strcmp(cs.current, "tsc") == 0) {
         trust = "the kernel uses it as its clocksource";
     } else {
@@ -231,6 +244,43 @@ static void do_init(void)
         fc_buf_str(&b, cs.current[0] ? cs.current : "an unknown clocksource");
         fc_buf_str(&b, ")");
         trust = trustbuf;
+    }
+
+    if (distrusted || pref == PREF_PERCPU) {
+        /* Invariant but not in step across CPUs (or asked for): one line per CPU. */
+        if (!cpu.has_rdtscp) {
+            fc_buf_init(&b, msg, sizeof msg);
+            fc_buf_str(&b, pref == PREF_PERCPU ? refuse : "");
+            fc_buf_str(&b, distrusted ? trust : "per-CPU calibration needs rdtscp");
+            fc_buf_str(&b, distrusted ? ", and per-CPU calibration needs rdtscp, which this CPU lacks" : "");
+            decide_system(msg, forced);
+            goto out;
+        }
+        if (fc_percpu_setup(why, sizeof why) != 0) {
+            fc_buf_init(&b, msg, sizeof msg);
+            fc_buf_str(&b, pref == PREF_PERCPU ? refuse : "");
+            if (distrusted) {
+                fc_buf_str(&b, trust);
+                fc_buf_str(&b, ", and per-CPU calibration is not possible: ");
+            }
+            fc_buf_str(&b, why);
+            decide_system(msg, forced);
+            goto out;
+        }
+        fc_sync_poll(fc_kernel_ns(CLOCK_MONOTONIC));
+        fc_cal_publish_system(0); /* every read goes to the per-CPU path */
+        fc_buf_init(&b, msg, sizeof msg);
+        if (pref == PREF_PERCPU)
+            fc_buf_str(&b, "FASTCLOCK_MODE=percpu: ");
+        if (distrusted) {
+            fc_buf_str(&b, trust);
+            fc_buf_str(&b, ", but CPUID says it is invariant: ");
+        }
+        fc_buf_str(&b, "each CPU's counter is calibrated separately and read with rdtscp");
+        fc_set_reason(msg);
+        atomic_store_explicit(&mode_forced, forced, memory_order_relaxed);
+        atomic_store_explicit(&fc_mode, FC_MODE_PERCPU, memory_order_release);
+        goto out;
     }
 
     if (fc_cal_start(cpu.tsc_hz, cpu.tsc_hz_source, why, sizeof why) != 0) {
@@ -345,6 +395,8 @@ __attribute__((constructor)) static void fc_library_loaded(void)
 void fc_reset_for_tests(void)
 {
     fc_calibrator_stop();
+    fc_calibrator_reset_for_tests();
+    fc_percpu_reset_for_tests();
     fc_cal_reset_for_tests();
     memset(&fc_latch, 0, sizeof fc_latch);
     atomic_store(&fc_mode, FC_MODE_UNINIT);

@@ -10,17 +10,22 @@ extern "C" {
 #endif
 
 struct fc_cpu_info;
+struct timex;
 
 /* Tests replace the counter and the kernel clock with simulated ones.  When
  * a counter is injected every line is published with fast_span 0, so all
  * reads take the slow path, which reads the injected counter and evaluates
  * the same line with the same code. */
 struct fc_seam {
-    uint64_t (*counter)(void);                           /* NULL: hardware */
+    uint64_t (*counter)(void);                           /* NULL: hardware (ordered read) */
+    uint64_t (*counter_aux)(uint32_t *aux);              /* NULL: rdtscp; aux = (node << 12) | cpu */
     int (*kernel_gettime)(clockid_t, struct timespec *); /* NULL: vDSO/syscall */
+    int (*adjtimex)(struct timex *);                     /* NULL: the kernel's */
     const struct fc_cpu_info *cpu;                       /* NULL: CPUID */
     const char *sysroot;                                 /* NULL: the live /sys */
     int skip_speed_check;
+    int skip_warp_check;
+    int ncpus;                                           /* 0: from sysfs */
 };
 
 #ifdef __cplusplus

@@ -98,7 +98,7 @@ TEST(Environment, BogusModeIsReportedOnceAndIgnored)
     ProbeRun r = probe({"FASTCLOCK_MODE=bogus"});
     ASSERT_EQ(r.status, 0);
     EXPECT_EQ(count(r.err, "FASTCLOCK_MODE=bogus"), 1) << r.err;
-    EXPECT_NE(r.err.find("must be auto, tsc or system"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("must be auto, tsc, percpu or system"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("using auto"), std::string::npos) << r.err;
     EXPECT_EQ(field(r.out, "forced"), "0");
     ProbeRun dflt = probe({});

@@ -9,6 +9,7 @@
 #include <string>
 
 #include <sys/stat.h>
+#include <sys/timex.h>
 #include <unistd.h>
 
 #include "testing.h"
@@ -22,6 +23,17 @@ namespace {
 struct Sim {
     uint64_t tick = 5000000000000ULL;
     int64_t ctr_offset = 0;
+    // Per-CPU counters: counter_c = tick * (1 + cpu_rate[c]) + cpu_offset[c] + ctr_offset.
+    int cpu = 0;
+    int64_t cpu_offset[8] = {0};
+    double cpu_rate[8] = {0};
+    bool counter_frozen = false;   // suspended with a counter that stops
+    uint64_t frozen_at = 0;
+    // adjtimex as a time daemon would leave it.
+    bool synced = false;
+    long freq_scaled = 0;          // ppm << 16
+    long maxerror_us = 16000000, esterror_us = 16000000;
+    uint64_t true_tick_of_last_read = 0;
     uint64_t per_read = 52;     // counter advance per counter read (20 ns at 2.6 GHz)
     uint64_t kernel_cost = 52;  // counter advance per kernel read
     double rate = 1.0 / 2.6;    // kernel ns per tick
@@ -35,11 +47,39 @@ struct Sim {
 };
 Sim sim;
 
+uint64_t counter_on(int cpu, uint64_t tick)
+{
+    double scaled = double(tick) * sim.cpu_rate[cpu];
+    return tick + uint64_t(int64_t(scaled)) + uint64_t(sim.cpu_offset[cpu]) + uint64_t(sim.ctr_offset);
+}
+
 uint64_t sim_counter()
 {
     sim.tick += sim.per_read;
-    sim.last_counter = sim.tick + uint64_t(sim.ctr_offset);
+    sim.true_tick_of_last_read = sim.tick;
+    sim.last_counter = counter_on(sim.cpu, sim.counter_frozen ? sim.frozen_at : sim.tick);
     return sim.last_counter;
+}
+
+uint64_t sim_counter_aux(uint32_t *aux)
+{
+    *aux = uint32_t(sim.cpu);
+    return sim_counter();
+}
+
+int sim_adjtimex(struct timex *tx)
+{
+    int modes = tx->modes;
+    memset(tx, 0, sizeof *tx);
+    if (modes == ADJ_OFFSET_SS_READ)
+        return TIME_OK;
+    tx->status = sim.synced ? STA_PLL : STA_UNSYNC;
+    tx->freq = sim.freq_scaled;
+    tx->tick = 10000;
+    tx->maxerror = sim.maxerror_us;
+    tx->esterror = sim.esterror_us;
+    tx->tai = 37;
+    return sim.synced ? TIME_OK : TIME_ERROR;
 }
 
 double sim_mono_at(uint64_t tick) { return sim.anchor_ns + double(int64_t(tick - sim.anchor_tick)) * sim.rate; }
@@ -131,7 +171,10 @@ protected:
         struct fc_seam seam;
         memset(&seam, 0, sizeof seam);
         seam.counter = sim_counter;
+        seam.counter_aux = sim_counter_aux;
         seam.kernel_gettime = sim_gettime;
+        seam.adjtimex = sim_adjtimex;
+        seam.ncpus = 8;
         seam.cpu = &cpu;
         seam.sysroot = root.c_str();
         seam.skip_speed_check = 1;
@@ -156,8 +199,7 @@ protected:
         int64_t v = fastclock_mono_ns();
         if (value)
             *value = v;
-        uint64_t used = sim.last_counter - uint64_t(sim.ctr_offset);
-        return v - int64_t(sim_mono_at(used));
+        return v - int64_t(sim_mono_at(sim.true_tick_of_last_read));
     }
 };
 
@@ -316,16 +358,25 @@ TEST_F(Faults, NonInvariantTscIsRefusedEvenWhenForced)
     EXPECT_EQ(reason().rfind("FASTCLOCK_MODE=tsc refused", 0), 0u) << reason();
 }
 
-TEST_F(Faults, DistrustedTscIsRefused)
+TEST_F(Faults, DistrustedButInvariantTscIsCalibratedPerCpu)
 {
+    // The kernel marked the TSC unstable (it is not offered as a
+    // clocksource) but CPUID says it is invariant: each CPU gets its own line.
     root = sysroot("hpet", "hpet acpi_pm");
     install();
-    EXPECT_EQ(mode(), "system");
+    EXPECT_EQ(mode(), "tsc-percpu") << reason();
     EXPECT_NE(reason().find("not among the available clocksources"), std::string::npos) << reason();
+    // Forcing the global tsc mode is refused with the reason.
     setenv("FASTCLOCK_MODE", "tsc", 1);
     install();
     EXPECT_EQ(mode(), "system");
     EXPECT_NE(reason().find("refused"), std::string::npos);
+    // Without rdtscp there is no per-CPU mode: the kernel's clocks.
+    unsetenv("FASTCLOCK_MODE");
+    cpu.has_rdtscp = 0;
+    install();
+    EXPECT_EQ(mode(), "system");
+    EXPECT_NE(reason().find("rdtscp"), std::string::npos) << reason();
 }
 
 TEST_F(Faults, TrustedTscUsedEvenWhenTheKernelReadsHpet)

@@ -1,0 +1,294 @@
+/*
+ * The background calibrator thread.
+ *
+ * It keeps lines fresh so that readers never calibrate, and it reacts to
+ * what readers cannot see cheaply:
+ *   - a REALTIME step wakes it at once (timerfd with TFD_TIMER_CANCEL_ON_SET,
+ *     which also fires on resume from suspend);
+ *   - adjtimex, polled every 50 ms, shows NTP changing the kernel's rate;
+ *   - a cross-CPU warp check at start-up (a few ms) decides whether the
+ *     global line is good enough or each CPU needs its own (tsc-percpu);
+ *   - in tsc-percpu mode it visits every CPU in turn to calibrate it there;
+ *   - it feeds the coarse clocks every millisecond once someone uses them.
+ * It runs with every signal blocked and only reads the clock through the
+ * public functions, so it never holds anything a reader could wait on.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include "calibration.h"
+#include "fmt.h"
+#include "mode.h"
+#include "percpu.h"
+#include "sync.h"
+#include "warp.h"
+
+#define ADJTIMEX_POLL_NS 50000000LL
+#define COARSE_TICK_NS 1000000LL
+#define WARP_NS_PER_PAIR 1000000LL  /* start-up check: ~1 ms per CPU pair ... */
+#define WARP_MAX_PAIRS 4            /* ... at most 4 pairs */
+
+static pthread_t cal_thread;
+static _Atomic int thread_running;   /* 1 while the thread serves this process */
+static _Atomic int thread_stop;
+static _Atomic int thread_paused;    /* tests: a stalled calibrator */
+static _Atomic int coarse_wanted;
+static _Atomic int clock_set_pending;
+static int wake_fd = -1;
+
+int fc_calibrator_running(void)
+{
+    return atomic_load_explicit(&thread_running, memory_order_relaxed);
+}
+
+void fc_calibrator_wake(void)
+{
+    int fd = wake_fd;
+    if (fd >= 0 && fc_calibrator_running()) {
+        uint64_t one = 1;
+        ssize_t r = write(fd, &one, sizeof one);
+        (void)r;
+    }
+}
+
+void fc_clock_was_set(void)
+{
+    atomic_store_explicit(&clock_set_pending, 1, memory_order_release);
+    fc_calibrator_wake();
+}
+
+void fc_calibrator_pause(int paused)
+{
+    atomic_store_explicit(&thread_paused, paused, memory_order_release);
+    fc_calibrator_wake();
+}
+
+void fc_coarse_request(void)
+{
+    if (!atomic_load_explicit(&coarse_wanted, memory_order_relaxed)) {
+        atomic_store_explicit(&coarse_wanted, 1, memory_order_relaxed);
+        fc_calibrator_wake();
+    }
+}
+
+static void coarse_update(void)
+{
+    int64_t real = fastclock_real_ns();
+    int64_t mono = fastclock_mono_ns();
+    atomic_store_explicit(&fc_coarse.real, real, memory_order_relaxed);
+    atomic_store_explicit(&fc_coarse.mono, mono, memory_order_release);
+}
+
+void fc_coarse_deactivate(void)
+{
+    /* Readers fall back to the kernel's coarse clocks, clamped at the last value. */
+    int64_t last = atomic_load_explicit(&fc_coarse.mono, memory_order_relaxed);
+    if (last > atomic_load_explicit(&fc_coarse.floor_mono, memory_order_relaxed))
+        atomic_store_explicit(&fc_coarse.floor_mono, last, memory_order_relaxed);
+    atomic_store_explicit(&fc_coarse.mono, 0, memory_order_release);
+}
+
+static void arm_clock_set_timer(int tfd)
+{
+    struct itimerspec its;
+    memset(&its, 0, sizeof its);
+    its.it_value.tv_sec = (time_t)1 << 40; /* never fires; only cancellation matters */
+    timerfd_settime(tfd, TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET, &its, 0);
+}
+
+/* Start-up check: are the CPUs' counters in step?  If not, each CPU gets its
+ * own line (or, without rdtscp, the kernel's clocks). */
+static void startup_warp_check(void)
+{
+    if (fc_seam.skip_warp_check || fc_seam.counter)
+        return;
+    struct fc_warp_result w;
+    if (fc_warp_check(WARP_NS_PER_PAIR, WARP_MAX_PAIRS, &w) != 0)
+        return;
+    fc_percpu_note_warp_check(w.max_warp_cycles);
+    if (w.max_warp_cycles <= 0)
+        return;
+    char why[256];
+    struct fc_buf b;
+    fc_buf_init(&b, why, sizeof why);
+    fc_buf_str(&b, "the TSCs of CPU ");
+    fc_buf_i64(&b, w.worst_cpu_a);
+    fc_buf_str(&b, " and CPU ");
+    fc_buf_i64(&b, w.worst_cpu_b);
+    fc_buf_str(&b, " disagree by ");
+    fc_buf_i64(&b, w.max_warp_cycles);
+    fc_buf_str(&b, " cycles (user-space check_tsc_warp)");
+    fc_percpu_switch_from_tsc(why);
+}
+
+/* Pin this thread to each allowed CPU in turn and calibrate it there. */
+static void calibrate_every_cpu(const cpu_set_t *allowed, int force)
+{
+    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+        if (!CPU_ISSET(cpu, allowed))
+            continue;
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpu, &one);
+        if (pthread_setaffinity_np(pthread_self(), sizeof one, &one) != 0)
+            continue;
+        fc_percpu_maintain_cpu(cpu, force);
+    }
+    pthread_setaffinity_np(pthread_self(), sizeof *allowed, allowed);
+}
+
+static void *calibrator_main(void *arg)
+{
+    (void)arg;
+    pthread_setname_np(pthread_self(), "fastclock-cal");
+    int tfd = timerfd_create(CLOCK_REALTIME, TFD_CLOEXEC | TFD_NONBLOCK);
+    if (tfd >= 0)
+        arm_clock_set_timer(tfd);
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0)
+        CPU_ZERO(&allowed);
+    int64_t last_cal = 0, last_tick = 0, last_adj = 0;
+    int warp_checked = 0;
+
+    while (!atomic_load_explicit(&thread_stop, memory_order_acquire)) {
+        int mode = atomic_load_explicit(&fc_mode, memory_order_acquire);
+        int active = (mode == FC_MODE_TSC || mode == FC_MODE_PERCPU) &&
+                     !atomic_load_explicit(&thread_paused, memory_order_acquire);
+        int64_t timeout_ns = -1;
+        if (active) {
+            int64_t now = fastclock_mono_ns();
+            struct fc_cal_stats st;
+            fc_cal_stats(&st);
+            int64_t interval = mode == FC_MODE_PERCPU ? fc_percpu_interval_ns() : st.interval_ns;
+            int64_t next = last_cal + interval;
+            if (atomic_load_explicit(&coarse_wanted, memory_order_relaxed) && last_tick + COARSE_TICK_NS < next)
+                next = last_tick + COARSE_TICK_NS;
+            if (last_adj + ADJTIMEX_POLL_NS < next)
+                next = last_adj + ADJTIMEX_POLL_NS;
+            timeout_ns = next - now;
+            if (timeout_ns < 0)
+                timeout_ns = 0;
+        } else if (mode == FC_MODE_SYSTEM) {
+            fc_coarse_deactivate();
+        }
+        struct pollfd pfd[2] = {{.fd = wake_fd, .events = POLLIN}, {.fd = tfd, .events = POLLIN}};
+        struct timespec to = {.tv_sec = timeout_ns / FC_NS_PER_SEC, .tv_nsec = timeout_ns % FC_NS_PER_SEC};
+        int pr = ppoll(pfd, tfd >= 0 ? 2 : 1, timeout_ns >= 0 ? &to : 0, 0);
+        int force = 0;
+        if (pr > 0 && (pfd[0].revents & POLLIN)) {
+            uint64_t v;
+            ssize_t rr = read(wake_fd, &v, sizeof v);
+            (void)rr;
+        }
+        if (pr > 0 && tfd >= 0 && (pfd[1].revents & POLLIN)) {
+            uint64_t v;
+            if (read(tfd, &v, sizeof v) < 0 && errno == ECANCELED)
+                force = 1; /* CLOCK_REALTIME was set (or the machine resumed): follow now */
+            arm_clock_set_timer(tfd);
+        }
+        if (atomic_exchange_explicit(&clock_set_pending, 0, memory_order_acq_rel))
+            force = 1;
+        if (atomic_load_explicit(&thread_paused, memory_order_acquire))
+            continue;
+        mode = atomic_load_explicit(&fc_mode, memory_order_acquire);
+        if (mode != FC_MODE_TSC && mode != FC_MODE_PERCPU)
+            continue;
+        if (!warp_checked && mode == FC_MODE_TSC) {
+            warp_checked = 1;
+            startup_warp_check();
+            mode = atomic_load_explicit(&fc_mode, memory_order_acquire);
+        }
+        int64_t now = fastclock_mono_ns();
+        if (now - last_adj >= ADJTIMEX_POLL_NS) {
+            last_adj = now;
+            if (fc_sync_poll(now))
+                force = 1; /* NTP changed the kernel's rate: recalibrate now */
+        }
+        int64_t interval;
+        if (mode == FC_MODE_PERCPU) {
+            interval = fc_percpu_interval_ns();
+        } else {
+            struct fc_cal_stats st;
+            fc_cal_stats(&st);
+            interval = st.interval_ns;
+        }
+        if (force || now - last_cal >= interval) {
+            if (mode == FC_MODE_TSC) {
+                if (fc_cal_trylock()) {
+                    if (atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_TSC)
+                        fc_cal_recalibrate();
+                    fc_cal_unlock();
+                }
+            } else {
+                calibrate_every_cpu(&allowed, force);
+            }
+            last_cal = fastclock_mono_ns();
+        }
+        if (atomic_load_explicit(&coarse_wanted, memory_order_relaxed)) {
+            coarse_update();
+            last_tick = now;
+        }
+    }
+    if (tfd >= 0)
+        close(tfd);
+    return 0;
+}
+
+void fc_calibrator_start(void)
+{
+    if (fc_calibrator_running())
+        return;
+    if (wake_fd < 0)
+        wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (wake_fd < 0)
+        return;
+    /* The thread must never run a signal handler: block everything it inherits. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 128 * 1024);
+    atomic_store_explicit(&thread_stop, 0, memory_order_relaxed);
+    atomic_store_explicit(&thread_running, 1, memory_order_relaxed);
+    if (pthread_create(&cal_thread, &attr, calibrator_main, 0) != 0)
+        atomic_store_explicit(&thread_running, 0, memory_order_relaxed);
+    pthread_attr_destroy(&attr);
+    pthread_sigmask(SIG_SETMASK, &old, 0);
+}
+
+void fc_calibrator_after_fork_child(void)
+{
+    /* The thread does not exist in the child: readers calibrate from now on. */
+    atomic_store_explicit(&thread_running, 0, memory_order_relaxed);
+    atomic_store_explicit(fc_global_track.lock, 0, memory_order_relaxed);
+    fc_percpu_after_fork_child();
+    if (atomic_load_explicit(&fc_coarse.mono, memory_order_relaxed) != 0)
+        fc_coarse_deactivate();
+}
+
+void fc_calibrator_stop(void)
+{
+    if (!fc_calibrator_running())
+        return;
+    atomic_store_explicit(&thread_stop, 1, memory_order_release);
+    fc_calibrator_wake();
+    pthread_join(cal_thread, 0);
+    atomic_store_explicit(&thread_running, 0, memory_order_relaxed);
+    fc_coarse_deactivate();
+}
+
+void fc_calibrator_reset_for_tests(void)
+{
+    atomic_store(&coarse_wanted, 0);
+    atomic_store(&thread_paused, 0);
+    atomic_store(&clock_set_pending, 0);
+}

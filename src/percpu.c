@@ -1,0 +1,412 @@
+/*
+ * tsc-percpu: for machines whose CPUs' counters disagree (a warp was found,
+ * or the kernel distrusts the TSC although CPUID calls it invariant).
+ *
+ * Each CPU gets its own line, calibrated from samples taken on that CPU
+ * (rdtscp's TSC_AUX, checked before and after each kernel read), so offsets
+ * of millions of cycles and small rate differences between CPUs are
+ * absorbed.  A read is rdtscp -> this CPU's line, through the same
+ * two-slot publication as the global line: no locks, no double-precision
+ * division of absolute ticks (libmtev's approach had both).
+ *
+ * Guarantees: monotonic per thread (a thread-local clamp absorbs the small
+ * disagreement between two CPUs' lines when a thread migrates); across
+ * threads the error is bounded by the CPUs' error bounds, reported in
+ * fastclock_status.  A CPU whose line cannot be calibrated (its reads are
+ * preempted or migrate every time) is read through the kernel; after 15 s
+ * of failures it is given up for 15 s before trying again.
+ */
+#define _GNU_SOURCE
+#include "percpu.h"
+
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "calibration.h"
+#include "fmt.h"
+#include "kernel.h"
+#include "mode.h"
+
+#define RETRY_AFTER_GIVE_UP_NS (15LL * FC_NS_PER_SEC)
+#define MAX_SLOTS 4096
+
+enum { SLOT_EMPTY = 0, SLOT_OK = 1, SLOT_GIVEN_UP = 2 };
+
+struct fc_cpu_slot {
+    struct fc_latch latch;
+    struct fc_cal_state cs;
+    _Atomic int lock;
+    _Atomic int state;
+    _Atomic int64_t retry_after;   /* kernel MONOTONIC, while given up */
+    int64_t failing_since;         /* first failed start, kernel MONOTONIC */
+} __attribute__((aligned(64)));
+
+static _Atomic(struct fc_cpu_slot *) slots;
+static _Atomic int nslots;
+static double seed_rate, seed_unc;
+static _Atomic int64_t warp_cycles_plus1; /* 0: check not run */
+
+/* Per-thread clamp: the largest MONOTONIC value this thread was given. */
+static __thread int64_t tls_last __attribute__((tls_model("initial-exec")));
+
+/* max(v, tls_last), stored back.  On x86 a cmpxchg without lock is atomic
+ * against a signal handler on this same thread, and costs no bus lock. */
+static int64_t tls_clamp(int64_t v)
+{
+#if defined(__x86_64__)
+    int64_t old = tls_last;
+    while (v > old) {
+        int64_t seen = old;
+        __asm__ __volatile__("cmpxchgq %2, %1" : "+a"(seen), "+m"(tls_last) : "r"(v) : "cc", "memory");
+        if (seen == old)
+            return v;
+        old = seen;
+    }
+    return old;
+#else
+    int64_t old = __atomic_load_n(&tls_last, __ATOMIC_RELAXED);
+    while (v > old &&
+           !__atomic_compare_exchange_n(&tls_last, &old, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+    return v > old ? v : old;
+#endif
+}
+
+static int possible_cpus(void)
+{
+    if (fc_seam.ncpus > 0)
+        return fc_seam.ncpus;
+    char buf[256];
+    if (fc_read_text(fc_seam.sysroot ? fc_seam.sysroot : "", "/sys/devices/system/cpu/possible", buf,
+                     sizeof buf) <= 0)
+        return 256;
+    /* "0-3,8-11": the largest number + 1. */
+    int max = 0, cur = 0, in_num = 0;
+    for (const char *p = buf;; p++) {
+        if (*p >= '0' && *p <= '9') {
+            cur = cur * 10 + (*p - '0');
+            in_num = 1;
+            continue;
+        }
+        if (in_num && cur > max)
+            max = cur;
+        cur = 0;
+        in_num = 0;
+        if (!*p)
+            break;
+    }
+    return max + 1 > MAX_SLOTS ? MAX_SLOTS : max + 1;
+}
+
+static struct fc_track track_of(struct fc_cpu_slot *sl, int cpu)
+{
+    struct fc_track t = {&sl->latch, &sl->cs, &sl->lock, cpu};
+    return t;
+}
+
+/* Measure the counter's rate on one CPU (the first line of every CPU starts
+ * from it): two samples 50 us apart, both on the same CPU. */
+static int measure_seed(char *why, size_t why_size)
+{
+    struct fc_buf b;
+    fc_buf_init(&b, why, why_size);
+    for (int attempt = 0; attempt < 20; attempt++) {
+        uint32_t aux;
+        fc_now_counter_aux(&aux);
+        int cpu = FC_AUX_CPU(aux);
+        struct fc_sample s0, s1;
+        if (fc_cal_sample(&s0, 8, cpu) != 0)
+            continue;
+        int64_t start = s0.mono;
+        while (fc_kernel_ns(CLOCK_MONOTONIC) - start < 50000)
+            fc_cpu_relax();
+        if (fc_cal_sample(&s1, 8, cpu) != 0 || s1.t <= s0.t)
+            continue;
+        double rate = (double)(s1.mono - s0.mono) / (double)(s1.t - s0.t);
+        if (!(rate > 0) || rate > 1e6)
+            continue;
+        seed_rate = rate;
+        seed_unc = ((double)s0.width + (double)s1.width) * rate * 0.5 / (double)(s1.mono - s0.mono);
+        return 0;
+    }
+    fc_buf_str(&b, "could not measure the counter's rate on one CPU (the thread migrated or was "
+                   "preempted in every attempt)");
+    return -1;
+}
+
+int fc_percpu_setup(char *why, size_t why_size)
+{
+    struct fc_buf b;
+    fc_buf_init(&b, why, why_size);
+    if (atomic_load_explicit(&slots, memory_order_acquire))
+        return 0;
+    if (!fc_seam.counter_aux) {
+        /* Linux puts (node << 12) | cpu in TSC_AUX; make sure it does here. */
+        int agree = 0, disagree = 0;
+        for (int i = 0; i < 8; i++) {
+            uint32_t a1, a2;
+            unsigned cpu = 0;
+            fc_counter_rdtscp(&a1);
+            long r = syscall(SYS_getcpu, &cpu, 0, 0);
+            fc_counter_rdtscp(&a2);
+            if (r != 0 || a1 != a2)
+                continue;
+            if (FC_AUX_CPU(a1) == (int)cpu)
+                agree++;
+            else
+                disagree++;
+        }
+        if (!agree || disagree) {
+            fc_buf_str(&b, "rdtscp does not name the CPU here (TSC_AUX is not set up by the kernel)");
+            return -1;
+        }
+    }
+    int n = possible_cpus();
+    size_t size = (size_t)n * sizeof(struct fc_cpu_slot);
+    void *mem = mmap(0, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) {
+        fc_buf_str(&b, "could not allocate per-CPU state");
+        return -1;
+    }
+    if (measure_seed(why, why_size) != 0) {
+        munmap(mem, size);
+        return -1;
+    }
+    atomic_store_explicit(&nslots, n, memory_order_relaxed);
+    atomic_store_explicit(&slots, (struct fc_cpu_slot *)mem, memory_order_release);
+    return 0;
+}
+
+/* With the slot's lock held: first line, or a fresh one, for this CPU. */
+static void calibrate_slot(struct fc_cpu_slot *sl, int cpu)
+{
+    struct fc_track t = track_of(sl, cpu);
+    int64_t now = fc_kernel_ns(CLOCK_MONOTONIC);
+    int state = atomic_load_explicit(&sl->state, memory_order_relaxed);
+    if (state == SLOT_GIVEN_UP) {
+        if (now < atomic_load_explicit(&sl->retry_after, memory_order_relaxed))
+            return;
+        state = SLOT_EMPTY;
+    }
+    if (state == SLOT_EMPTY) {
+        if (fc_track_start(&t, seed_rate, seed_unc) == 0) {
+            sl->failing_since = 0;
+            atomic_store_explicit(&sl->state, SLOT_OK, memory_order_release);
+            return;
+        }
+        if (!sl->failing_since)
+            sl->failing_since = now;
+        if (now - sl->failing_since >= RETRY_AFTER_GIVE_UP_NS) {
+            atomic_store_explicit(&sl->retry_after, now + RETRY_AFTER_GIVE_UP_NS, memory_order_relaxed);
+            atomic_store_explicit(&sl->state, SLOT_GIVEN_UP, memory_order_release);
+            sl->failing_since = 0;
+        }
+        return;
+    }
+    if (fc_track_recalibrate(&t) == FC_RECAL_FAILED) {
+        /* 15 s without a usable sample on this CPU: read it through the kernel. */
+        atomic_store_explicit(&sl->retry_after, now + RETRY_AFTER_GIVE_UP_NS, memory_order_relaxed);
+        atomic_store_explicit(&sl->state, SLOT_GIVEN_UP, memory_order_release);
+        sl->cs.failing_since = 0;
+    }
+}
+
+struct snap {
+    struct fc_line l;
+    struct fc_meta m;
+};
+
+static void read_slot(struct fc_latch *latch, struct snap *s)
+{
+    uint64_t seq;
+    do {
+        seq = atomic_load_explicit(&latch->seq, memory_order_acquire);
+        const uint64_t *src = (const uint64_t *)&latch->line[seq & 1];
+        uint64_t *dst = (uint64_t *)&s->l;
+        for (unsigned i = 0; i < sizeof s->l / 8; i++)
+            dst[i] = FC_LOAD(&src[i]);
+        src = (const uint64_t *)&latch->meta[seq & 1];
+        dst = (uint64_t *)&s->m;
+        for (unsigned i = 0; i < sizeof s->m / 8; i++)
+            dst[i] = FC_LOAD(&src[i]);
+        atomic_thread_fence(memory_order_acquire);
+    } while (seq != atomic_load_explicit(&latch->seq, memory_order_relaxed));
+}
+
+static clockid_t kind_clock(enum fc_kind kind)
+{
+    return kind == FC_REAL ? CLOCK_REALTIME : kind == FC_BOOT ? CLOCK_BOOTTIME
+                                          : kind == FC_TAI   ? CLOCK_TAI
+                                                             : CLOCK_MONOTONIC;
+}
+
+int64_t fc_percpu_read(enum fc_kind kind)
+{
+    struct fc_cpu_slot *base = atomic_load_explicit(&slots, memory_order_acquire);
+    int n = atomic_load_explicit(&nslots, memory_order_relaxed);
+    int64_t mono = 0, offset = 0;
+    int have = 0;
+    for (int attempt = 0; attempt < 3 && base; attempt++) {
+        uint32_t aux;
+        uint64_t t = fc_now_counter_aux(&aux);
+        int cpu = FC_AUX_CPU(aux);
+        if (cpu >= n)
+            break;
+        struct fc_cpu_slot *sl = &base[cpu];
+        if (atomic_load_explicit(&sl->state, memory_order_acquire) == SLOT_OK) {
+            /* The hot line only: fast_span is the line's span on per-CPU lines. */
+            struct fc_line l;
+            uint64_t seq;
+            do {
+                seq = atomic_load_explicit(&sl->latch.seq, memory_order_acquire);
+                const struct fc_line *src = &sl->latch.line[seq & 1];
+                l.base_tsc = FC_LOAD(&src->base_tsc);
+                l.fast_span = FC_LOAD(&src->fast_span);
+                l.mult = FC_LOAD(&src->mult);
+                l.base_ns = FC_LOAD(&src->base_ns);
+                l.base_frac = FC_LOAD(&src->base_frac);
+                offset = fc_kind_offset(src, kind);
+                atomic_thread_fence(memory_order_acquire);
+            } while (seq != atomic_load_explicit(&sl->latch.seq, memory_order_relaxed));
+            uint64_t d = t - l.base_tsc;
+            if (l.mult != 0 && d < l.fast_span) {
+                mono = fc_eval(l.base_ns, l.base_frac, l.mult, (int64_t)d);
+                have = 1;
+                break;
+            }
+        }
+        /* This CPU's line is missing or due: calibrate it here, unless
+         * someone already is (then the kernel answers this read). */
+        if (!fc_track_trylock(&(struct fc_track){&sl->latch, &sl->cs, &sl->lock, cpu}))
+            break;
+        calibrate_slot(sl, cpu);
+        atomic_store_explicit(&sl->lock, 0, memory_order_release);
+        if (atomic_load_explicit(&sl->state, memory_order_acquire) == SLOT_GIVEN_UP)
+            break;
+    }
+    if (!have) {
+        if (kind == FC_REAL || kind == FC_TAI)
+            return fc_kernel_ns(kind_clock(kind)); /* not monotonic anyway */
+        int64_t k = fc_kernel_ns(kind_clock(kind));
+        if (kind == FC_BOOT)
+            return k;
+        mono = k;
+    }
+    /* Never below what the global line gave before the switch, nor below what
+     * this thread saw on another CPU. */
+    uint64_t gseq = atomic_load_explicit(&fc_latch.seq, memory_order_acquire);
+    int64_t floor = FC_LOAD(&fc_latch.meta[gseq & 1].floor_ns);
+    if (mono < floor)
+        mono = floor;
+    return tls_clamp(mono) + offset;
+}
+
+void fc_percpu_maintain_cpu(int cpu, int force)
+{
+    struct fc_cpu_slot *base = atomic_load_explicit(&slots, memory_order_acquire);
+    if (!base || cpu >= atomic_load_explicit(&nslots, memory_order_relaxed))
+        return;
+    struct fc_cpu_slot *sl = &base[cpu];
+    struct fc_track t = track_of(sl, cpu);
+    if (!fc_track_trylock(&t))
+        return;
+    int state = atomic_load_explicit(&sl->state, memory_order_relaxed);
+    int64_t now = fc_kernel_ns(CLOCK_MONOTONIC);
+    if (state != SLOT_OK || force || now - sl->cs.last_ok_mono >= sl->cs.interval_ns)
+        calibrate_slot(sl, cpu);
+    fc_track_unlock(&t);
+}
+
+void fc_percpu_switch_from_tsc(const char *why)
+{
+    char msg[512], setup_why[256];
+    struct fc_buf b;
+    fc_buf_init(&b, msg, sizeof msg);
+    fc_buf_str(&b, why);
+    if (fc_percpu_setup(setup_why, sizeof setup_why) != 0) {
+        fc_buf_str(&b, ", and per-CPU calibration is not possible: ");
+        fc_buf_str(&b, setup_why);
+        if (fc_cal_trylock()) {
+            fc_cal_fail_to_system(msg);
+            fc_cal_unlock();
+        }
+        return;
+    }
+    fc_buf_str(&b, ": each CPU's counter is calibrated separately");
+    if (!fc_cal_trylock())
+        return; /* a reader is recalibrating; the next check will switch */
+    /* Readers of the global line got at most its value now: per-CPU reads
+     * start no lower. */
+    fc_cal_publish_system(fc_cal_global_ceiling());
+    fc_set_reason(msg);
+    atomic_store_explicit(&fc_mode, FC_MODE_PERCPU, memory_order_release);
+    fc_cal_unlock();
+}
+
+int64_t fc_percpu_interval_ns(void)
+{
+    struct fc_cpu_slot *base = atomic_load_explicit(&slots, memory_order_acquire);
+    int n = atomic_load_explicit(&nslots, memory_order_relaxed);
+    int64_t best = 0;
+    for (int i = 0; base && i < n; i++) {
+        if (atomic_load_explicit(&base[i].state, memory_order_relaxed) != SLOT_OK)
+            continue;
+        int64_t iv = base[i].cs.interval_ns;
+        if (iv > 0 && (best == 0 || iv < best))
+            best = iv;
+    }
+    return best ? best : 1000000; /* nothing calibrated yet: look again in 1 ms */
+}
+
+void fc_percpu_note_warp_check(int64_t max_warp_cycles)
+{
+    atomic_store_explicit(&warp_cycles_plus1, max_warp_cycles + 1, memory_order_relaxed);
+}
+
+void fc_percpu_after_fork_child(void)
+{
+    struct fc_cpu_slot *base = atomic_load_explicit(&slots, memory_order_acquire);
+    int n = atomic_load_explicit(&nslots, memory_order_relaxed);
+    for (int i = 0; base && i < n; i++)
+        atomic_store_explicit(&base[i].lock, 0, memory_order_relaxed);
+}
+
+void fc_percpu_stats(struct fc_percpu_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    out->max_warp_cycles = atomic_load_explicit(&warp_cycles_plus1, memory_order_relaxed) - 1;
+    struct fc_cpu_slot *base = atomic_load_explicit(&slots, memory_order_acquire);
+    int n = atomic_load_explicit(&nslots, memory_order_relaxed);
+    out->cpus = base ? n : 0;
+    double hz = 0;
+    int64_t now = fc_kernel_ns(CLOCK_MONOTONIC);
+    for (int i = 0; base && i < n; i++) {
+        int state = atomic_load_explicit(&base[i].state, memory_order_relaxed);
+        if (state == SLOT_GIVEN_UP)
+            out->given_up++;
+        if (state != SLOT_OK)
+            continue;
+        struct snap s;
+        read_slot(&base[i].latch, &s);
+        out->calibrated++;
+        int64_t bound = fc_meta_bound(&s.m, now);
+        if (bound > out->max_bound_ns)
+            out->max_bound_ns = bound;
+        hz += 1e9 / base[i].cs.rate;
+    }
+    if (out->calibrated)
+        out->mean_hz = hz / out->calibrated;
+}
+
+void fc_percpu_reset_for_tests(void)
+{
+    struct fc_cpu_slot *base = atomic_exchange(&slots, (struct fc_cpu_slot *)0);
+    int n = atomic_exchange(&nslots, 0);
+    if (base)
+        munmap(base, (size_t)n * sizeof(struct fc_cpu_slot));
+    atomic_store(&warp_cycles_plus1, 0);
+    tls_last = 0;
+    seed_rate = seed_unc = 0;
+}

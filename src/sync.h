@@ -1,0 +1,33 @@
+/* The kernel's synchronisation state (adjtimex), cached for error bounds
+ * and for calibration policy.  Sampled by the calibrator thread every 50 ms
+ * and by every calibration; never by the read path. */
+#ifndef FC_SYNC_H
+#define FC_SYNC_H
+
+#include <stdint.h>
+
+struct fc_sync_snapshot {
+    int known;             /* 0: never sampled (or adjtimex unavailable) */
+    int synchronized;      /* a time daemon disciplines the kernel (no STA_UNSYNC, no TIME_ERROR) */
+    int steering;          /* the kernel's rate may change under us (see sync.c) */
+    int leap_pending;      /* +1 insert, -1 delete, 0 none */
+    int64_t maxerror_ns;   /* the kernel's maximum error now (grown at 500 ppm since sampled) */
+    int64_t esterror_ns;
+    int64_t tai_offset_s;
+    long freq_scaled;      /* ppm << 16 */
+    long tick_us;
+    int64_t age_ns;        /* since sampled */
+};
+
+/* Reads adjtimex now (through the seam in tests) and updates the cache.
+ * Returns 1 if something that changes the kernel's rate changed. */
+int fc_sync_poll(int64_t mono_now_ns);
+/* The cached state extrapolated to mono_now_ns. */
+void fc_sync_get(int64_t mono_now_ns, struct fc_sync_snapshot *out);
+/* How fast the kernel's rate may drift away from a line, as a fraction:
+ * 0 when nothing steers the kernel, else the largest frequency change
+ * adjtimex allows (2 x 500 ppm) plus any tick adjustment. */
+double fc_sync_rate_allowance(void);
+void fc_sync_reset_for_tests(void);
+
+#endif
