@@ -230,18 +230,22 @@ int64_t fc_cal_global_ceiling(void)
     const struct fc_meta *cm = &fc_latch.meta[seq & 1];
     if (cur->mult == 0)
         return cm->floor_ns;
-    /* Readers got at most the line's value now (or at its end) -- and, since
-     * no reader uses a line outside its span, nothing above the kernel's
-     * time plus the line's bound (this matters when the counter misbehaved
-     * and "now" on the counter means nothing). */
-    uint64_t used = fc_now_counter(1) - cur->base_tsc;
-    if (used > cm->soft_span)
-        used = cm->soft_span;
-    int64_t v = fixed_to_ns(line_fixed(cur, (int64_t)used)) + 1;
-    int64_t k = fc_kernel_ns(CLOCK_MONOTONIC);
-    int64_t cap = k + fc_meta_bound(cm, k) + 1;
-    if (v > cap)
-        v = cap;
+    /* Readers got at most the line's value now (or at its end).  That is
+     * exact even if the line ran ahead of the kernel (an unannounced rate
+     * change).  If the counter is now behind the line's base, "now" means
+     * nothing; but then no reader has used the line since the counter went
+     * back, and before that the line was within its bound of the kernel. */
+    int64_t used = (int64_t)(fc_now_counter(1) - cur->base_tsc);
+    int went_back = used < 0;
+    if (went_back || (uint64_t)used > cm->soft_span)
+        used = (int64_t)cm->soft_span;
+    int64_t v = fixed_to_ns(line_fixed(cur, used)) + 1;
+    if (went_back) {
+        int64_t k = fc_kernel_ns(CLOCK_MONOTONIC);
+        int64_t cap = k + fc_meta_bound(cm, k) + 1;
+        if (v > cap)
+            v = cap;
+    }
     return v > cm->floor_ns ? v : cm->floor_ns;
 }
 

@@ -283,7 +283,9 @@ int64_t fc_percpu_read(enum fc_kind kind)
             break;
         calibrate_slot(sl, cpu);
         atomic_store_explicit(&sl->lock, 0, memory_order_release);
-        if (atomic_load_explicit(&sl->state, memory_order_acquire) == SLOT_GIVEN_UP)
+        /* Read again only if this CPU now has a line; a failed calibration
+         * is not retried by the same read. */
+        if (atomic_load_explicit(&sl->state, memory_order_acquire) != SLOT_OK)
             break;
     }
     if (!have) {

@@ -4,6 +4,7 @@
 
 #include "calibration.h"
 #include "mode.h"
+#include "percpu.h"
 
 void fc_test_reset(const struct fc_seam *seam)
 {
@@ -43,6 +44,16 @@ void fc_test_current_line(struct fc_test_line *out)
 int64_t fc_test_line_eval(const struct fc_test_line *l, uint64_t t)
 {
     return fc_eval(l->base_ns, l->base_frac, l->mult, (int64_t)(t - l->base_tsc));
+}
+
+void fc_test_pause_calibrator(int paused)
+{
+    fc_calibrator_pause(paused);
+}
+
+void fc_test_switch_to_percpu(const char *why)
+{
+    fc_percpu_switch_from_tsc(why);
 }
 
 int fc_test_recalibrate(void)

@@ -30,6 +30,10 @@ void fc_test_current_line(struct fc_test_line *out);
 int64_t fc_test_line_eval(const struct fc_test_line *l, uint64_t t);
 /* Recalibrate now, as the thread or a due reader would.  0 if a line was published. */
 int fc_test_recalibrate(void);
+/* A stalled calibrator thread (1) and its recovery (0). */
+void fc_test_pause_calibrator(int paused);
+/* What the calibrator does when its start-up warp check fails. */
+void fc_test_switch_to_percpu(const char *why);
 
 #ifdef __cplusplus
 }
