@@ -73,6 +73,45 @@ TEST(Mode, ThisMachineRunsTsc)
     EXPECT_LT(st.counter_hz, 1e10);
 }
 
+TEST(Mode, StartupWarpCheckRanInThreadMode)
+{
+    REQUIRE_TSC();
+    // The calibrator checks the CPUs' counters against each other once, a
+    // few ms after start; the lazy calibrator cannot (no threads).
+    struct fastclock_status st;
+    for (int i = 0; i < 200; i++) {
+        fastclock_status(&st);
+        if (st.max_warp_cycles >= 0 || lazy_run() || online_cpus() < 2)
+            break;
+        usleep(10000);
+    }
+    if (lazy_run() || online_cpus() < 2) {
+        EXPECT_EQ(st.max_warp_cycles, -1);
+    } else {
+        EXPECT_EQ(st.max_warp_cycles, 0) << "the counters of this VM's CPUs are in step";
+        EXPECT_STREQ(st.mode, "tsc");
+    }
+}
+
+TEST(Bounds, RealBoundedContainsTheKernelsRealtime)
+{
+    int64_t lo, hi;
+    int64_t k1 = kernel_ns(CLOCK_REALTIME);
+    int r = fastclock_real_bounded(&lo, &hi);
+    int64_t k2 = kernel_ns(CLOCK_REALTIME);
+    struct fastclock_status st;
+    fastclock_status(&st);
+    ASSERT_GE(r, 0);
+    EXPECT_EQ(r, st.kernel_synchronized == 1 ? 0 : 1);
+    EXPECT_LE(lo, k2);
+    EXPECT_GE(hi, k1);
+    EXPECT_GE(hi - lo, 2 * st.kernel_maxerror_ns);
+    EXPECT_GE(st.real_error_bound_ns, st.error_bound_ns);
+    std::printf("kernel synchronised: %d, maxerror %lld ns; fastclock bound %lld ns; real bound %lld ns\n",
+                st.kernel_synchronized, (long long)st.kernel_maxerror_ns, (long long)st.error_bound_ns,
+                (long long)st.real_error_bound_ns);
+}
+
 TEST(Monotonic, WithinAThread)
 {
     REQUIRE_TSC();
