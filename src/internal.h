@@ -132,6 +132,25 @@ FC_INLINE void fc_snapshot(struct fc_snap *s, enum fc_kind kind, int ordered)
     } while (FC_UNLIKELY(seq != atomic_load_explicit(&fc_latch.seq, memory_order_relaxed)));
 }
 
+/* A consistent copy of a latch's current line and meta (slow paths). */
+FC_INLINE uint64_t fc_latch_copy(const struct fc_latch *latch, struct fc_line *l, struct fc_meta *m)
+{
+    uint64_t seq;
+    do {
+        seq = atomic_load_explicit(&latch->seq, memory_order_acquire);
+        const uint64_t *src = (const uint64_t *)&latch->line[seq & 1];
+        uint64_t *dst = (uint64_t *)l;
+        for (unsigned i = 0; i < sizeof *l / 8; i++)
+            dst[i] = FC_LOAD(&src[i]);
+        src = (const uint64_t *)&latch->meta[seq & 1];
+        dst = (uint64_t *)m;
+        for (unsigned i = 0; i < sizeof *m / 8; i++)
+            dst[i] = FC_LOAD(&src[i]);
+        atomic_thread_fence(memory_order_acquire);
+    } while (seq != atomic_load_explicit(&latch->seq, memory_order_relaxed));
+    return seq;
+}
+
 /* Evaluate a line at d = t - base_tsc ticks (d may be negative when the
  * pivot lies ahead; the product is exact in 128 bits). */
 FC_INLINE int64_t fc_eval(int64_t base_ns, uint64_t base_frac, int64_t mult, int64_t d)

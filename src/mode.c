@@ -158,6 +158,14 @@ static void compare_costs(uint64_t *ours, uint64_t *kernel)
     (void)sink;
 }
 
+/* Ticks for 64 reads (compare_costs), as ns per read with one decimal. */
+static void append_ns_per_read(struct fc_buf *b, uint64_t ticks64)
+{
+    struct fc_cal_stats st;
+    fc_cal_stats(&st);
+    fc_buf_fixed(b, (double)ticks64 * st.rate_ns_per_tick / 64.0, 1);
+}
+
 static void decide_system(const char *reason, int forced)
 {
     fc_set_reason(reason);
@@ -295,13 +303,11 @@ static void do_init(void)
     if (!fc_seam.skip_speed_check && !fc_seam.counter) {
         compare_costs(&ours, &kernel);
         if (pref == PREF_AUTO && ours >= kernel) {
-            struct fc_cal_stats st;
-            fc_cal_stats(&st);
             fc_buf_init(&b, msg, sizeof msg);
             fc_buf_str(&b, "clock_gettime is already as fast as the counter here (");
-            fc_buf_fixed(&b, (double)kernel * st.rate_ns_per_tick / 64.0, 1);
+            append_ns_per_read(&b, kernel);
             fc_buf_str(&b, " ns against ");
-            fc_buf_fixed(&b, (double)ours * st.rate_ns_per_tick / 64.0, 1);
+            append_ns_per_read(&b, ours);
             fc_buf_str(&b, " ns per read)");
             fc_cal_fail_to_system(msg);
             goto out;
@@ -314,12 +320,10 @@ static void do_init(void)
     fc_buf_str(&b, "the TSC is invariant and ");
     fc_buf_str(&b, trust);
     if (ours && kernel) {
-        struct fc_cal_stats st;
-        fc_cal_stats(&st);
         fc_buf_str(&b, "; a read costs ");
-        fc_buf_fixed(&b, (double)ours * st.rate_ns_per_tick / 64.0, 1);
+        append_ns_per_read(&b, ours);
         fc_buf_str(&b, " ns against ");
-        fc_buf_fixed(&b, (double)kernel * st.rate_ns_per_tick / 64.0, 1);
+        append_ns_per_read(&b, kernel);
         fc_buf_str(&b, " ns for clock_gettime");
     }
     fc_set_reason(msg);

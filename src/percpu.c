@@ -220,19 +220,7 @@ struct snap {
 
 static void read_slot(struct fc_latch *latch, struct snap *s)
 {
-    uint64_t seq;
-    do {
-        seq = atomic_load_explicit(&latch->seq, memory_order_acquire);
-        const uint64_t *src = (const uint64_t *)&latch->line[seq & 1];
-        uint64_t *dst = (uint64_t *)&s->l;
-        for (unsigned i = 0; i < sizeof s->l / 8; i++)
-            dst[i] = FC_LOAD(&src[i]);
-        src = (const uint64_t *)&latch->meta[seq & 1];
-        dst = (uint64_t *)&s->m;
-        for (unsigned i = 0; i < sizeof s->m / 8; i++)
-            dst[i] = FC_LOAD(&src[i]);
-        atomic_thread_fence(memory_order_acquire);
-    } while (seq != atomic_load_explicit(&latch->seq, memory_order_relaxed));
+    fc_latch_copy(latch, &s->l, &s->m);
 }
 
 static clockid_t kind_clock(enum fc_kind kind)
