@@ -32,7 +32,8 @@ static _Atomic uint64_t fallback_reads;
 FC_INLINE int64_t fc_read(enum fc_kind kind, int ordered)
 {
     struct fc_snap s;
-    fc_snapshot(&s, kind, ordered);
+    if (FC_UNLIKELY(!fc_snapshot(&s, kind, ordered)))
+        return fc_slow_read(kind, ordered);
     uint64_t d = s.t - s.base_tsc;
     if (FC_UNLIKELY(d >= s.fast_span))
         return fc_slow_read(kind, ordered);

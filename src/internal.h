@@ -112,7 +112,7 @@ FC_INLINE int64_t fc_kind_offset(const struct fc_line *l, enum fc_kind kind)
  * behind the loads before it: behind the seq load, and behind whatever the
  * caller did to synchronise with another thread.
  */
-FC_INLINE void fc_snapshot(struct fc_snap *s, enum fc_kind kind, int ordered)
+FC_INLINE int fc_snapshot(struct fc_snap *s, enum fc_kind kind, int ordered)
 {
     uint64_t seq;
     do {
@@ -127,9 +127,14 @@ FC_INLINE void fc_snapshot(struct fc_snap *s, enum fc_kind kind, int ordered)
         s->base_ns = FC_LOAD(&l->base_ns);
         s->base_frac = FC_LOAD(&l->base_frac);
         s->offset = fc_kind_offset(l, kind);
+        /* A line that routes every read elsewhere (mode system, tsc-percpu,
+         * first use): skip the counter read, the slow path has its own. */
+        if (FC_UNLIKELY(s->fast_span == 0))
+            return 0;
         s->t = ordered ? fc_counter_ordered() : fc_counter_unordered();
         atomic_thread_fence(memory_order_acquire);
     } while (FC_UNLIKELY(seq != atomic_load_explicit(&fc_latch.seq, memory_order_relaxed)));
+    return 1;
 }
 
 /* A consistent copy of a latch's current line and meta (slow paths). */
