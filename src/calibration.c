@@ -419,9 +419,12 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
                 /* Nothing the old line returned exceeds its value at F --
                  * even if the kernel changed rate under it and it ran ahead. */
                 __int128 floor = line_fixed(cur, (int64_t)(F - cur->base_tsc));
-                if (kind == BUILD_RESUMED) {
-                    /* Its reads all came before the suspend, when it was within
-                     * its bound of a kernel time that has not run backwards. */
+                if (kind == BUILD_RESUMED && cs->resume_lapsed) {
+                    /* It lapsed before the resume, so its reads all came before
+                     * the suspend, when it was within its bound of a kernel time
+                     * that has not run backwards.  (A line still in use after a
+                     * short suspend may have given readers values ahead by the
+                     * suspend's length: those stand, and are slewed away.) */
                     __int128 cap = kp + ns_to_fixed(fc_meta_bound(cm, s->mono) + 1);
                     if (cap < floor)
                         floor = cap;
@@ -658,6 +661,7 @@ int fc_track_recalibrate(const struct fc_track *t)
 
     if (cs->n == 0) {
         history_push(cs, &s);
+        cs->resume_lapsed = 0; /* restarted after failures: the line may be in use */
         build_and_publish(t, &s, BUILD_RESUMED);
         return FC_RECAL_OK;
     }
@@ -671,7 +675,16 @@ int fc_track_recalibrate(const struct fc_track *t)
     }
     if (suspended) {
         /* The kernel's MONOTONIC stood still while the counter stopped, reset
-         * or ran on: the history is meaningless across it. */
+         * or ran on: the history is meaningless across it.  Had the old line
+         * lapsed before the resume?  Yes if the counter was reset, or if even
+         * a suspend starting at the last sample ends past the line's end (a
+         * running counter advanced by the BOOTTIME gap meanwhile). */
+        uint64_t seq = atomic_load_explicit(&t->latch->seq, memory_order_relaxed);
+        const struct fc_line *cur = &t->latch->line[seq & 1];
+        const struct fc_meta *cm = &t->latch->meta[seq & 1];
+        double gap_ticks = (double)(s.boot_off - last->boot_off) / cs->rate;
+        cs->resume_lapsed = (int64_t)(s.t - cur->base_tsc) < 0 ||
+                            (double)(int64_t)(last->t - cur->base_tsc) + gap_ticks >= (double)cm->soft_span;
         cs->n = 0;
         history_push(cs, &s);
         atomic_fetch_add_explicit(&stats.rate_resets, 1, memory_order_relaxed);

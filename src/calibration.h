@@ -46,6 +46,7 @@ struct fc_cal_state {
     int64_t last_reset_mono;
     int64_t last_ok_mono;    /* kernel MONOTONIC at the last published line */
     int64_t failing_since;   /* kernel MONOTONIC of the first failure since, or 0 */
+    int resume_lapsed;       /* after a suspend: the old line had lapsed before the resume */
     uint64_t calibrations;
 };
 

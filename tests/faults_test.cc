@@ -762,6 +762,42 @@ TEST_F(Faults, SuspendWithACounterThatResets)
     EXPECT_EQ(mode(), "tsc") << reason();
 }
 
+TEST_F(Faults, ShortSuspendWithARunningCounterNeverGoesBack)
+{
+    // s2idle for 0.2 s with a counter that runs on, shorter than the line's
+    // remaining span: readers after resume get values ahead by up to 0.2 s
+    // until the next calibration sees it.  Those stand; the line slews back
+    // at 500 ppm rather than stepping back.
+    install();
+    for (int i = 0; i < 300; i++) {
+        sim_advance_ns(10e6);
+        fastclock_mono_ns();
+    }
+    ASSERT_EQ(fc_test_recalibrate(), 0); // a fresh line: 0.5 s left in it
+    double mono_at_sleep = sim_mono_at(sim.tick);
+    sim.tick += uint64_t(0.2e9 / sim.rate);
+    sim.anchor_tick = sim.tick;
+    sim.anchor_ns = mono_at_sleep;
+    sim.boot_off += 200000000LL;
+    sim.real_off += 200000000LL;
+    int64_t prev = fastclock_mono_ns(), first_err = 0, last_err = 0;
+    long back = 0;
+    for (long i = 0; i < 60000; i++) { // 600 s
+        sim_advance_ns(10e6);
+        int64_t v, e = read_err(&v);
+        back += v < prev;
+        prev = v;
+        if (i == 0)
+            first_err = e;
+        last_err = e;
+    }
+    std::printf("0.2 s s2idle: first read after resume %+lld ns, after 600 s %+lld ns\n", (long long)first_err,
+                (long long)last_err);
+    EXPECT_EQ(back, 0);
+    EXPECT_GE(first_err, 150000000) << "the line was still in use: readers see it ahead";
+    EXPECT_LE(fctest::iabs(last_err), 1000);
+}
+
 TEST_F(Faults, RealBoundedContainsTheKernelsTime)
 {
     sim.synced = true;
