@@ -1,12 +1,395 @@
-/* Placeholder until this subcommand lands (issue tracker). */
+/* fastclock bench: every way of reading the time, side by side, in one run.
+ *
+ *   fastclock bench [--json|--csv] [--threads LIST] [--seconds S] [--svg FILE]
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
+#include "benchrun.h"
 #include "commands.h"
+#include "fastclock.h"
+#include "json.h"
+#include "svg.h"
+#include "util.h"
+
+#define BENCH_SCHEMA_VERSION 1
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: fastclock bench [--json|--csv] [--threads LIST] [--seconds S] [--svg FILE]\n"
+               "\n"
+               "Measures every way to read the time on this machine in one interleaved run: ns per call\n"
+               "(median, min, max over ~1 ms batches) with ratios to rdtsc and clock_gettime(CLOCK_MONOTONIC),\n"
+               "thread scaling, and the smallest step of each clock.\n"
+               "\n"
+               "  --json          machine-readable results\n"
+               "  --csv           one row per measurement\n"
+               "  --threads LIST  thread counts for the scaling table, e.g. 1,2,4 or 1-8\n"
+               "                  (default: 1 to the number of CPUs, doubling)\n"
+               "  --seconds S     time for the cost and scaling measurements, 0.1 to 3600 (default 3);\n"
+               "                  the granularity check adds about 1.5 s\n"
+               "  --svg FILE      also write a chart of cost per call and thread scaling\n");
+}
+
+static int fail(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "fastclock bench: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n(fastclock bench --help shows the options)\n");
+    return 2;
+}
+
+static void default_threads(struct bench_config *c)
+{
+    int cpus[1024];
+    int n = src_allowed_cpus(cpus, 1024);
+    if (n < 1)
+        n = 1;
+    c->nthreads = 0;
+    /* 1, 2, 4, ... and the CPU count itself. */
+    for (int t = 1; t < n && c->nthreads < BENCH_MAX_THREADS - 1; t *= 2)
+        c->threads[c->nthreads++] = t;
+    c->threads[c->nthreads++] = n;
+}
+
+/* ---- text ---------------------------------------------------------------- */
+
+static void num(char *buf, size_t size, double v, int decimals)
+{
+    if (isnan(v))
+        snprintf(buf, size, "-");
+    else
+        snprintf(buf, size, "%.*f", decimals, v);
+}
+
+static void print_text(const struct bench_result *r)
+{
+    printf("fastclock %s bench\n", fastclock_version());
+    printf("machine: %s, %d CPU%s available%s%s%s, %s, Linux %s\n", r->cpu, r->cpus, r->cpus == 1 ? "" : "s",
+           r->hypervisor[0] ? " (" : "", r->hypervisor, r->hypervisor[0] ? " guest)" : "", r->arch, r->kernel);
+    printf("clocksource %s (available: %s); counter measured at %.3f MHz\n", r->clocksource, r->available,
+           r->counter_hz / 1e6);
+    printf("fastclock mode %s (%s calibrator): %s\n\n", r->fc_mode, r->fc_calibrator, r->fc_reason);
+
+    printf("Cost per call: %d interleaved rounds of ~%.2g ms batches per source; ns per call\n", r->cost_rounds,
+           r->batch_ns / 1e6);
+    printf("  %-40s %8s %8s %8s %8s %10s  %s\n", "source", "median", "min", "max", "x rdtsc", "x clock_gt",
+           "smallest step");
+    static const char *const group_title[] = {"raw counter", "fastclock", "libc", "system call"};
+    for (int g = 0; g < 4; g++) {
+        printf("  %s\n", group_title[g]);
+        for (int i = 0; i < r->nsrc; i++) {
+            const struct source *s = &r->src[i];
+            if ((int)s->group != g)
+                continue;
+            if (!s->usable) {
+                printf("    %-38s unsupported here (%s)\n", s->key, strerror(s->err));
+                continue;
+            }
+            char med[16], mn[16], mx[16], xr[16], xc[16], step[48];
+            num(med, sizeof med, s->median, 2);
+            num(mn, sizeof mn, s->min, 2);
+            num(mx, sizeof mx, s->max, 2);
+            num(xr, sizeof xr, bench_ratio(r, i, r->rdtsc), 2);
+            num(xc, sizeof xc, bench_ratio(r, i, r->cg_mono), 2);
+            if (isnan(s->step_native))
+                snprintf(step, sizeof step, "none seen");
+            else if (s->unit == UNIT_NS)
+                format_ns(step, sizeof step, s->step_ns);
+            else {
+                char ns[24] = "";
+                if (!isnan(s->step_ns))
+                    format_ns(ns, sizeof ns, s->step_ns);
+                snprintf(step, sizeof step, "%.0f %s%s%s%s", s->step_native, src_unit_name(s->unit),
+                         ns[0] ? " (" : "", ns, ns[0] ? ")" : "");
+            }
+            printf("    %-38s %8s %8s %8s %8s %10s  %s\n", s->key, med, mn, mx, xr, xc, step);
+        }
+    }
+    printf("  x rdtsc / x clock_gt: median over the median of bare rdtsc / of clock_gettime(CLOCK_MONOTONIC).\n");
+    printf("  smallest step: smallest non-zero difference seen between consecutive reads (for fine clocks,\n"
+           "  bounded by the cost of a call).\n");
+
+    if (!r->nscale)
+        return;
+    printf("\nThread scaling: total calls per second (all threads) and ns per call in each thread;\n"
+           "median of %d rounds of %.0f ms, threads pinned round-robin to %d CPU%s; costs from each thread's\n"
+           "CPU time, so other processes competing for the CPUs do not count against a clock\n",
+           r->scale_rounds, r->scale_run_ns / 1e6, r->cpus, r->cpus == 1 ? "" : "s");
+    printf("  %-40s", "source");
+    for (int t = 0; t < r->nthreads; t++) {
+        char h[32];
+        snprintf(h, sizeof h, "%d thread%s", r->threads[t], r->threads[t] == 1 ? "" : "s");
+        printf(" %19s", h);
+    }
+    printf("  scaling\n  %-40s", "");
+    for (int t = 0; t < r->nthreads; t++)
+        printf(" %10s %8s", "Mcalls/s", "ns/call");
+    printf("\n");
+    for (int k = 0; k < r->nscale; k++) {
+        printf("  %-40s", r->src[r->scale_src[k]].key);
+        for (int t = 0; t < r->nthreads; t++) {
+            const struct bench_point *p = &r->point[k][t];
+            if (p->ok)
+                printf(" %10.1f %8.2f", p->calls_per_s / 1e6, p->ns_per_call);
+            else
+                printf(" %10s %8s", "-", "-");
+        }
+        double sc = bench_scaling(r, k);
+        if (!isnan(sc)) {
+            int ideal = r->threads[r->nthreads - 1] < r->cpus ? r->threads[r->nthreads - 1] : r->cpus;
+            const char *word = sc >= 0.75 * ideal ? "scales" : sc < 1.3 ? "serialises" : "partly";
+            printf("  x%.2f %s", sc, ideal > 1 ? word : "");
+        }
+        printf("\n");
+    }
+    if (r->nthreads > 1)
+        printf("  scaling: calls/s at %d threads over calls/s at 1 thread (ideal x%d here).\n",
+               r->threads[r->nthreads - 1],
+               r->threads[r->nthreads - 1] < r->cpus ? r->threads[r->nthreads - 1] : r->cpus);
+    printf("\nfinished in %.1f s\n", r->elapsed_s);
+}
+
+/* ---- JSON ---------------------------------------------------------------- */
+
+static void print_json(const struct bench_result *r, const struct bench_config *c)
+{
+    struct json j;
+    json_init(&j, stdout);
+    json_begin_object(&j, NULL);
+    json_int(&j, "schema_version", BENCH_SCHEMA_VERSION);
+    json_string(&j, "fastclock_version", fastclock_version());
+    json_begin_object(&j, "machine");
+    json_string(&j, "cpu", r->cpu);
+    json_int(&j, "cpus", r->cpus);
+    json_string(&j, "arch", r->arch);
+    json_string(&j, "kernel", r->kernel);
+    json_string(&j, "hypervisor", r->hypervisor[0] ? r->hypervisor : NULL);
+    json_string(&j, "clocksource", r->clocksource);
+    json_string(&j, "available_clocksources", r->available);
+    json_double(&j, "counter_hz", r->counter_hz > 0 ? r->counter_hz : NAN, 0);
+    json_end_object(&j);
+    json_begin_object(&j, "fastclock");
+    json_string(&j, "mode", r->fc_mode);
+    json_string(&j, "calibrator", r->fc_calibrator);
+    json_string(&j, "reason", r->fc_reason);
+    json_end_object(&j);
+    json_begin_object(&j, "config");
+    json_double(&j, "seconds", c->seconds, 3);
+    json_begin_array(&j, "threads");
+    for (int t = 0; t < r->nthreads; t++)
+        json_int(&j, NULL, r->threads[t]);
+    json_end_array(&j);
+    json_int(&j, "cost_rounds", r->cost_rounds);
+    json_double(&j, "batch_ns", r->batch_ns, 0);
+    json_int(&j, "scaling_rounds", r->scale_rounds);
+    json_double(&j, "scaling_run_ns", r->scale_run_ns, 0);
+    json_end_object(&j);
+
+    json_begin_array(&j, "sources");
+    for (int i = 0; i < r->nsrc; i++) {
+        const struct source *s = &r->src[i];
+        json_begin_object(&j, NULL);
+        json_string(&j, "name", s->key);
+        json_string(&j, "group", src_group_name(s->group));
+        json_string(&j, "note", s->note);
+        json_bool(&j, "usable", s->usable);
+        json_string(&j, "error", s->usable ? NULL : strerror(s->err));
+        json_double(&j, "median_ns", s->median, 3);
+        json_double(&j, "min_ns", s->min, 3);
+        json_double(&j, "max_ns", s->max, 3);
+        json_int(&j, "batches", s->count);
+        json_uint(&j, "calls_per_batch", s->n);
+        json_double(&j, "x_rdtsc", bench_ratio(r, i, r->rdtsc), 3);
+        json_double(&j, "x_clock_gettime_monotonic", bench_ratio(r, i, r->cg_mono), 3);
+        json_double(&j, "step", s->step_native, 0);
+        json_string(&j, "step_unit", src_unit_name(s->unit));
+        json_double(&j, "step_ns", s->step_ns, 1);
+        json_end_object(&j);
+    }
+    json_end_array(&j);
+
+    json_begin_array(&j, "scaling");
+    for (int k = 0; k < r->nscale; k++) {
+        json_begin_object(&j, NULL);
+        json_string(&j, "name", r->src[r->scale_src[k]].key);
+        json_begin_array(&j, "points");
+        for (int t = 0; t < r->nthreads; t++) {
+            const struct bench_point *p = &r->point[k][t];
+            json_begin_object(&j, NULL);
+            json_int(&j, "threads", r->threads[t]);
+            json_double(&j, "calls_per_s", p->ok ? p->calls_per_s : NAN, 0);
+            json_double(&j, "ns_per_call", p->ok ? p->ns_per_call : NAN, 3);
+            json_double(&j, "min_calls_per_s", p->ok ? p->min_calls_per_s : NAN, 0);
+            json_double(&j, "max_calls_per_s", p->ok ? p->max_calls_per_s : NAN, 0);
+            json_double(&j, "wall_calls_per_s", p->ok ? p->wall_calls_per_s : NAN, 0);
+            json_end_object(&j);
+        }
+        json_end_array(&j);
+        json_double(&j, "scaling", bench_scaling(r, k), 3);
+        json_end_object(&j);
+    }
+    json_end_array(&j);
+    json_double(&j, "elapsed_s", r->elapsed_s, 3);
+    json_end_object(&j);
+    json_finish(&j);
+}
+
+/* ---- CSV ----------------------------------------------------------------- */
+
+static void csv_field(const char *s)
+{
+    if (strpbrk(s, ",\"\n")) {
+        putchar('"');
+        for (; *s; s++) {
+            if (*s == '"')
+                putchar('"');
+            putchar(*s);
+        }
+        putchar('"');
+    } else {
+        fputs(s, stdout);
+    }
+}
+
+static void csv_num(double v, int decimals)
+{
+    putchar(',');
+    if (!isnan(v))
+        printf("%.*f", decimals, v);
+}
+
+static void print_csv(const struct bench_result *r)
+{
+    printf("section,source,group,threads,median_ns,min_ns,max_ns,x_rdtsc,x_clock_gettime_monotonic,"
+           "calls_per_s,step_ns\n");
+    for (int i = 0; i < r->nsrc; i++) {
+        const struct source *s = &r->src[i];
+        if (!s->usable)
+            continue;
+        printf("cost,");
+        csv_field(s->key);
+        printf(",%s,1", src_group_name(s->group));
+        csv_num(s->median, 3);
+        csv_num(s->min, 3);
+        csv_num(s->max, 3);
+        csv_num(bench_ratio(r, i, r->rdtsc), 3);
+        csv_num(bench_ratio(r, i, r->cg_mono), 3);
+        csv_num(NAN, 0);
+        csv_num(s->step_ns, 1);
+        putchar('\n');
+    }
+    for (int k = 0; k < r->nscale; k++) {
+        const struct source *s = &r->src[r->scale_src[k]];
+        for (int t = 0; t < r->nthreads; t++) {
+            const struct bench_point *p = &r->point[k][t];
+            if (!p->ok)
+                continue;
+            printf("scaling,");
+            csv_field(s->key);
+            printf(",%s,%d", src_group_name(s->group), r->threads[t]);
+            csv_num(p->ns_per_call, 3);
+            printf(",,,,");
+            csv_num(p->calls_per_s, 0);
+            printf(",\n");
+        }
+    }
+}
+
+/* ---- command ------------------------------------------------------------- */
 
 int cmd_bench(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "fastclock bench: not built yet\n");
-    return 2;
+    int json = 0, csv = 0;
+    const char *svg_path = NULL;
+    struct bench_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.seconds = 3;
+    default_threads(&cfg);
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *val = NULL;
+        char name[32];
+        /* --opt=value and --opt value */
+        const char *eq = strchr(a, '=');
+        if (strncmp(a, "--", 2) == 0 && eq) {
+            snprintf(name, sizeof name, "%.*s", (int)(eq - a), a);
+            val = eq + 1;
+        } else {
+            copy_str(name, sizeof name, a);
+        }
+        int takes_value = !strcmp(name, "--threads") || !strcmp(name, "--seconds") || !strcmp(name, "--svg");
+        if (takes_value && !val) {
+            if (i + 1 >= argc)
+                return fail("%s needs a value", name);
+            val = argv[++i];
+        } else if (!takes_value && val) {
+            return fail("%s takes no value", name);
+        }
+        if (!strcmp(name, "--json"))
+            json = 1;
+        else if (!strcmp(name, "--csv"))
+            csv = 1;
+        else if (!strcmp(name, "--help") || !strcmp(name, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(name, "--threads")) {
+            char err[160];
+            int n = bench_parse_threads(val, cfg.threads, BENCH_MAX_THREADS, err, sizeof err);
+            if (n < 0)
+                return fail("%s", err);
+            cfg.nthreads = n;
+        } else if (!strcmp(name, "--seconds")) {
+            if (parse_double(val, &cfg.seconds) != 0 || !(cfg.seconds >= 0.1 && cfg.seconds <= 3600))
+                return fail("--seconds needs a number of seconds from 0.1 to 3600 (got '%s')", val);
+        } else if (!strcmp(name, "--svg")) {
+            if (!*val)
+                return fail("%s", "--svg needs a file name");
+            svg_path = val;
+        } else {
+            return fail("unknown option '%s'", a);
+        }
+    }
+    if (json && csv)
+        return fail("%s", "--json and --csv cannot be combined");
+
+    /* Open the chart now: a bad path should fail before minutes of measuring. */
+    FILE *svg = NULL;
+    if (svg_path) {
+        svg = fopen(svg_path, "w");
+        if (!svg) {
+            fprintf(stderr, "fastclock bench: cannot write --svg %s: %s\n", svg_path, strerror(errno));
+            return 2;
+        }
+    }
+    cfg.progress = isatty(2) && !getenv("FASTCLOCK_NO_PROGRESS");
+
+    static struct bench_result r; /* large: keep it off the stack */
+    bench_run(&cfg, &r);
+    if (json)
+        print_json(&r, &cfg);
+    else if (csv)
+        print_csv(&r);
+    else
+        print_text(&r);
+    int status = 0;
+    if (svg) {
+        if (svg_write(svg, &r) != 0 || fclose(svg) != 0) {
+            fprintf(stderr, "fastclock bench: writing %s failed: %s\n", svg_path, strerror(errno));
+            status = 2;
+        } else if (!json && !csv) {
+            printf("chart written to %s\n", svg_path);
+        }
+    }
+    bench_free(&r);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "fastclock bench: cannot write the results: %s\n", strerror(errno));
+        return 2;
+    }
+    return status;
 }

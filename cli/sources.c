@@ -1,0 +1,464 @@
+#define _GNU_SOURCE
+#include "sources.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "counter.h"
+#include "fastclock.h"
+#include "util.h"
+
+const struct clock_name src_clocks[] = {
+    {"CLOCK_REALTIME", CLOCK_REALTIME},
+    {"CLOCK_MONOTONIC", CLOCK_MONOTONIC},
+    {"CLOCK_PROCESS_CPUTIME_ID", CLOCK_PROCESS_CPUTIME_ID},
+    {"CLOCK_THREAD_CPUTIME_ID", CLOCK_THREAD_CPUTIME_ID},
+    {"CLOCK_MONOTONIC_RAW", CLOCK_MONOTONIC_RAW},
+    {"CLOCK_REALTIME_COARSE", CLOCK_REALTIME_COARSE},
+    {"CLOCK_MONOTONIC_COARSE", CLOCK_MONOTONIC_COARSE},
+    {"CLOCK_BOOTTIME", CLOCK_BOOTTIME},
+    {"CLOCK_REALTIME_ALARM", CLOCK_REALTIME_ALARM},
+    {"CLOCK_BOOTTIME_ALARM", CLOCK_BOOTTIME_ALARM},
+    {"CLOCK_TAI", CLOCK_TAI},
+};
+const int src_nclocks = sizeof src_clocks / sizeof src_clocks[0];
+
+const char *src_group_name(enum src_group g)
+{
+    switch (g) {
+    case GROUP_COUNTER: return "counter";
+    case GROUP_FASTCLOCK: return "fastclock";
+    case GROUP_LIBC: return "libc";
+    default: return "syscall";
+    }
+}
+
+const char *src_unit_name(enum src_unit u)
+{
+    switch (u) {
+    case UNIT_TICKS: return "ticks";
+    case UNIT_US: return "us";
+    case UNIT_S: return "s";
+    default: return "ns";
+    }
+}
+
+/* ---- one read of each source ------------------------------------------- */
+
+static inline int64_t cg_ns(long id)
+{
+    struct timespec ts;
+    if (clock_gettime((clockid_t)id, &ts) != 0)
+        return 0;
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static inline int64_t sys_cg_ns(long id)
+{
+    struct timespec ts;
+    if (syscall(SYS_clock_gettime, (clockid_t)id, &ts) != 0)
+        return 0;
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static inline int64_t gtod_us(long via_syscall)
+{
+    struct timeval tv;
+    if (via_syscall)
+        syscall(SYS_gettimeofday, &tv, NULL);
+    else
+        gettimeofday(&tv, NULL);
+    return (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
+}
+
+static inline int64_t time_s(long via_syscall)
+{
+#ifdef SYS_time
+    if (via_syscall)
+        return (int64_t)syscall(SYS_time, NULL);
+#endif
+    (void)via_syscall;
+    return (int64_t)time(NULL);
+}
+
+static inline int64_t rdtscp_read(void)
+{
+    uint32_t aux;
+    return (int64_t)fc_counter_rdtscp(&aux);
+}
+
+/* Readers (for granularity) and loops (for cost) share these expressions. */
+#define SOURCE(name, expr)                                                  \
+    static int64_t r_##name(long arg)                                       \
+    {                                                                       \
+        (void)arg;                                                          \
+        return (int64_t)(expr);                                             \
+    }                                                                       \
+    static __attribute__((noinline)) uint64_t l_##name(uint64_t n, long arg) \
+    {                                                                       \
+        (void)arg;                                                          \
+        uint64_t acc = 0;                                                   \
+        for (uint64_t i = 0; i < n; i++)                                    \
+            acc += (uint64_t)(expr);                                        \
+        return acc;                                                         \
+    }
+
+SOURCE(counter, fc_counter_unordered())
+SOURCE(counter_p, rdtscp_read())
+SOURCE(counter_f, fc_counter_ordered())
+SOURCE(fc_mono, fastclock_mono_ns())
+SOURCE(fc_mono_u, fastclock_mono_ns_unordered())
+SOURCE(fc_real, fastclock_real_ns())
+SOURCE(fc_real_u, fastclock_real_ns_unordered())
+SOURCE(fc_mono_c, fastclock_mono_coarse_ns())
+SOURCE(fc_real_c, fastclock_real_coarse_ns())
+SOURCE(fc_ticks, fastclock_ticks())
+SOURCE(fc_gettime, ({
+           struct timespec ts_;
+           fastclock_gettime(CLOCK_MONOTONIC, &ts_);
+           (int64_t)ts_.tv_sec * 1000000000LL + ts_.tv_nsec;
+       }))
+SOURCE(cg, cg_ns(arg))
+SOURCE(sys_cg, sys_cg_ns(arg))
+SOURCE(gtod, gtod_us(arg))
+SOURCE(time, time_s(arg))
+
+/* ---- constructors ------------------------------------------------------- */
+
+static void init(struct source *s, const char *key, const char *note, enum src_group g, src_loop_fn loop,
+                 src_read_fn read, enum src_unit unit, long arg)
+{
+    memset(s, 0, sizeof *s);
+    copy_str(s->key, sizeof s->key, key);
+    s->note = note;
+    s->group = g;
+    s->loop = loop;
+    s->read = read;
+    s->unit = unit;
+    s->arg = arg;
+    s->usable = 1;
+    s->median = s->min = s->max = NAN;
+    s->step_native = s->step_ns = NAN;
+}
+
+void src_counter(struct source *s, int which)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    static const char *const keys[] = {"rdtsc", "rdtscp", "lfence;rdtsc"};
+    static const char *const notes[] = {
+        "bare counter read; the CPU may execute it early (out of order)",
+        "waits for earlier instructions; also returns the CPU number",
+        "ordered read (what fastclock_mono_ns uses)"};
+#else
+    static const char *const keys[] = {"cntvct_el0", "isb;cntvct_el0 (aux)", "isb;cntvct_el0"};
+    static const char *const notes[] = {"bare counter read", "ordered counter read", "ordered counter read"};
+#endif
+    static const src_loop_fn loops[] = {l_counter, l_counter_p, l_counter_f};
+    static const src_read_fn reads[] = {r_counter, r_counter_p, r_counter_f};
+    init(s, keys[which], notes[which], GROUP_COUNTER, loops[which], reads[which], UNIT_TICKS, 0);
+    if (!FC_HAVE_COUNTER) {
+        s->usable = 0;
+        s->err = ENOSYS;
+    }
+}
+
+void src_fastclock(struct source *s, int which)
+{
+    static const struct {
+        const char *key, *note;
+        src_loop_fn loop;
+        src_read_fn read;
+        enum src_unit unit;
+    } t[FC_SRC_COUNT] = {
+        {"fastclock_mono_ns", "ordered: monotonic across threads", l_fc_mono, r_fc_mono, UNIT_NS},
+        {"fastclock_mono_ns_unordered", "monotonic per thread only", l_fc_mono_u, r_fc_mono_u, UNIT_NS},
+        {"fastclock_real_ns", "ordered CLOCK_REALTIME", l_fc_real, r_fc_real, UNIT_NS},
+        {"fastclock_real_ns_unordered", "CLOCK_REALTIME, per thread", l_fc_real_u, r_fc_real_u, UNIT_NS},
+        {"fastclock_mono_coarse_ns", "about 1 ms resolution", l_fc_mono_c, r_fc_mono_c, UNIT_NS},
+        {"fastclock_real_coarse_ns", "about 1 ms resolution", l_fc_real_c, r_fc_real_c, UNIT_NS},
+        {"fastclock_ticks", "raw counter for intervals in one thread", l_fc_ticks, r_fc_ticks, UNIT_TICKS},
+        {"fastclock_gettime(CLOCK_MONOTONIC)", "clock_gettime-compatible", l_fc_gettime, r_fc_gettime, UNIT_NS},
+    };
+    init(s, t[which].key, t[which].note, GROUP_FASTCLOCK, t[which].loop, t[which].read, t[which].unit, 0);
+}
+
+void src_clock_gettime(struct source *s, int i)
+{
+    char key[64];
+    snprintf(key, sizeof key, "clock_gettime(%s)", src_clocks[i].name);
+    init(s, key, "libc (vDSO when the clocksource allows)", GROUP_LIBC, l_cg, r_cg, UNIT_NS, src_clocks[i].id);
+    struct timespec ts;
+    if (clock_gettime(src_clocks[i].id, &ts) != 0) {
+        s->usable = 0;
+        s->err = errno;
+    }
+}
+
+void src_syscall_clock_gettime(struct source *s, int i)
+{
+    char key[64];
+    snprintf(key, sizeof key, "syscall(clock_gettime, %s)", src_clocks[i].name);
+    init(s, key, "always enters the kernel", GROUP_SYSCALL, l_sys_cg, r_sys_cg, UNIT_NS, src_clocks[i].id);
+    struct timespec ts;
+    if (syscall(SYS_clock_gettime, src_clocks[i].id, &ts) != 0) {
+        s->usable = 0;
+        s->err = errno;
+    }
+}
+
+void src_gettimeofday(struct source *s, int via_syscall)
+{
+    init(s, via_syscall ? "syscall(gettimeofday)" : "gettimeofday", via_syscall ? "always enters the kernel" : "libc, microseconds",
+         via_syscall ? GROUP_SYSCALL : GROUP_LIBC, l_gtod, r_gtod, UNIT_US, via_syscall);
+}
+
+void src_time(struct source *s, int via_syscall)
+{
+    init(s, via_syscall ? "syscall(time)" : "time", via_syscall ? "always enters the kernel" : "libc, seconds",
+         via_syscall ? GROUP_SYSCALL : GROUP_LIBC, l_time, r_time, UNIT_S, via_syscall);
+#ifndef SYS_time
+    if (via_syscall) {
+        s->usable = 0;
+        s->err = ENOSYS;
+    }
+#endif
+}
+
+/* ---- cost --------------------------------------------------------------- */
+
+static volatile uint64_t sink;
+
+static double batch_ns_per_call(struct source *s, uint64_t n)
+{
+    int64_t t0 = mono_raw_ns();
+    sink += s->loop(n, s->arg);
+    int64_t t1 = mono_raw_ns();
+    return (double)(t1 - t0) / (double)n;
+}
+
+static void calibrate(struct source *s, double batch_ns)
+{
+    uint64_t n = 8;
+    for (;;) {
+        double per = batch_ns_per_call(s, n);
+        double total = per * (double)n;
+        if (total >= batch_ns / 4 || n >= (1u << 28)) {
+            double want = per > 0 ? batch_ns / per : (double)n;
+            if (want < 1)
+                want = 1;
+            if (want > (double)(1u << 28))
+                want = (double)(1u << 28);
+            s->n = (uint64_t)want;
+            return;
+        }
+        n *= 4;
+    }
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void stats(struct source *s)
+{
+    if (s->count == 0)
+        return;
+    double *v = malloc((size_t)s->count * sizeof *v);
+    if (!v)
+        return;
+    memcpy(v, s->samples, (size_t)s->count * sizeof *v);
+    qsort(v, (size_t)s->count, sizeof *v, cmp_double);
+    int m = s->count / 2;
+    s->median = s->count % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+    s->min = v[0];
+    s->max = v[s->count - 1];
+    free(v);
+}
+
+void src_measure(struct source *s, int n, double seconds, double batch_ns, int min_rounds,
+                 src_progress_fn progress, void *ctx)
+{
+    int usable = 0;
+    for (int i = 0; i < n; i++) {
+        if (!s[i].usable)
+            continue;
+        usable++;
+        /* Warm up caches, the vDSO page, fastclock's first calibration. */
+        sink += s[i].loop(64, s[i].arg);
+        calibrate(&s[i], batch_ns);
+    }
+    if (!usable)
+        return;
+    int rounds = (int)(seconds * 1e9 / ((double)usable * batch_ns * 1.05));
+    if (rounds < min_rounds)
+        rounds = min_rounds;
+    for (int i = 0; i < n; i++) {
+        free(s[i].samples);
+        s[i].samples = calloc((size_t)rounds, sizeof(double));
+        s[i].cap = s[i].samples ? rounds : 0;
+        s[i].count = 0;
+    }
+    for (int r = 0; r < rounds; r++) {
+        for (int i = 0; i < n; i++)
+            if (s[i].usable && s[i].count < s[i].cap)
+                s[i].samples[s[i].count++] = batch_ns_per_call(&s[i], s[i].n);
+        if (progress)
+            progress("cost", r + 1, rounds, ctx);
+    }
+    for (int i = 0; i < n; i++)
+        stats(&s[i]);
+}
+
+void src_free(struct source *s, int n)
+{
+    for (int i = 0; i < n; i++) {
+        free(s[i].samples);
+        s[i].samples = NULL;
+        s[i].count = s[i].cap = 0;
+    }
+}
+
+/* ---- granularity -------------------------------------------------------- */
+
+void src_step(struct source *s, double window_ns, double ticks_hz)
+{
+    s->step_native = s->step_ns = NAN;
+    s->step_changes = 0;
+    if (!s->usable)
+        return;
+    int64_t start = mono_raw_ns();
+    int64_t prev = s->read(s->arg), best = INT64_MAX;
+    for (uint64_t i = 1;; i++) {
+        int64_t v = s->read(s->arg);
+        if (v != prev) {
+            if (v > prev && v - prev < best)
+                best = v - prev;
+            s->step_changes++;
+            prev = v;
+            if (s->step_changes >= 64)
+                break;
+        }
+        if ((i & 63) == 0 && mono_raw_ns() - start > window_ns)
+            break;
+    }
+    if (best == INT64_MAX)
+        return;
+    s->step_native = (double)best;
+    switch (s->unit) {
+    case UNIT_TICKS: s->step_ns = ticks_hz > 0 ? (double)best * 1e9 / ticks_hz : NAN; break;
+    case UNIT_US: s->step_ns = (double)best * 1e3; break;
+    case UNIT_S: s->step_ns = (double)best * 1e9; break;
+    default: s->step_ns = (double)best; break;
+    }
+}
+
+/* ---- thread scaling ----------------------------------------------------- */
+
+struct scale_worker {
+    pthread_t thread;
+    struct source *src;
+    int cpu;
+    uint64_t chunk;
+    double run_ns;
+    _Atomic int *ready;
+    _Atomic int *go;
+    uint64_t calls;
+    int64_t elapsed, cpu_ns;
+    uint64_t acc;
+};
+
+static void *scale_main(void *arg)
+{
+    struct scale_worker *w = arg;
+    if (w->cpu >= 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(w->cpu, &set);
+        pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+    }
+    atomic_fetch_add(w->ready, 1);
+    while (!atomic_load(w->go))
+        sched_yield();
+    int64_t c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    int64_t t0 = mono_raw_ns(), t1;
+    do {
+        w->acc += w->src->loop(w->chunk, w->src->arg);
+        w->calls += w->chunk;
+        t1 = mono_raw_ns();
+    } while ((double)(t1 - t0) < w->run_ns);
+    w->cpu_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
+    w->elapsed = t1 - t0;
+    return NULL;
+}
+
+int src_scale(struct source *s, int threads, const int *cpus, int ncpus, double run_ns, struct scale_sample *out)
+{
+    if (!s->usable || threads < 1)
+        return -1;
+    if (s->n == 0)
+        calibrate(s, 1e6);
+    struct scale_worker *w = calloc((size_t)threads, sizeof *w);
+    if (!w)
+        return -1;
+    _Atomic int ready = 0, go = 0;
+    int started = 0;
+    for (int i = 0; i < threads; i++) {
+        w[i].src = s;
+        w[i].cpu = ncpus > 0 ? cpus[i % ncpus] : -1;
+        /* Chunks of ~50 us keep the overshoot past run_ns small. */
+        w[i].chunk = s->n / 20 ? s->n / 20 : 1;
+        w[i].run_ns = run_ns;
+        w[i].ready = &ready;
+        w[i].go = &go;
+        if (pthread_create(&w[i].thread, NULL, scale_main, &w[i]) != 0)
+            break;
+        started++;
+    }
+    while (atomic_load(&ready) < started)
+        sched_yield();
+    atomic_store(&go, 1);
+    for (int i = 0; i < started; i++)
+        pthread_join(w[i].thread, NULL);
+    int ok = started == threads;
+    double wall = 0, per = 0;
+    for (int i = 0; i < started; i++) {
+        sink += w[i].acc;
+        if (w[i].calls == 0 || w[i].elapsed <= 0 || w[i].cpu_ns <= 0) {
+            ok = 0;
+            continue;
+        }
+        wall += (double)w[i].calls * 1e9 / (double)w[i].elapsed;
+        per += (double)w[i].cpu_ns / (double)w[i].calls;
+    }
+    free(w);
+    if (!ok)
+        return -1;
+    out->ns_per_call = per / threads;
+    out->calls_per_s = (threads < ncpus || ncpus < 1 ? threads : ncpus) * 1e9 / out->ns_per_call;
+    out->wall_calls_per_s = wall;
+    return 0;
+}
+
+int src_allowed_cpus(int *cpus, int max)
+{
+    cpu_set_t set;
+    int n = 0;
+    if (sched_getaffinity(0, sizeof set, &set) != 0)
+        return 0;
+    for (int i = 0; i < CPU_SETSIZE && n < max; i++)
+        if (CPU_ISSET(i, &set))
+            cpus[n++] = i;
+    return n;
+}

@@ -1,0 +1,116 @@
+#define _GNU_SOURCE
+#include "util.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int parse_double(const char *s, double *out)
+{
+    char *end;
+    if (!s || !*s || isspace((unsigned char)*s))
+        return -1;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || *end || !isfinite(v))
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int parse_long(const char *s, long *out)
+{
+    char *end;
+    if (!s || !*s || isspace((unsigned char)*s))
+        return -1;
+    errno = 0;
+    int base = (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) ? 16 : 10;
+    long v = strtol(s, &end, base);
+    if (errno || *end)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+void sb_init(struct sbuf *b, char *p, size_t size)
+{
+    b->p = p;
+    b->size = size;
+    b->len = 0;
+    if (size)
+        p[0] = 0;
+}
+
+void sb_printf(struct sbuf *b, const char *fmt, ...)
+{
+    if (b->len + 1 >= b->size)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(b->p + b->len, b->size - b->len, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    b->len += (size_t)n;
+    if (b->len >= b->size)
+        b->len = b->size - 1;
+}
+
+void copy_str(char *dst, size_t size, const char *src)
+{
+    if (!size)
+        return;
+    snprintf(dst, size, "%s", src ? src : "");
+}
+
+char *trim(char *s)
+{
+    char *p = s;
+    while (isspace((unsigned char)*p))
+        p++;
+    if (p != s)
+        memmove(s, p, strlen(p) + 1);
+    size_t n = strlen(s);
+    while (n && isspace((unsigned char)s[n - 1]))
+        s[--n] = 0;
+    return s;
+}
+
+int64_t clock_ns(clockid_t id)
+{
+    struct timespec ts;
+    if (clock_gettime(id, &ts) != 0)
+        return 0;
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+void format_ns(char *buf, size_t size, double ns)
+{
+    if (!(ns == ns))
+        snprintf(buf, size, "?");
+    else if (ns < 100)
+        snprintf(buf, size, "%.1f ns", ns);
+    else if (ns < 1e4)
+        snprintf(buf, size, "%.0f ns", ns);
+    else if (ns < 1e6)
+        snprintf(buf, size, "%.2f us", ns / 1e3);
+    else if (ns < 1e9)
+        snprintf(buf, size, "%.2f ms", ns / 1e6);
+    else
+        snprintf(buf, size, "%.2f s", ns / 1e9);
+}
+
+int want_colour(FILE *f)
+{
+    const char *nc = getenv("NO_COLOR");
+    const char *term = getenv("TERM");
+    if (nc && *nc)
+        return 0;
+    if (term && strcmp(term, "dumb") == 0)
+        return 0;
+    return isatty(fileno(f));
+}

@@ -1,0 +1,43 @@
+/* Small helpers shared by the `fastclock` subcommands: strict number
+ * parsing, a growing-free string builder, clocks for timing the tool itself,
+ * and terminal detection. */
+#ifndef FASTCLOCK_CLI_UTIL_H
+#define FASTCLOCK_CLI_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <time.h>
+
+/* A fact we may not know: yes, no, or unknown (with a reason elsewhere). */
+enum tri { TRI_UNKNOWN = -1, TRI_NO = 0, TRI_YES = 1 };
+
+/* Whole-string parses: leading/trailing junk, overflow and NaN are errors.
+ * Return 0 on success, -1 otherwise (out untouched). */
+int parse_double(const char *s, double *out);
+int parse_long(const char *s, long *out);   /* decimal or 0x hex */
+
+/* Fixed-size string builder: always NUL-terminated, silently truncates. */
+struct sbuf {
+    char *p;
+    size_t size, len;
+};
+void sb_init(struct sbuf *b, char *p, size_t size);
+void sb_printf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* snprintf into a fixed array: copy_str(dst, sizeof dst, src). */
+void copy_str(char *dst, size_t size, const char *src);
+
+/* Trims leading and trailing whitespace in place; returns s. */
+char *trim(char *s);
+
+int64_t clock_ns(clockid_t id);
+static inline int64_t mono_raw_ns(void) { return clock_ns(CLOCK_MONOTONIC_RAW); }
+
+/* Human number of nanoseconds: "17.2 ns", "1.05 us", "4.00 ms", "1.00 s". */
+void format_ns(char *buf, size_t size, double ns);
+
+/* 1 if colours should be used on this stream: a TTY, NO_COLOR unset, TERM not dumb. */
+int want_colour(FILE *f);
+
+#endif
