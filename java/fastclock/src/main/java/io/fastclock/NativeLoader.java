@@ -1,0 +1,324 @@
+package io.fastclock;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.nio.file.StandardOpenOption;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
+import java.util.HexFormat;
+import java.util.ArrayList;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Locale;
+import java.util.Set;
+import java.util.function.Consumer;
+import java.util.function.Function;
+import java.util.function.Supplier;
+
+/**
+ * Finds and loads libfastclock_jni.so, in this order:
+ * <ol>
+ *   <li>{@code -Dfastclock.library.path=/path/to/libfastclock_jni.so}: that file and nothing
+ *       else (an explicit choice that fails is reported, not papered over);</li>
+ *   <li>{@code System.loadLibrary("fastclock_jni")} (java.library.path, e.g. a distro package);</li>
+ *   <li>the copy bundled in the jar for this platform: checked against the SHA-256 recorded at
+ *       build time, written to a fresh 0700 directory, checked again on disk, loaded, and
+ *       deleted (Linux keeps the mapping).  A directory that refuses (noexec, read-only, full)
+ *       moves on to the next: -Dfastclock.tmpdir, java.io.tmpdir, $XDG_RUNTIME_DIR,
+ *       ~/.cache/fastclock.</li>
+ * </ol>
+ * Never throws: the result says what happened.  Everything here runs once, at class
+ * initialisation, so clarity wins over speed.
+ */
+final class NativeLoader {
+    static final String LIBRARY = "fastclock_jni";
+    static final String FILE_NAME = "lib" + LIBRARY + ".so";
+    /** Must match FASTCLOCK_JAVA_ABI in java/native/fastclock_jni.c. */
+    static final int ABI = 1;
+
+    static final class Result {
+        final boolean loaded;
+        /** Where the library came from (loaded), or why none could be used (not loaded). */
+        final String detail;
+
+        private Result(boolean loaded, String detail) {
+            this.loaded = loaded;
+            this.detail = detail;
+        }
+
+        static Result ok(String how) {
+            return new Result(true, how);
+        }
+
+        static Result failed(String why) {
+            return new Result(false, why);
+        }
+
+        @Override
+        public String toString() {
+            return (loaded ? "loaded: " : "not loaded: ") + detail;
+        }
+    }
+
+    /** What the loader looks at.  {@link #fromSystem()} for real use; tests build their own. */
+    static final class Config {
+        boolean enabled = true;
+        String explicitPath;
+        boolean tryLoadLibrary = true;
+        String osName = "";
+        String osArch = "";
+        List<Path> tempDirs = new ArrayList<>();
+        /** Resource name -> stream, or null when absent. */
+        Function<String, InputStream> resources = NativeLoader.class::getResourceAsStream;
+        /** System.load, from this class so the library belongs to this class loader. */
+        Consumer<String> load = path -> System.load(path);
+        Consumer<String> loadLibrary = name -> System.loadLibrary(name);
+        /** Confirms a loaded library is ours and current; returns null or why not. */
+        Supplier<String> verify = NativeLoader::verifyLoaded;
+
+        static Config fromSystem() {
+            Config c = new Config();
+            c.enabled = !"false".equalsIgnoreCase(System.getProperty("fastclock.native", "true").trim());
+            c.explicitPath = emptyToNull(System.getProperty("fastclock.library.path"));
+            c.osName = System.getProperty("os.name", "");
+            c.osArch = System.getProperty("os.arch", "");
+            c.tempDirs = defaultTempDirs();
+            return c;
+        }
+    }
+
+    private NativeLoader() {}
+
+    static Result load(Config c) {
+        if (!c.enabled)
+            return Result.failed("native library disabled by -Dfastclock.native=false");
+        if (c.explicitPath != null)
+            return loadExplicit(c);
+
+        List<String> notes = new ArrayList<>();
+        if (c.tryLoadLibrary) {
+            try {
+                c.loadLibrary.accept(LIBRARY);
+                return verified(c, "System.loadLibrary(\"" + LIBRARY + "\") from java.library.path");
+            } catch (UnsatisfiedLinkError e) {
+                notes.add("not on java.library.path");
+            } catch (RuntimeException e) {
+                return Result.failed(denied(e));
+            }
+        }
+
+        String platform = platform(c.osName, c.osArch);
+        if (platform == null) {
+            notes.add("no native library for " + c.osName + "/" + c.osArch);
+            return Result.failed(join(notes));
+        }
+        return extractAndLoad(c, platform, notes);
+    }
+
+    private static Result loadExplicit(Config c) {
+        Path p = Paths.get(c.explicitPath).toAbsolutePath();
+        String what = "-Dfastclock.library.path=" + c.explicitPath;
+        if (!Files.isRegularFile(p))
+            return Result.failed(what + ": no such file");
+        String notElf = elfProblem(p, c.osArch);
+        if (notElf != null)
+            return Result.failed(what + ": " + notElf);
+        try {
+            c.load.accept(p.toString());
+        } catch (UnsatisfiedLinkError e) {
+            return Result.failed(what + ": cannot be loaded (" + e.getMessage() + ")");
+        } catch (RuntimeException e) {
+            return Result.failed(denied(e));
+        }
+        return verified(c, what);
+    }
+
+    /** After a load: is it really this version's library? */
+    private static Result verified(Config c, String how) {
+        String problem;
+        try {
+            problem = c.verify.get();
+        } catch (LinkageError | RuntimeException e) {
+            problem = "not a fastclock JNI library (" + e + ")";
+        }
+        return problem == null ? Result.ok(how) : Result.failed(how + ": " + problem);
+    }
+
+    static String verifyLoaded() {
+        int abi = Jni.abi();
+        return abi == ABI ? null : "incompatible native library (ABI " + abi + ", this jar needs " + ABI + ")";
+    }
+
+    /**
+     * A look at the ELF header before handing a file to the dynamic linker: junk
+     * makes HotSpot print a stack-guard warning and rewrite guard pages.
+     */
+    static String elfProblem(Path p, String osArch) {
+        byte[] h = new byte[20];
+        try (InputStream in = Files.newInputStream(p)) {
+            if (in.readNBytes(h, 0, h.length) < h.length)
+                return "not an ELF shared library (too short)";
+        } catch (IOException e) {
+            return "cannot be read (" + e + ")";
+        }
+        if (h[0] != 0x7f || h[1] != 'E' || h[2] != 'L' || h[3] != 'F')
+            return "not an ELF shared library (bad magic)";
+        if (h[4] != 2 || h[5] != 1)
+            return "not a 64-bit little-endian ELF library";
+        int machine = (h[18] & 0xff) | (h[19] & 0xff) << 8;
+        String platform = platform("linux", osArch);
+        int want = "linux-x86_64".equals(platform) ? 62 : "linux-aarch64".equals(platform) ? 183 : -1;
+        if (want != -1 && machine != want)
+            return "built for another CPU (ELF machine " + machine + ", this JVM runs on " + osArch + ")";
+        return null;
+    }
+
+    static String resourceDir(String platform) {
+        return "/io/fastclock/native/" + platform + "/";
+    }
+
+    private static Result extractAndLoad(Config c, String platform, List<String> notes) {
+        String dir = resourceDir(platform);
+        byte[] lib;
+        String expected;
+        try {
+            lib = readResource(c, dir + FILE_NAME);
+            byte[] sum = readResource(c, dir + FILE_NAME + ".sha256");
+            if (lib == null) {
+                notes.add("the jar has no native library for " + platform);
+                return Result.failed(join(notes));
+            }
+            if (sum == null) {
+                notes.add("the jar's native library for " + platform + " has no checksum");
+                return Result.failed(join(notes));
+            }
+            expected = firstToken(new String(sum, StandardCharsets.US_ASCII));
+        } catch (IOException e) {
+            notes.add("cannot read the bundled library: " + e);
+            return Result.failed(join(notes));
+        }
+        if (!sha256(lib).equalsIgnoreCase(expected)) {
+            notes.add("the bundled library for " + platform + " fails its SHA-256 check (corrupt jar?)");
+            return Result.failed(join(notes));
+        }
+        if (c.tempDirs.isEmpty()) {
+            notes.add("no directory to extract the bundled library to");
+            return Result.failed(join(notes));
+        }
+        for (Path parent : c.tempDirs) {
+            Path tmp = null, file = null;
+            try {
+                Files.createDirectories(parent);
+                // Private directory: nobody else can swap the file between check and load.
+                tmp = Files.createTempDirectory(parent, "fastclock-",
+                        PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rwx------")));
+                file = tmp.resolve(FILE_NAME);
+                Files.write(file, lib, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE);
+                if (!sha256(Files.readAllBytes(file)).equalsIgnoreCase(expected)) {
+                    notes.add(parent + ": the written copy differs from the jar's (disk full?)");
+                    continue;
+                }
+                c.load.accept(file.toString());
+                return verified(c, "extracted from the jar (" + platform + ") to " + parent
+                        + (notes.isEmpty() ? "" : " (before that: " + join(notes) + ")"));
+            } catch (UnsatisfiedLinkError e) {
+                // Typically a noexec mount: "failed to map segment from shared object".
+                notes.add(parent + ": " + e.getMessage());
+            } catch (IOException | UnsupportedOperationException e) {
+                notes.add(parent + ": cannot write (" + e + ")");
+            } catch (RuntimeException e) {
+                return Result.failed(denied(e));
+            } finally {
+                deleteQuietly(file);
+                deleteQuietly(tmp);
+            }
+        }
+        return Result.failed(join(notes));
+    }
+
+    private static String denied(RuntimeException e) {
+        // Java 24+ with --illegal-native-access=deny throws IllegalCallerException.
+        return "loading native code is not allowed (" + e
+                + "); run with --enable-native-access=ALL-UNNAMED";
+    }
+
+    /** linux-x86_64, linux-aarch64, or null when the jar cannot have a library for it. */
+    static String platform(String osName, String osArch) {
+        if (!osName.toLowerCase(Locale.ROOT).startsWith("linux"))
+            return null;
+        switch (osArch.toLowerCase(Locale.ROOT)) {
+        case "amd64":
+        case "x86_64":
+            return "linux-x86_64";
+        case "aarch64":
+        case "arm64":
+            return "linux-aarch64";
+        default:
+            return null;
+        }
+    }
+
+    static List<Path> defaultTempDirs() {
+        Set<Path> dirs = new LinkedHashSet<>();
+        addDir(dirs, System.getProperty("fastclock.tmpdir"));
+        addDir(dirs, System.getProperty("java.io.tmpdir"));
+        addDir(dirs, System.getenv("XDG_RUNTIME_DIR"));
+        String home = System.getProperty("user.home");
+        if (home != null && !home.isEmpty() && !"?".equals(home))
+            addDir(dirs, Paths.get(home, ".cache", "fastclock").toString());
+        return new ArrayList<>(dirs);
+    }
+
+    private static void addDir(Set<Path> dirs, String dir) {
+        if (dir != null && !dir.trim().isEmpty()) {
+            try {
+                dirs.add(Paths.get(dir.trim()).toAbsolutePath().normalize());
+            } catch (RuntimeException ignored) {
+                // An unusable path is simply not a candidate.
+            }
+        }
+    }
+
+    private static byte[] readResource(Config c, String name) throws IOException {
+        try (InputStream in = c.resources.apply(name)) {
+            return in == null ? null : in.readAllBytes();
+        }
+    }
+
+    static String sha256(byte[] data) {
+        try {
+            return HexFormat.of().formatHex(MessageDigest.getInstance("SHA-256").digest(data));
+        } catch (NoSuchAlgorithmException e) {
+            throw new IllegalStateException("every JDK has SHA-256", e);
+        }
+    }
+
+    private static String firstToken(String s) {
+        String t = s.trim();
+        int sp = t.indexOf(' ');
+        return sp < 0 ? t : t.substring(0, sp);
+    }
+
+    private static void deleteQuietly(Path p) {
+        if (p == null)
+            return;
+        try {
+            Files.deleteIfExists(p);
+        } catch (IOException | RuntimeException ignored) {
+            // Best effort: a leftover file in a private temp directory harms nobody.
+        }
+    }
+
+    private static String emptyToNull(String s) {
+        return s == null || s.trim().isEmpty() ? null : s.trim();
+    }
+
+    private static String join(List<String> notes) {
+        return String.join("; ", notes);
+    }
+}

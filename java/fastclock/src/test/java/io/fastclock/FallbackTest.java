@@ -1,0 +1,42 @@
+package io.fastclock;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.time.Instant;
+import org.junit.jupiter.api.Test;
+
+/** The pure-Java implementation, in this JVM and as a whole in a child JVM. */
+class FallbackTest {
+    @Test
+    void javaUtcAgreesWithInstantNow() {
+        Stats s = AgreementTest.bracket(() -> AgreementTest.epochNs(Instant.now()), JavaClock::currentTimeNanos);
+        System.out.println("[fastclock] pure-Java currentTimeNanos vs Instant.now: " + s);
+        // Offset from a min-latency bracket: tens of ns, plus NTP slew between resamples.
+        assertTrue(s.p99 <= 5_000, s.toString());
+        assertTrue(s.max <= 200_000, s.toString());
+    }
+
+    @Test
+    void theOffsetIsResampledInTheBackground() throws InterruptedException {
+        long before = JavaClock.samples();
+        Thread.sleep(5 * JavaClock.RESAMPLE_INTERVAL_NS / 1_000_000);
+        long after = JavaClock.samples();
+        assertTrue(after >= before + 2, "resamples: " + before + " -> " + after);
+    }
+
+    @Test
+    void disabledNativeFallsBackToPureJavaWithAReason() throws Exception {
+        Jvm j = Jvm.probe("-Dfastclock.native=false");
+        assertEquals(0, j.exitCode, j.toString());
+        assertEquals("false", j.get("native"), j.toString());
+        assertEquals("java", j.get("mode"), j.toString());
+        assertEquals("java", j.get("binding"), j.toString());
+        assertTrue(j.get("reason").contains("-Dfastclock.native=false"), j.toString());
+        assertEquals("true", j.get("all_calls"), j.toString());
+        // System.nanoTime itself, and UTC from the resampled offset.
+        assertEquals(0, Long.parseLong(j.get("worst_mono_ns")), j.toString());
+        assertTrue(Long.parseLong(j.get("worst_real_ns")) < 100_000, j.toString());
+        assertTrue(j.stderr.isEmpty(), "nothing on stderr: " + j.stderr);
+    }
+}

@@ -1,0 +1,190 @@
+package io.fastclock;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.LongSupplier;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Monotonic across threads for the ordered clocks: a thread that has seen
+ * another thread's reading (through an atomic or a lock) never reads a
+ * smaller value afterwards.  The unordered variants promise this within a
+ * thread only, so that is what they are held to.
+ */
+class MonotonicTest {
+    static final int THREADS = 3; // more threads than the 2 cores: lots of hand-offs
+    static final long RUN_NS = 1_500_000_000L;
+
+    /** Cross-thread slack: none, except where the core itself promises only a bound. */
+    static long tolerance() {
+        if (!"tsc-percpu".equals(FastClock.mode()))
+            return 0;
+        return Long.parseLong(FastClock.nativeStatus().getOrDefault("error_bound_ns", "0"));
+    }
+
+    interface Body {
+        void run(long deadline) throws Exception;
+    }
+
+    static void inThreads(Body body) throws Exception {
+        long deadline = System.nanoTime() + RUN_NS;
+        List<Thread> threads = new ArrayList<>();
+        List<Throwable> failures = new ArrayList<>();
+        for (int i = 0; i < THREADS; i++) {
+            Thread t = new Thread(() -> {
+                try {
+                    body.run(deadline);
+                } catch (Throwable e) {
+                    synchronized (failures) {
+                        failures.add(e);
+                    }
+                }
+            });
+            threads.add(t);
+            t.start();
+        }
+        for (Thread t : threads)
+            t.join();
+        if (!failures.isEmpty())
+            throw new AssertionError(failures.get(0));
+    }
+
+    /** One reading handed from thread to thread: each read must not undercut the last one. */
+    static final class Baton {
+        final long value;
+        final long owner;
+
+        Baton(long value, long owner) {
+            this.value = value;
+            this.owner = owner;
+        }
+    }
+
+    /**
+     * Two threads take strict turns through an AtomicReference (release/acquire):
+     * every read is ordered after the other thread's previous read.  Returns
+     * {hand-offs, backward steps, worst step}.
+     */
+    static long[] pingPong(LongSupplier clock, long slack) throws Exception {
+        AtomicReference<Baton> baton = new AtomicReference<>(new Baton(Long.MIN_VALUE, -1));
+        AtomicLong handoffs = new AtomicLong(), back = new AtomicLong(), worst = new AtomicLong();
+        long deadline = System.nanoTime() + RUN_NS;
+        Thread[] threads = new Thread[2];
+        List<Throwable> failures = new ArrayList<>();
+        for (int i = 0; i < 2; i++) {
+            final long me = i;
+            threads[i] = new Thread(() -> {
+                try {
+                    long spins = 0, n = 0, backHere = 0, worstHere = 0;
+                    while (true) {
+                        Baton b = baton.get();
+                        if (b.owner == me) {
+                            if ((++spins & 63) == 0) {
+                                if (System.nanoTime() > deadline)
+                                    break;
+                                Thread.yield(); // the other thread may be off-CPU (2 busy cores)
+                            }
+                            Thread.onSpinWait();
+                            continue;
+                        }
+                        long t = clock.getAsLong(); // ordered after the other thread's read
+                        if (t + slack < b.value) {
+                            backHere++;
+                            worstHere = Math.max(worstHere, b.value - t);
+                        }
+                        baton.set(new Baton(t, me));
+                        if ((++n & 255) == 0 && System.nanoTime() > deadline)
+                            break;
+                    }
+                    handoffs.addAndGet(n);
+                    back.addAndGet(backHere);
+                    worst.accumulateAndGet(worstHere, Math::max);
+                } catch (Throwable e) {
+                    synchronized (failures) {
+                        failures.add(e);
+                    }
+                }
+            });
+            threads[i].start();
+        }
+        for (Thread t : threads)
+            t.join();
+        if (!failures.isEmpty())
+            throw new AssertionError(failures.get(0));
+        return new long[] {handoffs.get(), back.get(), worst.get()};
+    }
+
+    @Test
+    void nanoTimeIsMonotonicAcrossThreadsTakingTurns() throws Exception {
+        long[] r = pingPong(FastClock::nanoTime, tolerance());
+        System.out.println("[fastclock] nanoTime, two threads taking turns: " + r[0] + " hand-offs, " + r[1]
+                + " backward (worst " + r[2] + " ns)");
+        assertTrue(r[0] > 5_000, "hand-offs: " + r[0]);
+        assertEquals(0, r[1], "backward steps across threads, worst " + r[2] + " ns");
+
+        // For the record, not a promise either way: the unordered read is allowed to do this.
+        long[] u = pingPong(FastClock::nanoTimeUnordered, 0);
+        System.out.println("[fastclock] nanoTimeUnordered, two threads taking turns: " + u[0] + " hand-offs, " + u[1]
+                + " backward (worst " + u[2] + " ns)");
+    }
+
+    @Test
+    void orderedClocksAreMonotonicAcrossThreadsUnderALock() throws Exception {
+        Object lock = new Object();
+        long[] last = {Long.MIN_VALUE};
+        long[] owner = {-1};
+        AtomicLong handoffs = new AtomicLong(), back = new AtomicLong();
+        long slack = tolerance();
+        inThreads(deadline -> {
+            long me = Thread.currentThread().getId();
+            synchronized (lock) {
+                while (System.nanoTime() < deadline) {
+                    if (owner[0] == me) { // strict turns: wait for another thread
+                        lock.wait(1);
+                        continue;
+                    }
+                    long t = FastClock.nanoTime();
+                    if (t + slack < last[0])
+                        back.incrementAndGet();
+                    last[0] = t;
+                    owner[0] = me;
+                    handoffs.incrementAndGet();
+                    lock.notifyAll();
+                }
+            }
+        });
+        System.out.println("[fastclock] nanoTime under a lock: " + handoffs + " hand-offs, " + back + " backward");
+        assertTrue(handoffs.get() > 1000, "hand-offs: " + handoffs);
+        assertEquals(0, back.get());
+    }
+
+    static void perThread(LongSupplier clock) throws Exception {
+        AtomicLong back = new AtomicLong(), reads = new AtomicLong();
+        inThreads(deadline -> {
+            long prev = clock.getAsLong(), n = 0;
+            long until = System.nanoTime() + RUN_NS / 3;
+            while ((n & 1023) != 0 || System.nanoTime() < until) {
+                long t = clock.getAsLong();
+                if (t < prev)
+                    back.incrementAndGet();
+                prev = t;
+                n++;
+            }
+            reads.addAndGet(n);
+        });
+        assertTrue(reads.get() > 100_000, "reads " + reads);
+        assertEquals(0, back.get(), "backward steps within a thread");
+    }
+
+    @Test
+    void everyMonotonicClockIsMonotonicWithinAThread() throws Exception {
+        perThread(FastClock::nanoTime);
+        perThread(FastClock::nanoTimeUnordered);
+        perThread(FastClock::coarseNanoTime);
+    }
+}

@@ -1,0 +1,283 @@
+package io.fastclock;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.ByteArrayInputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.util.ArrayList;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * The loader's decisions, in this JVM, with the loading itself replaced by a
+ * recorder (a JVM loads a library once; the real loads run in child JVMs,
+ * see LoaderProcessTest).
+ */
+class NativeLoaderTest {
+    static final String PLATFORM = "linux-x86_64";
+    static final String LIB = NativeLoader.resourceDir(PLATFORM) + NativeLoader.FILE_NAME;
+
+    @TempDir
+    Path tmp;
+
+    final List<String> loaded = new ArrayList<>();
+
+    /** Linux x86-64, no explicit path, no java.library.path copy, loads recorded. */
+    NativeLoader.Config config(Path... dirs) {
+        NativeLoader.Config c = new NativeLoader.Config();
+        c.osName = "Linux";
+        c.osArch = "amd64";
+        c.tryLoadLibrary = false;
+        c.tempDirs = new ArrayList<>(List.of(dirs));
+        c.load = path -> {
+            Path p = Path.of(path);
+            // At load time: the verified file, alone in a private directory.
+            assertTrue(Files.isRegularFile(p), path);
+            try {
+                assertEquals("rwx------", PosixFilePermissions.toString(Files.getPosixFilePermissions(p.getParent())));
+                assertEquals(NativeLoader.sha256(bundled()), NativeLoader.sha256(Files.readAllBytes(p)));
+            } catch (IOException e) {
+                throw new AssertionError(e);
+            }
+            loaded.add(path);
+        };
+        c.loadLibrary = name -> {
+            throw new UnsatisfiedLinkError("no " + name + " in java.library.path");
+        };
+        c.verify = () -> null;
+        return c;
+    }
+
+    static byte[] bundled() throws IOException {
+        try (InputStream in = NativeLoader.class.getResourceAsStream(LIB)) {
+            assertTrue(in != null, "the jar bundles " + LIB);
+            return in.readAllBytes();
+        }
+    }
+
+    @Test
+    void theJarBundlesTheLibraryWithItsChecksum() throws IOException {
+        byte[] lib = bundled();
+        assertTrue(lib.length > 10_000, "library size " + lib.length);
+        assertEquals(0x7f, lib[0]);
+        assertEquals('E', lib[1]);
+        try (InputStream in = NativeLoader.class.getResourceAsStream(LIB + ".sha256")) {
+            String sum = new String(in.readAllBytes()).trim();
+            assertEquals(NativeLoader.sha256(lib), sum.split("\\s+")[0]);
+        }
+    }
+
+    @Test
+    void extractsVerifiesLoadsAndRemoves() throws IOException {
+        NativeLoader.Result r = NativeLoader.load(config(tmp));
+        assertTrue(r.loaded, r.toString());
+        assertEquals(1, loaded.size());
+        assertTrue(r.detail.contains("extracted"), r.detail);
+        assertFalse(Files.exists(Path.of(loaded.get(0))), "the extracted file is removed after loading");
+        try (var left = Files.list(tmp)) {
+            assertEquals(0, left.count(), "nothing left in the temp dir");
+        }
+    }
+
+    @Test
+    void aCorruptBundledLibraryIsNeverLoaded() {
+        NativeLoader.Config c = config(tmp);
+        c.resources = name -> {
+            try {
+                InputStream in = NativeLoader.class.getResourceAsStream(name);
+                if (in == null || !name.endsWith(".so"))
+                    return in;
+                byte[] b = in.readAllBytes();
+                b[b.length / 2] ^= 1; // one flipped bit
+                return new ByteArrayInputStream(b);
+            } catch (IOException e) {
+                throw new AssertionError(e);
+            }
+        };
+        NativeLoader.Result r = NativeLoader.load(c);
+        assertFalse(r.loaded);
+        assertTrue(r.detail.contains("SHA-256"), r.detail);
+        assertTrue(loaded.isEmpty(), "nothing loaded");
+    }
+
+    @Test
+    void aMissingLibraryOrChecksumIsReported() {
+        NativeLoader.Config c = config(tmp);
+        c.resources = name -> null;
+        NativeLoader.Result r = NativeLoader.load(c);
+        assertFalse(r.loaded);
+        assertTrue(r.detail.contains("no native library for linux-x86_64"), r.detail);
+
+        c = config(tmp);
+        c.resources = name -> name.endsWith(".sha256") ? null : NativeLoader.class.getResourceAsStream(name);
+        r = NativeLoader.load(c);
+        assertFalse(r.loaded);
+        assertTrue(r.detail.contains("no checksum"), r.detail);
+        assertTrue(loaded.isEmpty());
+    }
+
+    @Test
+    void unsupportedPlatformsFallBackWithTheirName() {
+        assertEquals("linux-x86_64", NativeLoader.platform("Linux", "amd64"));
+        assertEquals("linux-x86_64", NativeLoader.platform("Linux", "x86_64"));
+        assertEquals("linux-aarch64", NativeLoader.platform("Linux", "aarch64"));
+        assertNull(NativeLoader.platform("Mac OS X", "aarch64"));
+        assertNull(NativeLoader.platform("Linux", "riscv64"));
+
+        NativeLoader.Config c = config(tmp);
+        c.osName = "Windows 11";
+        NativeLoader.Result r = NativeLoader.load(c);
+        assertFalse(r.loaded);
+        assertTrue(r.detail.contains("no native library for Windows 11/amd64"), r.detail);
+        c = config(tmp);
+        c.osArch = "riscv64";
+        r = NativeLoader.load(c);
+        assertTrue(r.detail.contains("Linux/riscv64"), r.detail);
+        assertTrue(loaded.isEmpty());
+    }
+
+    @Test
+    void aDirectoryThatCannotMapCodeMovesOnToTheNext(@TempDir Path second) {
+        NativeLoader.Config c = config(tmp, second);
+        var record = c.load;
+        c.load = path -> {
+            if (path.startsWith(tmp.toString()))
+                throw new UnsatisfiedLinkError(path + ": failed to map segment from shared object");
+            record.accept(path);
+        };
+        NativeLoader.Result r = NativeLoader.load(c);
+        assertTrue(r.loaded, r.toString());
+        assertTrue(loaded.get(0).startsWith(second.toString()), loaded.toString());
+        assertTrue(r.detail.contains("failed to map segment"), "earlier failures are kept: " + r.detail);
+    }
+
+    @Test
+    void anUnwritableDirectoryMovesOnToTheNext() throws IOException {
+        Path file = Files.createFile(tmp.resolve("a-file"));
+        Path second = Files.createDirectory(tmp.resolve("ok"));
+        NativeLoader.Result r = NativeLoader.load(config(file.resolve("sub"), second));
+        assertTrue(r.loaded, r.toString());
+        assertTrue(loaded.get(0).startsWith(second.toString()), loaded.toString());
+    }
+
+    @Test
+    void whenEveryDirectoryFailsTheReasonListsThemAll(@TempDir Path second) {
+        NativeLoader.Config c = config(tmp, second);
+        c.load = path -> {
+            throw new UnsatisfiedLinkError(path + ": failed to map segment from shared object");
+        };
+        NativeLoader.Result r = NativeLoader.load(c);
+        assertFalse(r.loaded);
+        assertTrue(r.detail.contains(tmp.toString()) && r.detail.contains(second.toString()), r.detail);
+    }
+
+    @Test
+    void deniedNativeAccessStopsAndSaysWhatToDo(@TempDir Path second) {
+        NativeLoader.Config c = config(tmp, second);
+        c.load = path -> {
+            throw new IllegalCallerException("native access is not enabled for the unnamed module");
+        };
+        NativeLoader.Result r = NativeLoader.load(c);
+        assertFalse(r.loaded);
+        assertTrue(r.detail.contains("--enable-native-access=ALL-UNNAMED"), r.detail);
+        assertFalse(r.detail.contains(second.toString()), "no point trying other directories: " + r.detail);
+    }
+
+    @Test
+    void javaLibraryPathComesBeforeExtractionAndIsVerified() {
+        NativeLoader.Config c = config(tmp);
+        c.tryLoadLibrary = true;
+        List<String> asked = new ArrayList<>();
+        c.loadLibrary = asked::add;
+        NativeLoader.Result r = NativeLoader.load(c);
+        assertTrue(r.loaded, r.toString());
+        assertEquals(List.of("fastclock_jni"), asked);
+        assertTrue(loaded.isEmpty(), "no extraction");
+        assertTrue(r.detail.contains("java.library.path"), r.detail);
+
+        // A stale library of another ABI is refused, not used.
+        c.verify = () -> "incompatible native library (ABI 0, this jar needs 1)";
+        r = NativeLoader.load(c);
+        assertFalse(r.loaded);
+        assertTrue(r.detail.contains("incompatible"), r.detail);
+    }
+
+    @Test
+    void anExplicitPathIsTheOnlyCandidate() throws IOException {
+        NativeLoader.Config c = config(tmp);
+        c.explicitPath = tmp.resolve("missing.so").toString();
+        NativeLoader.Result r = NativeLoader.load(c);
+        assertFalse(r.loaded);
+        assertTrue(r.detail.contains("-Dfastclock.library.path=") && r.detail.contains("no such file"), r.detail);
+        assertTrue(loaded.isEmpty(), "no fallback to extraction behind an explicit choice");
+
+        // Junk never reaches the dynamic linker.
+        Path junk = Files.write(tmp.resolve("libjunk.so"), new byte[] {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
+                16, 17, 18, 19, 20, 21});
+        c = config(tmp);
+        c.explicitPath = junk.toString();
+        r = NativeLoader.load(c);
+        assertFalse(r.loaded);
+        assertTrue(r.detail.contains(junk.toString()) && r.detail.contains("bad magic"), r.detail);
+        assertTrue(loaded.isEmpty());
+
+        // Nor does a library for another CPU.
+        byte[] lib = bundled();
+        lib[18] = (byte) 183; // EM_AARCH64
+        lib[19] = 0;
+        Path arm = Files.write(tmp.resolve("libarm.so"), lib);
+        c.explicitPath = arm.toString();
+        r = NativeLoader.load(c);
+        assertFalse(r.loaded);
+        assertTrue(r.detail.contains("another CPU"), r.detail);
+
+        // What the linker itself refuses is reported with its message.
+        c = config(tmp);
+        c.explicitPath = bundledCopy(tmp).toString();
+        c.load = path -> {
+            throw new UnsatisfiedLinkError(path + ": undefined symbol: foo");
+        };
+        r = NativeLoader.load(c);
+        assertFalse(r.loaded);
+        assertTrue(r.detail.contains("cannot be loaded") && r.detail.contains("undefined symbol"), r.detail);
+    }
+
+    static Path bundledCopy(Path dir) throws IOException {
+        return Files.write(dir.resolve("libcopy.so"), bundled());
+    }
+
+    @Test
+    void disabledMeansDisabled() {
+        NativeLoader.Config c = config(tmp);
+        c.enabled = false;
+        NativeLoader.Result r = NativeLoader.load(c);
+        assertFalse(r.loaded);
+        assertTrue(r.detail.contains("-Dfastclock.native=false"), r.detail);
+        assertTrue(loaded.isEmpty());
+    }
+
+    @Test
+    void defaultDirectoriesHonourTheProperties() {
+        String old = System.getProperty("fastclock.tmpdir");
+        try {
+            System.setProperty("fastclock.tmpdir", tmp.toString());
+            List<Path> dirs = NativeLoader.defaultTempDirs();
+            assertEquals(tmp.toAbsolutePath().normalize(), dirs.get(0));
+            assertTrue(dirs.contains(Path.of(System.getProperty("java.io.tmpdir")).toAbsolutePath().normalize()), dirs.toString());
+            assertTrue(dirs.get(dirs.size() - 1).endsWith(Path.of(".cache", "fastclock")), dirs.toString());
+        } finally {
+            if (old == null)
+                System.clearProperty("fastclock.tmpdir");
+            else
+                System.setProperty("fastclock.tmpdir", old);
+        }
+    }
+}

@@ -1,0 +1,50 @@
+package io.fastclock;
+
+import java.time.Instant;
+import java.time.ZoneOffset;
+import java.time.ZonedDateTime;
+
+/**
+ * Run in a child JVM by the tests (see Jvm): prints what FastClock chose and
+ * how its clocks compare with the JDK's, as key=value lines.
+ */
+public final class Probe {
+    public static void main(String[] args) {
+        System.out.println("native=" + FastClock.isNative());
+        System.out.println("mode=" + FastClock.mode());
+        System.out.println("binding=" + FastClock.binding());
+        System.out.println("reason=" + oneLine(FastClock.reason()));
+        System.out.println("detail=" + oneLine(FastClock.loadDetail()));
+        long worstMono = 0, worstReal = 0;
+        for (int i = 0; i < 2000; i++) {
+            long a = System.nanoTime(), f = FastClock.nanoTime(), b = System.nanoTime();
+            worstMono = Math.max(worstMono, outside(a, f, b));
+            Instant i0 = Instant.now();
+            long r = FastClock.currentTimeNanos();
+            Instant i1 = Instant.now();
+            worstReal = Math.max(worstReal, outside(epochNs(i0), r, epochNs(i1)));
+        }
+        System.out.println("worst_mono_ns=" + worstMono);
+        System.out.println("worst_real_ns=" + worstReal);
+        // Every entry point answers, in whichever implementation runs.
+        long sum = FastClock.nanoTimeUnordered() + FastClock.currentTimeNanosUnordered()
+                + FastClock.currentTimeMicros() + FastClock.currentTimeMillis() + FastClock.coarseNanoTime()
+                + FastClock.coarseCurrentTimeMillis();
+        ZonedDateTime z = ZonedDateTime.now(FastClock.clock(ZoneOffset.UTC));
+        System.out.println("all_calls=" + (sum != 0 && z.getYear() >= 2024 && FastClock.instantSource().millis() > 0));
+        System.out.println("status=" + oneLine(FastClock.status()));
+    }
+
+    static long epochNs(Instant i) {
+        return i.getEpochSecond() * 1_000_000_000L + i.getNano();
+    }
+
+    /** How far v lies outside [lo, hi]; 0 inside. */
+    static long outside(long lo, long v, long hi) {
+        return v < lo ? lo - v : v > hi ? v - hi : 0;
+    }
+
+    private static String oneLine(String s) {
+        return s == null ? "null" : s.replace('\n', '|');
+    }
+}
