@@ -1,0 +1,205 @@
+package io.fastclock.bench;
+
+import io.fastclock.FastClock;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import org.openjdk.jmh.results.Result;
+import org.openjdk.jmh.results.RunResult;
+import org.openjdk.jmh.runner.Runner;
+import org.openjdk.jmh.runner.RunnerException;
+import org.openjdk.jmh.runner.options.ChainedOptionsBuilder;
+import org.openjdk.jmh.runner.options.OptionsBuilder;
+import org.openjdk.jmh.runner.options.TimeValue;
+
+/**
+ * Runs the benchmarks for the Java running this, in one JMH run, and prints a
+ * Markdown table: ns/op with the 99.9% confidence half-width, and each row as
+ * a ratio to System.nanoTime() and to Instant.now() from the same run.
+ *
+ * <pre>java [--enable-native-access=ALL-UNNAMED] -jar benchmarks.jar [--out FILE] [-f FORKS] [-wi N] [-i N] [-w SECONDS] [-r SECONDS]</pre>
+ */
+public final class BenchMain {
+    private static final String PKG = "io.fastclock.";
+
+    /** Row order and labels: benchmark (class.method) -> label. */
+    private static final String[][] ROWS = {
+        {"ClockBenchmarks.systemNanoTime", "System.nanoTime()"},
+        {"ClockBenchmarks.nanoTime", "**FastClock.nanoTime()**"},
+        {"ClockBenchmarks.nanoTimeUnordered", "FastClock.nanoTimeUnordered()"},
+        {"ClockBenchmarks.coarseNanoTime", "FastClock.coarseNanoTime()"},
+        {"ClockBenchmarks.instantNowEpochNanos", "Instant.now() as epoch ns"},
+        {"ClockBenchmarks.currentTimeNanos", "**FastClock.currentTimeNanos()**"},
+        {"ClockBenchmarks.currentTimeNanosUnordered", "FastClock.currentTimeNanosUnordered()"},
+        {"ClockBenchmarks.agronaOffsetEpochNanoClock", "Agrona OffsetEpochNanoClock.nanoTime()"},
+        {"ClockBenchmarks.agronaSystemEpochNanoClock", "Agrona SystemEpochNanoClock.nanoTime()"},
+        {"ClockBenchmarks.instantNow", "Instant.now()"},
+        {"ClockBenchmarks.instant", "FastClock.instant()"},
+        {"ClockBenchmarks.systemCurrentTimeMillis", "System.currentTimeMillis()"},
+        {"ClockBenchmarks.currentTimeMillis", "FastClock.currentTimeMillis()"},
+        {"ClockBenchmarks.coarseCurrentTimeMillis", "FastClock.coarseCurrentTimeMillis()"},
+        {"ClockBenchmarks.jniNoop", "JNI no-op"},
+        {"ClockBenchmarks.ffmNoop", "FFM no-op (critical)"},
+        {"ClockBenchmarks.jniNanoTime", "nanoTime via JNI"},
+        {"ClockBenchmarks.jniCurrentTimeNanos", "currentTimeNanos via JNI"},
+        {"CriticalJniBenchmarks.jniNoop", "JNI no-op, -XX:+CriticalJNINatives"},
+        {"CriticalJniBenchmarks.nanoTime", "FastClock.nanoTime(), -XX:+CriticalJNINatives"},
+        {"CriticalJniBenchmarks.nanoTimeUnordered", "FastClock.nanoTimeUnordered(), -XX:+CriticalJNINatives"},
+        {"CriticalJniBenchmarks.currentTimeNanos", "FastClock.currentTimeNanos(), -XX:+CriticalJNINatives"},
+    };
+
+    public static void main(String[] args) throws RunnerException, IOException {
+        int forks = 3, warmups = 3, iterations = 5;
+        double warmupSeconds = 1, iterationSeconds = 1;
+        Path out = null;
+        for (int i = 0; i < args.length; i++) {
+            String a = args[i];
+            String v = i + 1 < args.length ? args[i + 1] : null;
+            if (v == null)
+                usage("missing value after " + a);
+            switch (a) {
+            case "--out": out = Paths.get(v); break;
+            case "-f": forks = Integer.parseInt(v); break;
+            case "-wi": warmups = Integer.parseInt(v); break;
+            case "-i": iterations = Integer.parseInt(v); break;
+            case "-w": warmupSeconds = Double.parseDouble(v); break;
+            case "-r": iterationSeconds = Double.parseDouble(v); break;
+            default: usage("unknown option " + a);
+            }
+            i++;
+        }
+
+        int feature = Runtime.version().feature();
+        ChainedOptionsBuilder o = new OptionsBuilder()
+                .include("^" + PKG.replace(".", "\\.") + "ClockBenchmarks\\.")
+                .forks(forks)
+                .warmupIterations(warmups)
+                .warmupTime(TimeValue.milliseconds((long) (warmupSeconds * 1000)))
+                .measurementIterations(iterations)
+                .measurementTime(TimeValue.milliseconds((long) (iterationSeconds * 1000)))
+                .shouldFailOnError(true);
+        if (feature >= 24) {
+            // JMH 1.37 itself uses sun.misc.Unsafe: keep 24+'s warnings out of the output.
+            o.jvmArgsAppend("--enable-native-access=ALL-UNNAMED", "--sun-misc-unsafe-memory-access=allow");
+        } else if (feature >= 22) {
+            o.jvmArgsAppend("--enable-native-access=ALL-UNNAMED");
+        } else {
+            o.exclude("ClockBenchmarks\\.ffmNoop$");
+            if (feature <= 17) // CriticalJNINatives: deprecated in 16, removed in 18
+                o.include("^" + PKG.replace(".", "\\.") + "CriticalJniBenchmarks\\.");
+        }
+
+        String context = context();
+        System.out.println(context);
+        Collection<RunResult> results = new Runner(o.build()).run();
+
+        Map<String, Result<?>> byName = new HashMap<>();
+        for (RunResult r : results)
+            byName.put(r.getParams().getBenchmark().substring(PKG.length()), r.getPrimaryResult());
+        String table = context + "\n" + table(byName, forks, warmups, iterations, warmupSeconds, iterationSeconds);
+        System.out.println();
+        System.out.println(table);
+        if (out != null)
+            Files.write(out, table.getBytes(StandardCharsets.UTF_8));
+    }
+
+    private static void usage(String why) {
+        System.err.println("BenchMain: " + why
+                + "\nusage: java -jar benchmarks.jar [--out FILE] [-f FORKS] [-wi N] [-i N] [-w SECONDS] [-r SECONDS]");
+        System.exit(2);
+    }
+
+    private static String table(Map<String, Result<?>> r, int forks, int warmups, int iterations, double w, double i) {
+        Result<?> nano = r.get("ClockBenchmarks.systemNanoTime");
+        Result<?> inst = r.get("ClockBenchmarks.instantNowEpochNanos");
+        StringBuilder sb = new StringBuilder();
+        sb.append(String.format(Locale.ROOT,
+                "JMH, average time, %d forks x %d x %.0f s measured (after %d x %.0f s warm-up); "
+                        + "error = 99.9%% confidence half-width; ratios from this same run.%n%n",
+                forks, iterations, i, warmups, w));
+        sb.append("| benchmark | ns/op | ± | × System.nanoTime() | × Instant.now() (epoch ns) |\n");
+        sb.append("|---|---:|---:|---:|---:|\n");
+        for (String[] row : ROWS) {
+            Result<?> x = r.get(row[0]);
+            if (x == null)
+                continue;
+            sb.append(String.format(Locale.ROOT, "| %s | %.2f | %.2f | %s | %s |%n", row[1], x.getScore(),
+                    x.getScoreError(), ratio(x, nano), ratio(x, inst)));
+        }
+        sb.append('\n');
+        target(sb, "FastClock.nanoTime() <= 0.6 x System.nanoTime()", r.get("ClockBenchmarks.nanoTime"), nano, 0.6);
+        target(sb, "FastClock.currentTimeNanos() <= 0.5 x Instant.now()", r.get("ClockBenchmarks.currentTimeNanos"), inst, 0.5);
+        target(sb, "FastClock.nanoTimeUnordered() <= 0.6 x System.nanoTime()", r.get("ClockBenchmarks.nanoTimeUnordered"), nano, 0.6);
+        target(sb, "FastClock.currentTimeNanosUnordered() <= 0.5 x Instant.now()",
+                r.get("ClockBenchmarks.currentTimeNanosUnordered"), inst, 0.5);
+        return sb.toString();
+    }
+
+    /** a/b with the propagated error of both (independent errors, first order). */
+    private static String ratio(Result<?> a, Result<?> b) {
+        if (a == null || b == null || b.getScore() <= 0)
+            return "n/a";
+        double q = a.getScore() / b.getScore();
+        double e = q * Math.sqrt(sq(rel(a)) + sq(rel(b)));
+        return String.format(Locale.ROOT, "%.2f ± %.2f", q, e);
+    }
+
+    private static double rel(Result<?> x) {
+        double err = x.getScoreError();
+        return Double.isNaN(err) || x.getScore() == 0 ? 0 : err / x.getScore();
+    }
+
+    private static double sq(double x) {
+        return x * x;
+    }
+
+    private static void target(StringBuilder sb, String what, Result<?> a, Result<?> b, double limit) {
+        if (a == null || b == null)
+            return;
+        double q = a.getScore() / b.getScore();
+        sb.append(String.format(Locale.ROOT, "- target %s: %.2f -> %s%n", what, q, q <= limit ? "met" : "NOT met"));
+    }
+
+    private static String context() {
+        String cpu = firstLine("/proc/cpuinfo", "model name");
+        String hyp = firstLine("/proc/cpuinfo", "flags").contains(" hypervisor") ? ", virtualised" : "";
+        String cs = read("/sys/devices/system/clocksource/clocksource0/current_clocksource");
+        return String.format(Locale.ROOT,
+                "Machine: %s (%d CPUs%s), Linux %s, clocksource %s%nJava: %s %s (%s)%nfastclock: binding %s, mode %s (%s)%n",
+                cpu, Runtime.getRuntime().availableProcessors(), hyp, System.getProperty("os.version"), cs,
+                System.getProperty("java.vm.name"), Runtime.version(), System.getProperty("java.vendor"),
+                FastClock.binding(), FastClock.mode(), FastClock.reason());
+    }
+
+    private static String read(String path) {
+        try {
+            return new String(Files.readAllBytes(Paths.get(path)), StandardCharsets.UTF_8).trim();
+        } catch (IOException | RuntimeException e) {
+            return "unknown";
+        }
+    }
+
+    private static String firstLine(String path, String key) {
+        List<String> lines;
+        try {
+            lines = Files.readAllLines(Paths.get(path), StandardCharsets.UTF_8);
+        } catch (IOException | RuntimeException e) {
+            lines = new ArrayList<>();
+        }
+        for (String l : lines) {
+            if (l.startsWith(key)) {
+                int c = l.indexOf(':');
+                return c < 0 ? l : l.substring(c + 1).trim();
+            }
+        }
+        return "unknown";
+    }
+}
