@@ -1,0 +1,47 @@
+# The Java library (java/): one multi-release jar, Java 17+ (JNI) and 22+ (FFM),
+# with libfastclock_jni.so from this CMake build inside.
+#
+#   make test-java    build the native library, then the jar; run the tests on 17 and 25
+#   make bench-java   JMH on 17 and 25, one table each (not part of `make test`)
+#
+# Maven gets the library's directory (-Dfastclock.native.dir), so it never
+# runs CMake itself from here; run alone, it builds one under java/fastclock/target.
+
+# Found after ensure-deps has run: recipes expand these lazily.
+JAVA17_HOME ?= $(firstword $(wildcard /usr/lib/jvm/java-17-openjdk-*))
+JAVA25_HOME ?= $(firstword $(wildcard /usr/lib/jvm/temurin-25-jdk-*))
+MVN ?= mvn
+MVN_FLAGS ?= -B -ntp
+# Extra options for the JMH runner, e.g. BENCH_JAVA_ARGS="-f 1 -i 3" for a quick look.
+BENCH_JAVA_ARGS ?=
+
+TEST_TARGETS += test-java
+.PHONY: java-deps java-native java-jar test-java bench-java
+
+JAVA_MVN = cd java && JAVA_HOME="$(JAVA17_HOME)" $(MVN) $(MVN_FLAGS) \
+	-Dfastclock.native.dir="$(abspath $(BUILD))/lib" \
+	-Dfastclock.jdk17.home="$(JAVA17_HOME)" -Dfastclock.jdk25.home="$(JAVA25_HOME)"
+
+java-deps:
+	@scripts/ensure-deps.sh c java
+	@[ -x "$(JAVA17_HOME)/bin/java" ] || { echo "fastclock: no JDK 17 in /usr/lib/jvm/java-17-openjdk-* (set JAVA17_HOME)" >&2; exit 1; }
+	@[ -x "$(JAVA25_HOME)/bin/javac" ] || { echo "fastclock: no JDK 25 in /usr/lib/jvm/temurin-25-jdk-* (set JAVA25_HOME): the jar's Java 22+ part is compiled and tested with it" >&2; exit 1; }
+
+# After `build` (shared with test-c, so the two never run CMake at once).
+# Configure again: a tree first configured before the JDK was there finds jni.h now.
+java-native: java-deps build
+	cmake $(BUILD) >/dev/null
+	@grep -q '^JAVA_INCLUDE_PATH2:PATH=/' $(BUILD)/CMakeCache.txt || { echo "fastclock: CMake found no jni.h; is a JDK installed?" >&2; exit 1; }
+	cmake --build $(BUILD) --target fastclock_jni
+
+java-jar: java-native
+	$(JAVA_MVN) -pl fastclock -DskipTests clean package
+
+test-java: java-native
+	$(JAVA_MVN) -pl fastclock clean verify
+
+bench-java: java-native
+	$(JAVA_MVN) -pl fastclock,bench -DskipTests clean package
+	"$(JAVA17_HOME)/bin/java" -jar java/bench/target/benchmarks.jar --out java/bench/target/jmh-java17.md $(BENCH_JAVA_ARGS)
+	"$(JAVA25_HOME)/bin/java" --enable-native-access=ALL-UNNAMED --sun-misc-unsafe-memory-access=allow -jar java/bench/target/benchmarks.jar --out java/bench/target/jmh-java25.md $(BENCH_JAVA_ARGS)
+	@echo; cat java/bench/target/jmh-java17.md; echo; cat java/bench/target/jmh-java25.md
