@@ -1,0 +1,493 @@
+/*
+ * libfastclock-preload.so: clock_gettime, gettimeofday, time and
+ * timespec_get for unmodified programs, through LD_PRELOAD.
+ *
+ * Symbols.  The definitions here are unversioned.  The dynamic linker lets
+ * an unversioned definition satisfy a versioned reference (clock_gettime@
+ * GLIBC_2.17 in current binaries, @GLIBC_2.2.5 in binaries built against
+ * librt, such as Temurin's libjvm), so one definition catches both.
+ * libc's internal callers use hidden aliases and are not affected; nothing
+ * on this system references __clock_gettime (GLIBC_PRIVATE) or
+ * __gettimeofday, so they are left alone.
+ *
+ * Clocks.  REALTIME, MONOTONIC, their _COARSE forms, BOOTTIME and TAI come
+ * from fastclock (the same timelines, kept within the reported error
+ * bound); every other id goes to the next definition in the lookup order
+ * (libc, or another preloaded library) with its return value and errno.
+ * When fastclock decided on mode system at start-up, every call goes to
+ * libc: a pure pass-through.  (After a fail-safe switch at run time the
+ * core's kernel reads, which never undercut a value already returned, keep
+ * answering instead.)
+ *
+ * Reads.  By default the fine clocks are ordered reads (lfence; rdtsc), as
+ * the vDSO's are: a read that happens after another, in any thread, is not
+ * earlier.  FASTCLOCK_UNORDERED=1 drops the fence for about half the cost,
+ * and then only reads within one thread are ordered; it is opt-in because a
+ * program cannot tell that its clock got weaker.
+ *
+ * Safety.  Nothing in this library reaches these symbols by name: the core
+ * reads the kernel through the vDSO's own symbols or a raw system call, and
+ * the link wraps any stray reference (see __wrap_* below), so calibration
+ * never recurses into the shim.  Every path works before the constructors
+ * have run (other libraries' constructors may read the clock first), in
+ * signal handlers, and in forked or vforked children.  No thread is started
+ * (fc_default_lazy): readers recalibrate under a try-lock, so a process
+ * that must stay single-threaded still can.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mode.h"
+
+#define SHIM_API __attribute__((visibility("default")))
+#define SHIM_COLD __attribute__((noinline, cold))
+/* glibc declares these pointers __nonnull, which lets the compiler delete
+ * our NULL checks; programs do pass NULL, so hide what it was told. */
+#define SHIM_MAYBE_NULL(p) __asm__("" : "+r"(p))
+
+/* No calibrator thread in every process the shim is loaded into;
+ * FASTCLOCK_CALIBRATOR=thread still asks for one. */
+const int fc_default_lazy = 1;
+
+/* GCC folds the core's `weak const int fc_default_lazy = 0` into mode.c's
+ * constructor, so the definition above does not reach it.  The link
+ * therefore routes the core's calls of fc_calibrator_start here
+ * (--wrap=fc_calibrator_start), and a thread starts only when asked for. */
+void __real_fc_calibrator_start(void);
+FC_HIDDEN void __wrap_fc_calibrator_start(void);
+void __wrap_fc_calibrator_start(void)
+{
+    if (fc_calibrator_pref() == FC_CAL_THREAD)
+        __real_fc_calibrator_start();
+}
+
+/* fastclock_preload_state() bits, for tests and diagnostics. */
+#define FC_PRELOAD_LOADED 1       /* always set: the shim is in this process */
+#define FC_PRELOAD_CONSTRUCTED 2  /* the shim's constructor has run */
+#define FC_PRELOAD_UNORDERED 4    /* FASTCLOCK_UNORDERED=1: fine clocks skip the counter fence */
+#define FC_PRELOAD_PASS 8         /* mode system from the start: every call goes to libc */
+
+typedef int (*gettime_fn)(clockid_t, struct timespec *);
+typedef int (*gettimeofday_fn)(struct timeval *, void *);
+typedef time_t (*time_fn)(time_t *);
+typedef int (*timespec_get_fn)(struct timespec *, int);
+
+/* The next definitions (libc's, usually); NULL until the constructor has
+ * looked them up, and then the kernel is asked directly, with the same
+ * results.  Written once, before main. */
+static _Atomic(gettime_fn) next_gettime;
+static _Atomic(gettimeofday_fn) next_gettimeofday;
+static _Atomic(time_fn) next_time;
+static _Atomic(timespec_get_fn) next_timespec_get;
+
+/* Read on every call; each bit is set at most once (never cleared), so the
+ * line stays shared-clean. */
+#define SHIM_UNORDERED 1 /* by the constructor, from FASTCLOCK_UNORDERED */
+#define SHIM_PASS 2      /* by the first read that finds mode system from the start */
+static _Atomic int shim_flags;
+static _Atomic int constructed;
+
+/* ------------------------------------------------------------ the next definitions */
+
+static int pass_gettime(clockid_t id, struct timespec *ts)
+{
+    gettime_fn f = atomic_load_explicit(&next_gettime, memory_order_relaxed);
+    return f ? f(id, ts) : fc_kernel_gettime(id, ts);
+}
+
+static int pass_gettimeofday(struct timeval *tv, void *tz)
+{
+    gettimeofday_fn f = atomic_load_explicit(&next_gettimeofday, memory_order_relaxed);
+    return f ? f(tv, tz) : fc_kernel_gettimeofday(tv, tz);
+}
+
+/* time(2) is the kernel's coarse REALTIME, in seconds. */
+static time_t kernel_time(time_t *t)
+{
+    struct timespec ts;
+    time_t s = fc_kernel_gettime(CLOCK_REALTIME_COARSE, &ts) == 0 ? ts.tv_sec : (time_t)-1;
+    if (t && s != (time_t)-1)
+        *t = s;
+    return s;
+}
+
+static time_t pass_time(time_t *t)
+{
+    time_fn f = atomic_load_explicit(&next_time, memory_order_relaxed);
+    return f ? f(t) : kernel_time(t);
+}
+
+static int pass_timespec_get(struct timespec *ts, int base)
+{
+    timespec_get_fn f = atomic_load_explicit(&next_timespec_get, memory_order_relaxed);
+    if (f)
+        return f(ts, base);
+    if (base != TIME_UTC || fc_kernel_gettime(CLOCK_REALTIME, ts) != 0)
+        return 0;
+    return base;
+}
+
+/* ------------------------------------------------------------ mode */
+
+/*
+ * Should this call go to libc?  Asked on the slow path only (in mode system
+ * every line routes readers there).  A system decision taken at start-up
+ * publishes a line with floor 0: nothing was ever served from the counter,
+ * so libc's values can follow, now and for good (SHIM_PASS).  A fail-safe
+ * switch later publishes the highest value served as the floor, and then the
+ * core's clamped kernel reads must answer, not libc.
+ */
+static int pass_through(void)
+{
+    int mode = atomic_load_explicit(&fc_mode, memory_order_acquire);
+    if (mode == FC_MODE_UNINIT) {
+        fc_try_init();
+        mode = atomic_load_explicit(&fc_mode, memory_order_acquire);
+    }
+    if (mode != FC_MODE_SYSTEM)
+        return 0;
+    uint64_t seq;
+    int64_t floor;
+    do {
+        seq = atomic_load_explicit(&fc_latch.seq, memory_order_acquire);
+        floor = FC_LOAD(&fc_latch.meta[seq & 1].floor_ns);
+        atomic_thread_fence(memory_order_acquire);
+    } while (seq != atomic_load_explicit(&fc_latch.seq, memory_order_relaxed));
+    if (floor != 0)
+        return 0;
+    atomic_fetch_or_explicit(&shim_flags, SHIM_PASS, memory_order_relaxed);
+    return 1;
+}
+
+/* ------------------------------------------------------------ fine clocks */
+
+/* The three shapes the fine clocks are asked for in. */
+enum shape { AS_TIMESPEC, AS_TIMEVAL, AS_TIMESPEC_GET };
+
+/*
+ * Splitting nanoseconds into seconds is a division by 10^9: a chain of
+ * multiplies after the counter read that costs as much as the rest of the
+ * read.  Each thread remembers the second it last returned for each
+ * timeline, so most reads only subtract and compare; a new second divides
+ * once.  One 64-bit word per timeline, thread-local: nothing shared is
+ * written, and a signal handler that updates it between our load and our
+ * check only makes the check fail over to the division.
+ */
+static __thread int64_t last_second[4] __attribute__((tls_model("initial-exec")));
+
+static __attribute__((noinline)) int64_t new_second(enum fc_kind kind, int64_t ns)
+{
+    int64_t sec = ns / FC_NS_PER_SEC - (ns % FC_NS_PER_SEC < 0);
+    last_second[kind] = sec;
+    return sec;
+}
+
+FC_INLINE int stored(enum fc_kind kind, enum shape shape, void *out, int64_t ns)
+{
+    int64_t sec = last_second[kind];
+    uint64_t rem = (uint64_t)(ns - sec * FC_NS_PER_SEC);
+    if (FC_UNLIKELY(rem >= (uint64_t)FC_NS_PER_SEC)) {
+        sec = new_second(kind, ns);
+        rem = (uint64_t)(ns - sec * FC_NS_PER_SEC);
+    }
+    if (shape == AS_TIMEVAL) {
+        struct timeval *tv = out;
+        tv->tv_sec = (time_t)sec;
+        tv->tv_usec = (suseconds_t)(rem / 1000);
+        return 0;
+    }
+    struct timespec *ts = out;
+    ts->tv_sec = (time_t)sec;
+    ts->tv_nsec = (long)rem;
+    return shape == AS_TIMESPEC_GET ? TIME_UTC : 0;
+}
+
+static int pass_fine(enum shape shape, clockid_t id, void *out)
+{
+    switch (shape) {
+    case AS_TIMEVAL: return pass_gettimeofday(out, 0);
+    case AS_TIMESPEC_GET: return pass_timespec_get(out, TIME_UTC);
+    default: return pass_gettime(id, out);
+    }
+}
+
+/* First read, line due or expired, mode system: lock-free, and errno is
+ * kept (the mode decision reads sysfs). */
+static SHIM_COLD int fine_slow(enum fc_kind kind, clockid_t id, void *out, enum shape shape, int ordered)
+{
+    int saved = errno;
+    int pass = pass_through();
+    errno = saved;
+    if (pass)
+        return pass_fine(shape, id, out);
+    int64_t ns = fc_slow_read(kind, ordered);
+    errno = saved;
+    return stored(kind, shape, out, ns);
+}
+
+/* fc_read of src/clock.c, inlined per clock and shape: one snapshot, no
+ * call into the core, and the slow path as a tail call. */
+FC_INLINE int fine_read(enum fc_kind kind, clockid_t id, void *out, enum shape shape, int ordered)
+{
+    struct fc_snap s;
+    if (FC_UNLIKELY(!fc_snapshot(&s, kind, ordered)))
+        return fine_slow(kind, id, out, shape, ordered);
+    uint64_t d = s.t - s.base_tsc;
+    if (FC_UNLIKELY(d >= s.fast_span))
+        return fine_slow(kind, id, out, shape, ordered);
+    return stored(kind, shape, out, fc_eval(s.base_ns, s.base_frac, s.mult, (int64_t)d) + s.offset);
+}
+
+/* Unordered reads (opt-in) and pass-through, out of the default path. */
+#define SHIM_FLAGGED(fn, kind, shape)                                            \
+    static __attribute__((noinline)) int fn(clockid_t id, void *out, int flags) \
+    {                                                                            \
+        if (flags & SHIM_PASS)                                                   \
+            return pass_fine(shape, id, out);                                    \
+        return fine_read(kind, id, out, shape, 0);                               \
+    }
+SHIM_FLAGGED(flagged_mono, FC_MONO, AS_TIMESPEC)
+SHIM_FLAGGED(flagged_real, FC_REAL, AS_TIMESPEC)
+SHIM_FLAGGED(flagged_boot, FC_BOOT, AS_TIMESPEC)
+SHIM_FLAGGED(flagged_tai, FC_TAI, AS_TIMESPEC)
+SHIM_FLAGGED(flagged_real_tv, FC_REAL, AS_TIMEVAL)
+SHIM_FLAGGED(flagged_real_tsget, FC_REAL, AS_TIMESPEC_GET)
+
+FC_INLINE int fine(enum fc_kind kind, clockid_t id, void *out, enum shape shape,
+                   int (*flagged)(clockid_t, void *, int))
+{
+    int flags = atomic_load_explicit(&shim_flags, memory_order_relaxed);
+    if (FC_UNLIKELY(flags))
+        return flagged(id, out, flags);
+    return fine_read(kind, id, out, shape, 1);
+}
+
+/* ------------------------------------------------------------ coarse clocks */
+
+/*
+ * With a calibrator thread, fastclock serves the coarse clocks from memory
+ * (~1 ns).  Without one (the shim's default) fastclock's coarse clocks are
+ * the kernel's, read here straight from the vDSO, which is what the core
+ * would do with more steps; only a MONOTONIC floor left by a ticker that
+ * stopped (in the child of a process that had a calibrator thread) needs
+ * the core's clamp.  In pass-through, libc answers.
+ */
+typedef time_t (*vdso_time_fn)(time_t *);
+static _Atomic(vdso_time_fn) vdso_time;     /* __vdso_time, from the constructor */
+static _Atomic(gettime_fn) vdso_gettime;    /* __vdso_clock_gettime, likewise */
+
+static SHIM_COLD int coarse_slow(enum fc_kind kind, clockid_t id, struct timespec *ts)
+{
+    int saved = errno;
+    int pass = pass_through(); /* decides the mode if nobody has */
+    errno = saved;
+    if (pass)
+        return pass_gettime(id, ts);
+    if (atomic_load_explicit(&fc_coarse.mono, memory_order_acquire) != 0 ||
+        (kind == FC_MONO && atomic_load_explicit(&fc_coarse.floor_mono, memory_order_relaxed) != 0)) {
+        fc_ns_to_ts(kind == FC_REAL ? fastclock_real_coarse_ns() : fastclock_mono_coarse_ns(), ts);
+        return 0;
+    }
+    return fc_kernel_gettime(id, ts);
+}
+
+FC_INLINE int coarse(enum fc_kind kind, clockid_t id, struct timespec *ts)
+{
+    if (FC_LIKELY(atomic_load_explicit(&fc_coarse.mono, memory_order_acquire) != 0)) {
+        fc_ns_to_ts(kind == FC_REAL ? fastclock_real_coarse_ns() : fastclock_mono_coarse_ns(), ts);
+        return 0;
+    }
+    gettime_fn vdso = atomic_load_explicit(&vdso_gettime, memory_order_relaxed);
+    if (FC_LIKELY(vdso != 0) && FC_LIKELY(!atomic_load_explicit(&shim_flags, memory_order_relaxed)) &&
+        FC_LIKELY(atomic_load_explicit(&fc_mode, memory_order_relaxed) != FC_MODE_UNINIT) &&
+        (kind == FC_REAL || FC_LIKELY(!atomic_load_explicit(&fc_coarse.floor_mono, memory_order_relaxed))))
+        return vdso(id, ts); /* coarse ids never fail: no -errno to convert */
+    return coarse_slow(kind, id, ts);
+}
+
+static SHIM_COLD time_t time_slow(time_t *t)
+{
+    struct timespec ts;
+    if ((atomic_load_explicit(&shim_flags, memory_order_relaxed) & SHIM_PASS))
+        return pass_time(t);
+    coarse(FC_REAL, CLOCK_REALTIME_COARSE, &ts);
+    if (atomic_load_explicit(&shim_flags, memory_order_relaxed) & SHIM_PASS)
+        return pass_time(t); /* the read above found mode system */
+    if (t)
+        *t = ts.tv_sec;
+    return ts.tv_sec;
+}
+
+/* ------------------------------------------------------------ the interposed symbols */
+
+/* The two clocks programs read most, each in a function of its own so that
+ * its fast path is a leaf that saves no registers. */
+static __attribute__((noinline)) int gettime_mono(struct timespec *ts)
+{
+    return fine(FC_MONO, CLOCK_MONOTONIC, ts, AS_TIMESPEC, flagged_mono);
+}
+
+static __attribute__((noinline)) int gettime_real(struct timespec *ts)
+{
+    return fine(FC_REAL, CLOCK_REALTIME, ts, AS_TIMESPEC, flagged_real);
+}
+
+/* libc would fault in the vDSO; the kernel says EINVAL (bad id) or EFAULT. */
+static SHIM_COLD int gettime_null(clockid_t id)
+{
+    return (int)syscall(SYS_clock_gettime, id, (struct timespec *)0);
+}
+
+static __attribute__((noinline)) int gettime_other(clockid_t id, struct timespec *ts)
+{
+    switch (id) {
+    case CLOCK_BOOTTIME: return fine(FC_BOOT, id, ts, AS_TIMESPEC, flagged_boot);
+    case CLOCK_TAI: return fine(FC_TAI, id, ts, AS_TIMESPEC, flagged_tai);
+    case CLOCK_MONOTONIC_COARSE: return coarse(FC_MONO, id, ts);
+    case CLOCK_REALTIME_COARSE: return coarse(FC_REAL, id, ts);
+    default: return pass_gettime(id, ts);
+    }
+}
+
+/* Only tail calls: no frame, no saved registers before the clock is read. */
+SHIM_API int clock_gettime(clockid_t id, struct timespec *ts)
+{
+    SHIM_MAYBE_NULL(ts);
+    if (FC_UNLIKELY(!ts))
+        return gettime_null(id);
+    if (FC_LIKELY(id == CLOCK_MONOTONIC))
+        return gettime_mono(ts);
+    if (FC_LIKELY(id == CLOCK_REALTIME))
+        return gettime_real(ts);
+    return gettime_other(id, ts);
+}
+
+SHIM_API int gettimeofday(struct timeval *restrict tv, void *restrict tz)
+{
+    SHIM_MAYBE_NULL(tv);
+    if (FC_UNLIKELY(tz != 0))
+        return pass_gettimeofday(tv, tz); /* the kernel's timezone comes with the kernel's time */
+    if (FC_UNLIKELY(!tv))
+        return 0;
+    return fine(FC_REAL, CLOCK_REALTIME, tv, AS_TIMEVAL, flagged_real_tv);
+}
+
+/* The kernel's time() is its coarse REALTIME in seconds; so is this one. */
+SHIM_API time_t time(time_t *t)
+{
+    if (FC_LIKELY(atomic_load_explicit(&fc_coarse.mono, memory_order_acquire) != 0)) {
+        int64_t ns = fastclock_real_coarse_ns();
+        time_t s = (time_t)(ns / FC_NS_PER_SEC - (ns % FC_NS_PER_SEC < 0));
+        if (t)
+            *t = s;
+        return s;
+    }
+    vdso_time_fn f = atomic_load_explicit(&vdso_time, memory_order_relaxed);
+    if (FC_LIKELY(f != 0) && FC_LIKELY(!atomic_load_explicit(&shim_flags, memory_order_relaxed)) &&
+        FC_LIKELY(atomic_load_explicit(&fc_mode, memory_order_relaxed) != FC_MODE_UNINIT))
+        return f(t);
+    return time_slow(t);
+}
+
+SHIM_API int timespec_get(struct timespec *ts, int base)
+{
+    SHIM_MAYBE_NULL(ts);
+    if (FC_UNLIKELY(base != TIME_UTC || !ts))
+        return ts ? pass_timespec_get(ts, base) : 0;
+    return fine(FC_REAL, CLOCK_REALTIME, ts, AS_TIMESPEC_GET, flagged_real_tsget);
+}
+
+/* Which shim is this, and how is it configured (FC_PRELOAD_* bits). */
+SHIM_API int fastclock_preload_state(void)
+{
+    int s = FC_PRELOAD_LOADED;
+    int flags = atomic_load_explicit(&shim_flags, memory_order_relaxed);
+    if (atomic_load_explicit(&constructed, memory_order_acquire))
+        s |= FC_PRELOAD_CONSTRUCTED;
+    if (flags & SHIM_UNORDERED)
+        s |= FC_PRELOAD_UNORDERED;
+    if (flags & SHIM_PASS)
+        s |= FC_PRELOAD_PASS;
+    return s;
+}
+
+/* ------------------------------------------------------------ stray references
+ * The link maps any reference to these names inside the library (the core
+ * must never make one, but a helper might) to the kernel, never back into
+ * the definitions above. */
+
+FC_HIDDEN int __wrap_clock_gettime(clockid_t id, struct timespec *ts);
+FC_HIDDEN int __wrap_gettimeofday(struct timeval *tv, void *tz);
+FC_HIDDEN time_t __wrap_time(time_t *t);
+FC_HIDDEN int __wrap_timespec_get(struct timespec *ts, int base);
+
+int __wrap_clock_gettime(clockid_t id, struct timespec *ts) { return fc_kernel_gettime(id, ts); }
+int __wrap_gettimeofday(struct timeval *tv, void *tz) { return fc_kernel_gettimeofday(tv, tz); }
+time_t __wrap_time(time_t *t) { return kernel_time(t); }
+int __wrap_timespec_get(struct timespec *ts, int base)
+{
+    if (base != TIME_UTC || fc_kernel_gettime(CLOCK_REALTIME, ts) != 0)
+        return 0;
+    return base;
+}
+
+/* ------------------------------------------------------------ start-up */
+
+static int env_flag(const char *name)
+{
+    const char *v = getenv(name);
+    if (!v || !*v || strcmp(v, "0") == 0 || strcasecmp(v, "no") == 0 || strcasecmp(v, "false") == 0)
+        return 0;
+    if (strcmp(v, "1") == 0 || strcasecmp(v, "yes") == 0 || strcasecmp(v, "true") == 0)
+        return 1;
+    static const char msg1[] = "fastclock: ignoring ";
+    static const char msg2[] = ": it must be 0 or 1\n";
+    ssize_t r = write(2, msg1, sizeof msg1 - 1);
+    r = write(2, name, strlen(name));
+    r = write(2, "=", 1);
+    r = write(2, v, strlen(v));
+    r = write(2, msg2, sizeof msg2 - 1);
+    (void)r;
+    return 0;
+}
+
+/* The next definition of a symbol, unless the lookup finds this library
+ * again (loaded twice) or nothing. */
+static void *next_symbol(const char *name, void *self)
+{
+    void *f = dlsym(RTLD_NEXT, name);
+    return f == self ? 0 : f;
+}
+
+/* Runs before main, but possibly after other libraries' constructors have
+ * already read the clock: everything above works without it. */
+__attribute__((constructor)) static void fc_preload_loaded(void)
+{
+    atomic_store_explicit(&next_gettime, (gettime_fn)next_symbol("clock_gettime", (void *)clock_gettime),
+                          memory_order_relaxed);
+    atomic_store_explicit(&next_gettimeofday,
+                          (gettimeofday_fn)next_symbol("gettimeofday", (void *)gettimeofday),
+                          memory_order_relaxed);
+    atomic_store_explicit(&next_time, (time_fn)next_symbol("time", (void *)time), memory_order_relaxed);
+    atomic_store_explicit(&next_timespec_get,
+                          (timespec_get_fn)next_symbol("timespec_get", (void *)timespec_get),
+                          memory_order_relaxed);
+#if defined(__x86_64__)
+    atomic_store_explicit(&vdso_time, (vdso_time_fn)fc_vdso_sym("__vdso_time", "LINUX_2.6"),
+                          memory_order_relaxed);
+    atomic_store_explicit(&vdso_gettime, (gettime_fn)fc_vdso_sym("__vdso_clock_gettime", "LINUX_2.6"),
+                          memory_order_relaxed);
+#endif
+    if (env_flag("FASTCLOCK_UNORDERED"))
+        atomic_fetch_or_explicit(&shim_flags, SHIM_UNORDERED, memory_order_relaxed);
+    atomic_store_explicit(&constructed, 1, memory_order_release);
+}
