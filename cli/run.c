@@ -1,12 +1,299 @@
-/* Placeholder until this subcommand lands (issue tracker). */
+/*
+ * fastclock run: run a program with libfastclock-preload.so preloaded.
+ *
+ * Sets the environment and execs the program, so its exit status and any
+ * signal that ends it are the command's own.  Exit status of run itself,
+ * as env(1), nice(1) and timeout(1) do it: 125 when run cannot start the
+ * program (usage, shim not found), 126 when COMMAND cannot be executed,
+ * 127 when it does not exist.
+ */
+#define _GNU_SOURCE
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "commands.h"
 
+#define SHIM_NAME "libfastclock-preload.so"
+#define EXIT_RUN_FAILED 125
+#define EXIT_CANNOT_EXECUTE 126
+#define EXIT_NOT_FOUND 127
+
+#ifndef FASTCLOCK_BIN_TO_LIB
+#define FASTCLOCK_BIN_TO_LIB "../lib"
+#endif
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: fastclock run [options] [--] COMMAND [ARGS...]\n"
+            "\n"
+            "Runs COMMAND with " SHIM_NAME " preloaded (appended to LD_PRELOAD), so its\n"
+            "clock_gettime, gettimeofday, time and timespec_get read the TSC through\n"
+            "fastclock.  Children inherit it.  The exit status is COMMAND's.\n"
+            "\n"
+            "options:\n"
+            "  --mode auto|tsc|system        sets FASTCLOCK_MODE (system: pure pass-through)\n"
+            "  --calibrator auto|thread|lazy sets FASTCLOCK_CALIBRATOR (default for the shim:\n"
+            "                                lazy, no thread; thread follows REALTIME steps at once)\n"
+            "  --unordered                   sets FASTCLOCK_UNORDERED=1: no counter fence, about\n"
+            "                                twice as fast, but monotonic within a thread only\n"
+            "  -h, --help                    this text\n"
+            "\n"
+            "environment: FASTCLOCK_PRELOAD=/path/to/" SHIM_NAME " overrides where the\n"
+            "shim is looked for (by default " FASTCLOCK_BIN_TO_LIB "/ relative to this program).\n"
+            "\n"
+            "exit status: COMMAND's; 125 if run itself fails, 126 if COMMAND cannot be\n"
+            "executed, 127 if it is not found.\n");
+}
+
+static int one_of(const char *v, const char *const *allowed)
+{
+    for (; *allowed; allowed++)
+        if (strcmp(v, *allowed) == 0)
+            return 1;
+    return 0;
+}
+
+static int readable_file(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, R_OK) == 0;
+}
+
+/* The shim: $FASTCLOCK_PRELOAD, or next to this executable.  Absolute,
+ * because the program may change directory before it execs a child. */
+static int find_shim(char out[PATH_MAX])
+{
+    const char *env = getenv("FASTCLOCK_PRELOAD");
+    if (env && *env) {
+        if (!readable_file(env) || !realpath(env, out)) {
+            fprintf(stderr, "fastclock run: FASTCLOCK_PRELOAD=%s: %s\n", env,
+                    readable_file(env) ? strerror(errno) : "not a readable file");
+            return -1;
+        }
+        return 0;
+    }
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) {
+        fprintf(stderr, "fastclock run: cannot find this program's directory (/proc/self/exe: %s); "
+                        "set FASTCLOCK_PRELOAD=/path/to/" SHIM_NAME "\n", strerror(errno));
+        return -1;
+    }
+    self[n] = 0;
+    char *slash = strrchr(self, '/');
+    if (slash)
+        *slash = 0;
+    const char *rel[] = {FASTCLOCK_BIN_TO_LIB, "../lib", "../lib64"};
+    char tried[3 * PATH_MAX] = "";
+    for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
+        char cand[PATH_MAX];
+        if (snprintf(cand, sizeof cand, "%s/%s/%s", self, rel[i], SHIM_NAME) >= (int)sizeof cand)
+            continue;
+        if (readable_file(cand) && realpath(cand, out))
+            return 0;
+        if (!strstr(tried, cand)) {
+            strncat(tried, tried[0] ? ", " : "", sizeof tried - strlen(tried) - 1);
+            strncat(tried, cand, sizeof tried - strlen(tried) - 1);
+        }
+    }
+    fprintf(stderr, "fastclock run: cannot find " SHIM_NAME " (looked for %s); "
+                    "set FASTCLOCK_PRELOAD=/path/to/" SHIM_NAME "\n", tried);
+    return -1;
+}
+
+/* Is `path` already one of the LD_PRELOAD entries (space or colon separated)? */
+static int preload_has(const char *list, const char *path)
+{
+    size_t n = strlen(path);
+    for (const char *p = list; *p;) {
+        p += strspn(p, " :");
+        size_t len = strcspn(p, " :");
+        if (len == n && strncmp(p, path, n) == 0)
+            return 1;
+        p += len;
+    }
+    return 0;
+}
+
+/* Where execvp would find `cmd`, for the warnings below (NULL if nowhere). */
+static char *resolve_command(const char *cmd, char *buf, size_t size)
+{
+    if (strchr(cmd, '/'))
+        return snprintf(buf, size, "%s", cmd) < (int)size ? buf : NULL;
+    const char *path = getenv("PATH");
+    if (!path)
+        path = "/usr/local/bin:/usr/bin:/bin";
+    for (const char *p = path;; p++) {
+        const char *end = strchr(p, ':');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (snprintf(buf, size, "%.*s%s%s", (int)len, p, len ? "/" : "", cmd) < (int)size &&
+            access(buf, X_OK) == 0) {
+            struct stat st;
+            if (stat(buf, &st) == 0 && S_ISREG(st.st_mode))
+                return buf;
+        }
+        if (!end)
+            return NULL;
+        p = end;
+    }
+}
+
+/* An ELF executable without an interpreter is linked statically. */
+static int statically_linked(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    Elf64_Ehdr eh;
+    int is_static = 0;
+    if (pread(fd, &eh, sizeof eh, 0) == (ssize_t)sizeof eh && memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 &&
+        eh.e_ident[EI_CLASS] == ELFCLASS64 && eh.e_phentsize == sizeof(Elf64_Phdr) &&
+        (eh.e_type == ET_EXEC || eh.e_type == ET_DYN)) {
+        is_static = 1;
+        for (int i = 0; i < eh.e_phnum; i++) {
+            Elf64_Phdr ph;
+            if (pread(fd, &ph, sizeof ph, (off_t)(eh.e_phoff + (Elf64_Off)i * sizeof ph)) != (ssize_t)sizeof ph ||
+                ph.p_type == PT_INTERP) {
+                is_static = 0;
+                break;
+            }
+        }
+    }
+    close(fd);
+    return is_static;
+}
+
+/* Say when the preload cannot take effect; the program still runs. */
+static void warn_if_not_preloadable(const char *cmd)
+{
+    char path[PATH_MAX];
+    struct stat st;
+    if (!resolve_command(cmd, path, sizeof path) || stat(path, &st) != 0)
+        return;
+    if (((st.st_mode & S_ISUID) && st.st_uid != geteuid()) || ((st.st_mode & S_ISGID) && st.st_gid != getegid()))
+        fprintf(stderr, "fastclock run: warning: %s is set-user/group-ID; the dynamic loader ignores "
+                        "LD_PRELOAD for it, so it runs on the kernel's clocks\n", path);
+    else if (statically_linked(path))
+        fprintf(stderr, "fastclock run: warning: %s is statically linked; LD_PRELOAD has no effect "
+                        "on it, so it runs on the kernel's clocks\n", path);
+}
+
 int cmd_run(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "fastclock run: not built yet\n");
-    return 2;
+    static const char *const modes[] = {"auto", "tsc", "system", NULL};
+    static const char *const calibrators[] = {"auto", "thread", "lazy", NULL};
+    const char *mode = NULL, *calibrator = NULL;
+    int unordered = 0;
+    int i = 1;
+    for (; i < argc; i++) {
+        const char *a = argv[i];
+        const char **target = NULL;
+        const char *const *allowed = NULL;
+        const char *name = NULL;
+        if (strcmp(a, "--") == 0) {
+            i++;
+            break;
+        }
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            usage(stdout);
+            return 0;
+        }
+        if (strcmp(a, "--unordered") == 0) {
+            unordered = 1;
+            continue;
+        }
+        if (strncmp(a, "--mode", 6) == 0 && (a[6] == 0 || a[6] == '='))
+            target = &mode, allowed = modes, name = "--mode";
+        else if (strncmp(a, "--calibrator", 12) == 0 && (a[12] == 0 || a[12] == '='))
+            target = &calibrator, allowed = calibrators, name = "--calibrator";
+        if (target) {
+            const char *v = strchr(a, '=');
+            if (v)
+                v++;
+            else if (i + 1 < argc)
+                v = argv[++i];
+            if (!v || !one_of(v, allowed)) {
+                fprintf(stderr, "fastclock run: %s needs one of:", name);
+                for (const char *const *p = allowed; *p; p++)
+                    fprintf(stderr, " %s", *p);
+                if (v)
+                    fprintf(stderr, " (got '%s')", v);
+                fputc('\n', stderr);
+                return EXIT_RUN_FAILED;
+            }
+            *target = v;
+            continue;
+        }
+        if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "fastclock run: unknown option '%s' (put the command after --)\n\n", a);
+            usage(stderr);
+            return EXIT_RUN_FAILED;
+        }
+        break; /* the command */
+    }
+    if (i >= argc) {
+        fprintf(stderr, "fastclock run: no command given\n\n");
+        usage(stderr);
+        return EXIT_RUN_FAILED;
+    }
+    char **command = argv + i;
+
+    char shim[PATH_MAX];
+    if (find_shim(shim) != 0)
+        return EXIT_RUN_FAILED;
+    if (strpbrk(shim, " :")) {
+        fprintf(stderr, "fastclock run: the shim's path '%s' contains a space or a colon, which "
+                        "LD_PRELOAD cannot express; install it elsewhere or copy it\n", shim);
+        return EXIT_RUN_FAILED;
+    }
+
+    const char *old = getenv("LD_PRELOAD");
+    if (!old || !*old) {
+        setenv("LD_PRELOAD", shim, 1);
+    } else if (!preload_has(old, shim)) {
+        size_t n = strlen(old) + 1 + strlen(shim) + 1;
+        char *joined = malloc(n);
+        if (!joined) {
+            fprintf(stderr, "fastclock run: out of memory\n");
+            return EXIT_RUN_FAILED;
+        }
+        snprintf(joined, n, "%s:%s", old, shim);
+        setenv("LD_PRELOAD", joined, 1);
+        free(joined);
+    }
+    if (mode)
+        setenv("FASTCLOCK_MODE", mode, 1);
+    if (calibrator)
+        setenv("FASTCLOCK_CALIBRATOR", calibrator, 1);
+    if (unordered)
+        setenv("FASTCLOCK_UNORDERED", "1", 1);
+
+    warn_if_not_preloadable(command[0]);
+    fflush(NULL);
+    execvp(command[0], command);
+    int err = errno;
+    char found[PATH_MAX];
+    if (err == ENOENT && resolve_command(command[0], found, sizeof found) && access(found, F_OK) == 0) {
+        /* The file is there: its #! interpreter or its ELF loader is not. */
+        fprintf(stderr, "fastclock run: %s: cannot execute: its interpreter or loader was not found\n",
+                command[0]);
+        return EXIT_CANNOT_EXECUTE;
+    }
+    if (err == ENOENT || err == ENOTDIR) {
+        if (strchr(command[0], '/'))
+            fprintf(stderr, "fastclock run: %s: %s\n", command[0], strerror(err));
+        else
+            fprintf(stderr, "fastclock run: %s: command not found\n", command[0]);
+        return EXIT_NOT_FOUND;
+    }
+    fprintf(stderr, "fastclock run: %s: %s\n", command[0], strerror(err));
+    return EXIT_CANNOT_EXECUTE;
 }
