@@ -1,0 +1,83 @@
+#!/bin/sh
+# The JVM under the shim.
+#   compile          javac ShimClocks.java (the fixture of the others)
+#   agree            System.nanoTime(), Instant.now(), currentTimeMillis() under
+#                    `fastclock run` agree with the kernel within 1 ms (ping-pong)
+#   monotonic        System.nanoTime() is monotonic across threads under the shim
+#   interposed       libjvm binds clock_gettime to the shim, and the JVM's clock
+#                    calls reach it: with a counting library behind the shim,
+#                    mode system passes every call on, mode tsc none
+#   interposed.jdk25 the same with JDK 25 (Temurin), whose libjvm asks for the
+#                    old clock_gettime@GLIBC_2.2.5 (skipped if it is not installed)
+# usage: java_test.sh CLASSDIR SOURCE FASTCLOCK SHIM SPY SHIM_AGREE SHIM_CHECK TEST
+set -u
+classes=$1 source=$2 fc=$3 shim=$4 spy=$5 agree=$6 check=$7 test=$8
+fail=0
+ok() { echo "  ok: $*"; }
+bad() { echo "FAIL: $*"; fail=1; }
+unset LD_PRELOAD FASTCLOCK_MODE FASTCLOCK_CALIBRATOR FASTCLOCK_UNORDERED FASTCLOCK_PRELOAD JAVA_TOOL_OPTIONS
+
+java=${JAVA:-java}
+if [ "$test" = interposed.jdk25 ]; then
+    java=""
+    for j in /usr/lib/jvm/temurin-25-jdk-amd64/bin/java /usr/lib/jvm/java-25-openjdk-amd64/bin/java; do
+        [ -x "$j" ] && { java=$j; break; }
+    done
+    if [ -z "$java" ]; then
+        echo "SKIP: no JDK 25 installed (looked in /usr/lib/jvm)"
+        exit 77
+    fi
+    test=interposed
+fi
+if ! command -v "$java" >/dev/null 2>&1 || ! command -v javac >/dev/null 2>&1; then
+    echo "FAIL: Java (JDK 17) is required: run scripts/ensure-deps.sh java"
+    exit 1
+fi
+run_java() { "$java" -Xshare:auto -XX:TieredStopAtLevel=1 -cp "$classes" ShimClocks "$@"; }
+
+case "$test" in
+compile)
+    mkdir -p "$classes" && javac -d "$classes" "$source" && ok "compiled $(basename "$source")" || bad "javac failed"
+    ;;
+agree)
+    "$agree" serve 100 -- "$fc" run -- "$java" -cp "$classes" ShimClocks serve ||
+        bad "the JVM's clocks under fastclock run disagree with the kernel"
+    ;;
+monotonic)
+    "$fc" run -- "$java" -cp "$classes" ShimClocks monotonic 2 2 || bad "System.nanoTime() went back across threads"
+    ;;
+interposed)
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+    "$java" -version 2>&1 | head -n 1
+    LD_DEBUG=bindings LD_DEBUG_OUTPUT="$tmp/ld" LD_PRELOAD="$shim" run_java loop 1 >/dev/null
+    binding=$(cat "$tmp"/ld.* | grep -E "binding file [^ ]*libjvm\.so \[0\] to [^ ]*libfastclock-preload\.so \[0\]: normal symbol \`clock_gettime'" | head -n 1)
+    [ -n "$binding" ] && ok "libjvm binds clock_gettime to the shim:${binding#*:}" ||
+        bad "libjvm does not bind clock_gettime to the shim: $(cat "$tmp"/ld.* | grep "libjvm.*\`clock_gettime'")"
+    n=200000
+    field() { sed -n "s/.*\\b$1=\\([0-9]*\\).*/\\1/p" "$2"; }
+    # Mode system: the shim passes every call on, so the spy behind it counts
+    # what the JVM asked for.  At least n of each: the loop's own calls.
+    SHIM_SPY_OUT="$tmp/system" FASTCLOCK_MODE=system LD_PRELOAD="$shim $spy" run_java loop $n >/dev/null
+    mono=$(field mono "$tmp/system") real=$(field real "$tmp/system")
+    echo "  mode system: $mono CLOCK_MONOTONIC and $real CLOCK_REALTIME calls passed through to libc"
+    [ "${mono:-0}" -ge $n ] && [ "${real:-0}" -ge $((2 * n)) ] &&
+        ok "every nanoTime(), currentTimeMillis() and Instant.now() of the loop reached the shim" ||
+        bad "the JVM's clock calls did not reach the shim (mono=$mono real=$real, want >= $n, $((2 * n)))"
+    # Mode tsc: the shim answers them all itself.
+    SHIM_SPY_OUT="$tmp/tsc" LD_PRELOAD="$shim $spy" run_java loop $n >/dev/null
+    mono=$(field mono "$tmp/tsc") real=$(field real "$tmp/tsc") coarse=$(field real_coarse "$tmp/tsc")
+    echo "  mode auto: $mono CLOCK_MONOTONIC, $real CLOCK_REALTIME, $coarse CLOCK_REALTIME_COARSE calls reached libc"
+    if LD_PRELOAD="$shim" "$check" status | grep -q "mode=system"; then
+        echo "SKIP: fastclock uses the kernel's clocks on this machine (mode system); mode tsc cannot be checked"
+        exit 77
+    fi
+    [ "$mono" = 0 ] && [ "$real" = 0 ] && ok "the shim served every JVM clock read itself" ||
+        bad "JVM clock reads reached libc in mode tsc (mono=$mono real=$real)"
+    ;;
+*)
+    echo "unknown test $test"
+    exit 2
+    ;;
+esac
+exit $fail

@@ -1,0 +1,121 @@
+#!/bin/sh
+# `fastclock run`: the preload reaches the command and its children, options
+# become the environment, exit status and signals pass through, errors are
+# clear and use the shell's codes (127 not found, 126 cannot execute) and
+# 125 for run's own failures.
+# usage: run_test.sh FASTCLOCK SHIM SHIM_CHECK SHIM_AGREE
+set -u
+fc=$1 shim=$2 check=$3 agree=$4
+fail=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+ok() { echo "  ok: $*"; }
+bad() { echo "FAIL: $*"; fail=1; }
+
+# expect DESCRIPTION WANTED_STATUS STDERR_PATTERN -- COMMAND...
+expect() {
+    what=$1 want=$2 pattern=$3
+    shift 4
+    "$@" >"$tmp/out" 2>"$tmp/err"
+    got=$?
+    if [ "$got" != "$want" ]; then
+        bad "$what: exit $got, want $want; stderr: $(cat "$tmp/err")"
+    elif [ -n "$pattern" ] && ! grep -q -- "$pattern" "$tmp/err"; then
+        bad "$what: stderr lacks '$pattern': $(cat "$tmp/err")"
+    else
+        ok "$what (exit $got)"
+    fi
+}
+
+unset LD_PRELOAD FASTCLOCK_MODE FASTCLOCK_CALIBRATOR FASTCLOCK_UNORDERED FASTCLOCK_PRELOAD
+
+# The shim is loaded and interposes, in the command and in what it execs.
+expect "the command runs under the shim" 0 "" -- "$fc" run -- "$check" interpose
+expect "a child exec'd by the command, after cd, runs under the shim" 0 "" -- \
+    "$fc" run -- sh -c "cd / && exec '$check' interpose"
+expect "a grandchild started by a shell runs under the shim" 0 "" -- "$fc" run -- sh -c "'$check' exec"
+
+# Options become the environment the shim reads.
+out=$("$fc" run -- "$check" status)
+case "$out" in *"calibrator=lazy unordered=0 forced=0"*) ok "defaults: $out" ;; *) bad "defaults: $out" ;; esac
+out=$("$fc" run --mode system -- "$check" status)
+case "$out" in *"mode=system"*"forced=1"*) ok "--mode system: $out" ;; *) bad "--mode system: $out" ;; esac
+out=$("$fc" run --mode=tsc --calibrator=thread -- "$check" status)
+case "$out" in *"calibrator=thread"*) ok "--mode=tsc --calibrator=thread: $out" ;; *) bad "--calibrator thread: $out" ;; esac
+out=$("$fc" run --unordered -- "$check" status)
+case "$out" in *"unordered=1"*) ok "--unordered: $out" ;; *) bad "--unordered: $out" ;; esac
+out=$("$fc" run --mode auto -- sh -c 'echo "$FASTCLOCK_MODE"')
+[ "$out" = auto ] && ok "--mode auto sets FASTCLOCK_MODE=auto" || bad "--mode auto: '$out'"
+
+# LD_PRELOAD: appended to, never duplicated.
+libm=$(ls /lib/x86_64-linux-gnu/libm.so.6 /lib64/libm.so.6 /usr/lib/libm.so.6 2>/dev/null | head -n 1)
+out=$(LD_PRELOAD="$libm" "$fc" run -- sh -c 'echo "$LD_PRELOAD"')
+[ "$out" = "$libm:$shim" ] && ok "appends to an existing LD_PRELOAD: $out" || bad "LD_PRELOAD became '$out'"
+out=$(LD_PRELOAD="$shim" "$fc" run -- sh -c 'echo "$LD_PRELOAD"')
+[ "$out" = "$shim" ] && ok "does not add the shim twice" || bad "LD_PRELOAD became '$out'"
+out=$("$fc" run -- "$fc" run -- sh -c 'echo "$LD_PRELOAD"')
+[ "$out" = "$shim" ] && ok "nested runs keep one copy" || bad "nested: LD_PRELOAD became '$out'"
+
+# Exit status and signals are the command's own.
+out=$("$agree" status -- "$fc" run -- sh -c 'exit 7')
+[ "$out" = "exited 7" ] && ok "exit status passes through ($out)" || bad "exit 7 came back as '$out'"
+out=$("$agree" status -- "$fc" run -- sh -c 'kill -TERM $$')
+[ "$out" = "signal 15" ] && ok "death by SIGTERM passes through ($out)" || bad "SIGTERM came back as '$out'"
+out=$("$agree" status -- "$fc" run -- sh -c 'kill -SEGV $$')
+[ "$out" = "signal 11" ] && ok "death by SIGSEGV passes through ($out)" || bad "SIGSEGV came back as '$out'"
+out=$("$fc" run -- sh -c 'echo "$0 $1 $2"' zero "one two" three)
+[ "$out" = "zero one two three" ] && ok "arguments pass through unchanged" || bad "arguments: '$out'"
+
+# Errors, as a shell reports them.
+expect "a missing command" 127 "no-such-command-x: command not found" -- "$fc" run -- no-such-command-x
+expect "a missing path" 127 "No such file or directory" -- "$fc" run -- /nonexistent/prog
+printf 'echo hi\n' >"$tmp/noexec"
+expect "a file without execute permission" 126 "Permission denied" -- "$fc" run -- "$tmp/noexec"
+expect "a directory" 126 "" -- "$fc" run -- "$tmp"
+printf '#!/nonexistent/interpreter\n' >"$tmp/badinterp" && chmod +x "$tmp/badinterp"
+expect "a script whose interpreter is missing" 126 "interpreter or loader was not found" -- "$fc" run -- "$tmp/badinterp"
+expect "no command" 125 "no command given" -- "$fc" run
+expect "no command after --" 125 "no command given" -- "$fc" run --mode tsc --
+expect "an invalid --mode" 125 "--mode needs one of: auto tsc system (got 'fast')" -- "$fc" run --mode fast -- true
+expect "--mode without a value" 125 "--mode needs one of" -- "$fc" run --mode
+expect "an invalid --calibrator" 125 "--calibrator needs one of" -- "$fc" run --calibrator=x -- true
+expect "an unknown option" 125 "unknown option '--frobnicate'" -- "$fc" run --frobnicate -- true
+expect "--help" 0 "" -- "$fc" run --help
+grep -q "usage: fastclock run" "$tmp/out" && ok "--help prints the usage on stdout" || bad "--help output: $(cat "$tmp/out")"
+
+# Finding the shim.
+cp "$shim" "$tmp/libfastclock-preload.so"
+out=$(FASTCLOCK_PRELOAD="$tmp/libfastclock-preload.so" "$fc" run -- sh -c 'echo "$LD_PRELOAD"')
+[ "$out" = "$tmp/libfastclock-preload.so" ] && ok "FASTCLOCK_PRELOAD overrides the location" || bad "FASTCLOCK_PRELOAD: '$out'"
+(cd "$tmp" && FASTCLOCK_PRELOAD=libfastclock-preload.so "$fc" run -- sh -c 'cd / && echo "$LD_PRELOAD"') >"$tmp/out"
+[ "$(cat "$tmp/out")" = "$tmp/libfastclock-preload.so" ] && ok "a relative FASTCLOCK_PRELOAD is made absolute" ||
+    bad "relative FASTCLOCK_PRELOAD: '$(cat "$tmp/out")'"
+expect "FASTCLOCK_PRELOAD pointing nowhere" 125 "FASTCLOCK_PRELOAD=/nonexistent/x.so: not a readable file" -- \
+    env FASTCLOCK_PRELOAD=/nonexistent/x.so "$fc" run -- true
+mkdir -p "$tmp/bin"
+cp "$fc" "$tmp/bin/fastclock"
+expect "a fastclock with no shim next to it" 125 "cannot find libfastclock-preload.so" -- "$tmp/bin/fastclock" run -- true
+mkdir -p "$tmp/with space/bin" "$tmp/with space/lib"
+cp "$fc" "$tmp/with space/bin/fastclock" && cp "$shim" "$tmp/with space/lib/"
+expect "a shim path LD_PRELOAD cannot express" 125 "contains a space or a colon" -- "$tmp/with space/bin/fastclock" run -- true
+
+# Programs the loader will not preload into: said, and still run.
+if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1; then
+    truebin=$(ls /usr/bin/true /bin/true 2>/dev/null | head -n 1)
+    cp "$truebin" "$tmp/suid-true" && chown nobody "$tmp/suid-true" && chmod 4755 "$tmp/suid-true"
+    expect "a set-user-ID program runs, with a warning" 0 "set-user/group-ID" -- "$fc" run -- "$tmp/suid-true"
+else
+    echo "  (set-user-ID warning not checked: needs root and a 'nobody' user)"
+fi
+static=""
+for f in /sbin/ldconfig /usr/sbin/ldconfig /bin/busybox; do
+    if [ -x "$f" ] && ! readelf -lW "$f" 2>/dev/null | grep -q INTERP; then static=$f; break; fi
+done
+if [ -n "$static" ]; then
+    expect "a statically linked program runs, with a warning" 0 "statically linked" -- "$fc" run -- "$static" --version
+else
+    echo "  (static-binary warning not checked: no statically linked program found)"
+fi
+expect "a dynamically linked program gets no warning" 0 "" -- "$fc" run -- true
+[ -s "$tmp/err" ] && bad "unexpected stderr for 'true': $(cat "$tmp/err")"
+exit $fail
