@@ -1,0 +1,12 @@
+# The LD_PRELOAD shim (cmake/preload.cmake).  Its tests run with the others
+# under ctest (`make test`); the Java ones need a JDK, installed first.
+.PHONY: shim-deps bench-shim
+
+shim-deps:
+	@scripts/ensure-deps.sh java
+
+test-c: shim-deps
+
+# The shim's benchmark: C and Java loops, plain and under `fastclock run`.
+bench-shim: build shim-deps
+	bench/shim/run.py --build $(BUILD)
