@@ -191,10 +191,17 @@ static void rule_clocksource_syscall(struct ctx *c, struct findings *o)
                    "provider for instance types with a stable TSC.",
                 c->coarse_advice);
         }
+    } else if (f->cs_vdso == VDSO_CAP_YES && f->klog.timer_erratum) {
+        msg(x, "clock_gettime() enters the kernel%s and costs %s: the kernel works around a timer erratum on this "
+               "CPU by trapping counter reads, so the vDSO cannot read %s itself.",
+            how, c->mono_cost, cs);
+        fix(x, "Nothing to change in the kernel (the workaround keeps time correct). %s Otherwise read the clock "
+               "less often (one timestamp per request or batch).",
+            c->coarse_advice);
     } else if (f->cs_vdso == VDSO_CAP_YES) {
         msg(x, "clock_gettime() enters the kernel%s and costs %s although clocksource %s can be read by the "
-               "vDSO: something in this process's environment (a sandbox such as gVisor, a ptrace or seccomp "
-               "tracer, an LD_PRELOAD wrapper) sends it to the kernel.",
+               "vDSO: something in this process's environment (a ptrace or seccomp tracer, an emulator, an "
+               "LD_PRELOAD wrapper) sends it to the kernel.",
             how, c->mono_cost, cs);
         fix(x, "Run the program outside that environment. %s", c->coarse_advice);
     } else if (c->tsc_usable && !c->tsc_current) {
@@ -275,7 +282,7 @@ static void rule_tsc_unstable(struct ctx *c, struct findings *o)
             snprintf(warp, sizeof warp, "not measured here: %s", f->warp_err);
         fix(x, "If the TSC is invariant (%s) and the warp check finds no backward step across CPUs (%s), the "
                "watchdog was most likely fooled: boot with `tsc=reliable` (turns off the watchdog and the boot-time "
-               "check for the TSC; kernels from 5.16 also accept `tsc=nowatchdog`, which keeps the boot check) and "
+               "check for the TSC; newer kernels also accept `tsc=nowatchdog`, which turns off only the watchdog) and "
                "`clocksource=tsc`. Otherwise keep the kernel's choice and check BIOS C-state settings and firmware "
                "updates.",
             inv, warp);
@@ -582,7 +589,7 @@ static void rule_unknowns(struct ctx *c, struct findings *o)
             fc_errno_text(f->cs_current_err));
         fix(x, "Run where /sys is mounted (containers may hide it), or on the host.");
     }
-    if (f->live && f->seccomp_ok == TRI_NO) {
+    if (f->seccomp_ok == TRI_NO) {
         struct finding *x = add(o, SEV_INFO, 15, "seccomp-unavailable");
         msg(x, "could not check for certain whether clock calls enter the kernel (%s); the verdicts rely on "
                "timing instead.",

@@ -116,7 +116,7 @@ static void seccomp_child(int fd)
 }
 #endif
 
-static void seccomp_verdict(struct doctor_facts *f)
+void measure_seccomp(struct doctor_facts *f)
 {
 #ifndef SECCOMP_AUDIT_ARCH
     f->seccomp_ok = TRI_NO;
@@ -348,7 +348,7 @@ void measure_live(struct doctor_facts *f, int quick, void (*progress)(const char
     /* The mode decision first, so the costs below see a settled library. */
     (void)fastclock_mono_ns();
     if (progress) progress("checking whether clock calls enter the kernel", ctx);
-    seccomp_verdict(f);
+    measure_seccomp(f);
     if (progress) progress("measuring the cost of every clock", ctx);
     measure_costs(f, quick);
     if (progress) progress("measuring clock resolution", ctx);

@@ -318,22 +318,27 @@ void probe_live(struct doctor_facts *f)
 
 void facts_choose_frequency(struct doctor_facts *f)
 {
+    /* Exact sources first: the crystal ratio (0x15) and the hypervisor's
+     * leaf state the TSC's rate; the kernel's refined calibration measures
+     * it; 0x16 and "MHz processor" give the CPU's base frequency, which on
+     * some parts (Skylake-SP: 2500 against 2494.14 MHz) is not the TSC's. */
+    int cpuid_exact = f->cpuid_tsc_hz > 0 && !strstr(f->cpuid_tsc_source, "0x16");
     f->tsc_hz = 0;
     f->tsc_hz_source[0] = 0;
-    if (f->cpuid_tsc_hz > 0) {
-        f->tsc_hz = f->cpuid_tsc_hz;
-        copy_str(f->tsc_hz_source, sizeof f->tsc_hz_source, f->cpuid_tsc_source);
-    } else if (f->klog.refined_hz > 0) {
-        f->tsc_hz = f->klog.refined_hz;
-        copy_str(f->tsc_hz_source, sizeof f->tsc_hz_source, "kernel log (refined calibration)");
-    } else if (f->klog.detected_hz > 0) {
-        f->tsc_hz = f->klog.detected_hz;
-        copy_str(f->tsc_hz_source, sizeof f->tsc_hz_source, "kernel log (boot calibration)");
-    } else if (f->klog.counter_hz > 0) {
-        f->tsc_hz = f->klog.counter_hz;
-        copy_str(f->tsc_hz_source, sizeof f->tsc_hz_source, "kernel log (arch_timer)");
-    } else if (f->measured_tsc_hz > 0) {
-        f->tsc_hz = f->measured_tsc_hz;
-        copy_str(f->tsc_hz_source, sizeof f->tsc_hz_source, "measured against CLOCK_MONOTONIC_RAW");
-    }
+#define PICK(hz, src) (f->tsc_hz = (hz), copy_str(f->tsc_hz_source, sizeof f->tsc_hz_source, (src)))
+    if (cpuid_exact)
+        PICK(f->cpuid_tsc_hz, f->cpuid_tsc_source);
+    else if (f->klog.refined_hz > 0)
+        PICK(f->klog.refined_hz, "kernel log (refined calibration)");
+    else if (f->klog.detected_hz > 0 && f->klog.detected_is_tsc)
+        PICK(f->klog.detected_hz, "kernel log (TSC frequency)");
+    else if (f->cpuid_tsc_hz > 0)
+        PICK(f->cpuid_tsc_hz, f->cpuid_tsc_source);
+    else if (f->klog.detected_hz > 0)
+        PICK(f->klog.detected_hz, "kernel log (boot calibration)");
+    else if (f->klog.counter_hz > 0)
+        PICK(f->klog.counter_hz, "kernel log (arch_timer)");
+    else if (f->measured_tsc_hz > 0)
+        PICK(f->measured_tsc_hz, "measured against CLOCK_MONOTONIC_RAW");
+#undef PICK
 }

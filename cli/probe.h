@@ -19,6 +19,11 @@ void probe_files(struct doctor_facts *f, const char *root);
  * adjtimex, the kernel log (/dev/kmsg or syslog(2)), the CPU count. */
 void probe_live(struct doctor_facts *f);
 
+/* Whether libc's clock calls enter the kernel: a forked child with a
+ * seccomp filter that fails the clock system calls with a marker errno.
+ * Fills seccomp_ok/seccomp_err and call[].enters_kernel/verdict. */
+void measure_seccomp(struct doctor_facts *f);
+
 /* Measurements on the running machine (measure.c). */
 void measure_live(struct doctor_facts *f, int quick, void (*progress)(const char *what, void *ctx), void *ctx);
 

@@ -32,10 +32,18 @@ void report_verdict(const struct doctor_facts *f, const struct findings *fs, cha
     enum severity worst = findings_worst(fs);
     const struct finding *gain = findings_get(fs, "fastclock-gain");
     if (worst >= SEV_WARNING) {
-        /* The first clause of the most important finding. */
+        /* The first clause of the most important finding (up to a colon
+         * or semicolon outside parentheses). */
         char first[256];
         copy_str(first, sizeof first, fs->f[0].message);
-        first[strcspn(first, ":;")] = 0;
+        int depth = 0;
+        for (char *p = first; *p; p++) {
+            depth += (*p == '(') - (*p == ')');
+            if (depth == 0 && (*p == ':' || *p == ';')) {
+                *p = 0;
+                break;
+            }
+        }
         int more = 0;
         for (int i = 1; i < fs->n; i++)
             more += fs->f[i].severity >= SEV_WARNING;
@@ -46,6 +54,12 @@ void report_verdict(const struct doctor_facts *f, const struct findings *fs, cha
             sb_printf(&b, " (and %d more finding%s to look at)", more, more == 1 ? "" : "s");
         return;
     }
+    static const char *const unknowns[] = {"clocksource-unknown", "kernel-log-unreadable", "seccomp-unavailable"};
+    for (unsigned i = 0; i < sizeof unknowns / sizeof unknowns[0]; i++)
+        if (findings_get(fs, unknowns[i])) {
+            snprintf(summary, size, "no problem found, but some facts are unknown here (see the info findings)");
+            return;
+        }
     if (gain && gain->severity == SEV_OK && f->fc_ns > 0 && !isnan(f->call[1].libc_ns))
         snprintf(summary, size, "this machine's time is fine; fastclock gives a further %.1fx "
                                 "(`fastclock run -- your-program`)",
@@ -69,6 +83,14 @@ static void wrap(FILE *out, int indent, int first_used, const char *text)
         while (*p == ' ')
             p++;
         const char *w = p;
+        while (*p && *p != ' ')
+            p++;
+        /* Never break inside a `command`: it is meant to be copied. */
+        int ticks = 0;
+        for (const char *q = w; q < p; q++)
+            ticks += *q == '`';
+        if (ticks % 2 && strchr(p, '`'))
+            p = strchr(p, '`') + 1;
         while (*p && *p != ' ')
             p++;
         int len = (int)(p - w);

@@ -318,20 +318,34 @@ static void klog_line(struct klog *k, const char *line, int *pending_a, int *pen
             }
             k->refined_hz = hz;
         }
-    } else if ((p = strstr(msg, "tsc: Detected ")) || (p = strstr(msg, "tsc: Fast TSC calibration"))) {
-        /* "tsc: Detected 2599.996 MHz processor" / "... MHz TSC" */
+    } else if (strstr(msg, "tsc: Detected ")) {
+        /* "tsc: Detected 2500.000 MHz processor" is the CPU's base frequency;
+         * "tsc: Detected 2494.140 MHz TSC" (when both are printed) the TSC's. */
         double hz = mhz_after(msg, "Detected ");
+        int is_tsc = strstr(msg, "MHz TSC") != NULL;
         if (hz > 0) {
             if ((e = klog_add(k, KLOG_TSC_FREQ, ts, msg))) {
                 e->number = hz;
-                copy_str(e->value, sizeof e->value, "detected");
+                copy_str(e->value, sizeof e->value, is_tsc ? "detected TSC" : "detected processor");
             }
-            k->detected_hz = hz;
+            if (is_tsc || !k->detected_is_tsc)
+                k->detected_hz = hz;
+            k->detected_is_tsc |= is_tsc;
         }
-    } else if (strstr(msg, "TSC ADJUST") || strstr(msg, "TSC found unstable after boot")) {
+    } else if (strstr(msg, "TSC found unstable after boot")) {
+        /* Printed with the watchdog's verdict: "most likely due to broken BIOS". */
+        if ((e = klog_add(k, KLOG_TSC_UNSTABLE, ts, msg)))
+            copy_str(e->value, sizeof e->value, "found unstable after boot");
+        if (!k->tsc_unstable) {
+            k->tsc_unstable = 1;
+            copy_str(k->tsc_unstable_reason, sizeof k->tsc_unstable_reason, "found unstable after boot");
+            k->tsc_unstable_s = ts;
+        }
+    } else if (strstr(msg, "TSC ADJUST")) {
         klog_add(k, KLOG_TSC_ADJUST, ts, msg);
         k->tsc_adjust++;
-    } else if (strstr(msg, "Long readout interval, skipping watchdog check")) {
+    } else if (strstr(msg, "Long readout interval, skipping watchdog check") ||
+               strstr(msg, "clock-skew test skipped") || strstr(msg, "read-back delay of")) {
         /* Many of these on a busy VM: count them, keep the first few. */
         if (k->watchdog_skips++ < 3)
             klog_add(k, KLOG_WATCHDOG_SKIP, ts, msg);

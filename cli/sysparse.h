@@ -76,6 +76,7 @@ struct klog {
     int64_t warp_cycles;           /* largest boot-time warp, 0 if none */
     int warp_cpu_a, warp_cpu_b;
     double refined_hz, detected_hz;/* TSC frequency from the log, 0 if absent */
+    int detected_is_tsc;           /* detected_hz came from "... MHz TSC", not "... MHz processor" */
     double counter_hz;             /* arm64 arch_timer */
     int timer_erratum;
     int tsc_adjust;

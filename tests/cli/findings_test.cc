@@ -1,0 +1,321 @@
+// The findings engine on captures of every kind of machine the doctor
+// knows: each recommendation path runs deterministically here, without
+// that hardware.  The expectations name the finding ids in rank order and
+// check that the numbers of the capture reach the message.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "cli_test_util.h"
+
+extern "C" {
+#include "report.h"
+}
+
+using clitest::fixture;
+using clitest::ids;
+using clitest::load;
+
+namespace {
+
+struct Expect {
+    const char *fixture;
+    const char *findings;   // "severity:id ..." in rank order
+    int exit_status;        // 1 when a finding is a problem
+};
+
+const Expect kExpect[] = {
+    {"kvm-tsc", "warning:clock-unsynchronized ok:fastclock-gain", 0},
+    {"baremetal-tsc", "info:cmdline-tsc-reliable ok:fastclock-gain", 0},
+    {"hpet", "problem:clocksource-syscall warning:cmdline-clocksource info:fastclock-gain", 1},
+    {"xen-hvm", "problem:clocksource-syscall info:fastclock-gain", 1},
+    {"xen-pv",
+     "problem:clocksource-syscall warning:tsc-unavailable warning:tsc-not-invariant warning:clock-unsynchronized "
+     "info:fastclock-system",
+     1},
+    {"kvm-clock", "info:leap-pending info:watchdog-skipped info:clocksource-paravirt ok:fastclock-gain", 0},
+    {"kvm-noinvtsc", "warning:tsc-not-invariant warning:tsc-frequency-mismatch warning:sync-maxerror info:fastclock-system",
+     0},
+    {"tsc-unstable", "problem:clocksource-syscall problem:tsc-unstable info:fastclock-system", 1},
+    {"tsc-warp",
+     "problem:tsc-warp problem:clocksource-syscall problem:tsc-unstable warning:clocksource-skew info:tsc-adjust "
+     "info:fastclock-system",
+     1},
+    {"arm64", "info:counter-resolution info:fastclock-system", 0},
+    {"arm64-erratum", "problem:clocksource-syscall warning:timer-erratum info:counter-resolution info:fastclock-system",
+     1},
+    {"container-minimal",
+     "info:clocksource-unknown info:seccomp-unavailable info:fastclock-system info:kernel-log-unreadable", 0},
+    {"no-vdso", "problem:no-vdso info:fastclock-gain", 1},
+};
+
+// Names the parameter in test output (instead of a byte dump).
+void PrintTo(const Expect &e, std::ostream *os) { *os << e.fixture; }
+
+class EveryFixture : public ::testing::TestWithParam<Expect> {};
+
+TEST_P(EveryFixture, FindingsInRankOrder)
+{
+    const Expect &e = GetParam();
+    static doctor_facts f;
+    ASSERT_EQ(load(fixture(e.fixture), &f), "");
+    static findings fs;
+    findings_compute(&f, &fs);
+    EXPECT_EQ(ids(fs), e.findings);
+    EXPECT_EQ(findings_worst(&fs) == SEV_PROBLEM ? 1 : 0, e.exit_status);
+    for (int i = 0; i < fs.n; i++) {
+        EXPECT_GT(strlen(fs.f[i].message), 20u) << fs.f[i].id;
+        // Every warning and problem says what to do.
+        if (fs.f[i].severity >= SEV_WARNING) {
+            EXPECT_GT(strlen(fs.f[i].fix), 20u) << fs.f[i].id;
+        }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Captures, EveryFixture, ::testing::ValuesIn(kExpect),
+                         [](const ::testing::TestParamInfo<Expect> &p) {
+                             std::string n = p.param.fixture;
+                             for (auto &c : n)
+                                 if (c == '-')
+                                     c = '_';
+                             return n;
+                         });
+
+// ---- what the messages say -------------------------------------------------
+
+struct Loaded {
+    doctor_facts f;
+    findings fs;
+    const finding *get(const char *id) const { return findings_get(&fs, id); }
+};
+
+static Loaded *run(const char *name)
+{
+    static Loaded l;
+    EXPECT_EQ(load(fixture(name), &l.f), "");
+    findings_compute(&l.f, &l.fs);
+    return &l;
+}
+
+static bool has(const char *text, const char *needle) { return strstr(text, needle) != nullptr; }
+
+TEST(Findings, HpetWithTscAvailableSaysSwitchAndPersist)
+{
+    Loaded *l = run("hpet");
+    const finding *x = l->get("clocksource-syscall");
+    ASSERT_NE(x, nullptr);
+    EXPECT_TRUE(has(x->message, "clocksource is hpet while tsc is available and invariant")) << x->message;
+    EXPECT_TRUE(has(x->message, "costs 563 ns instead of ~20 ns")) << x->message;
+    EXPECT_TRUE(has(x->fix, "echo tsc > /sys/devices/system/clocksource/clocksource0/current_clocksource")) << x->fix;
+    EXPECT_TRUE(has(x->fix, "`clocksource=tsc` on the kernel command line")) << x->fix;
+    EXPECT_TRUE(has(x->fix, "currently forces `clocksource=hpet`")) << x->fix;
+    EXPECT_TRUE(has(x->fix, "CLOCK_MONOTONIC_COARSE")) << x->fix;
+    EXPECT_FALSE(has(x->fix, "Xen")) << x->fix;
+    const finding *g = l->get("fastclock-gain");
+    ASSERT_NE(g, nullptr);
+    EXPECT_TRUE(has(g->message, "16.8 ns per call instead of 563 ns")) << g->message;
+    EXPECT_TRUE(has(g->message, "(34x)")) << g->message;
+}
+
+TEST(Findings, XenWithoutStableBitCarriesTheMigrationCaveat)
+{
+    Loaded *l = run("xen-hvm");
+    const finding *x = l->get("clocksource-syscall");
+    ASSERT_NE(x, nullptr);
+    EXPECT_TRUE(has(x->message, "no PVCLOCK_TSC_STABLE_BIT")) << x->message;
+    EXPECT_TRUE(has(x->message, "642 ns")) << x->message;
+    EXPECT_TRUE(has(x->fix, "echo tsc >")) << x->fix;
+    EXPECT_TRUE(has(x->fix, "Caveat on Xen")) << x->fix;
+    EXPECT_TRUE(has(x->fix, "live-migrates")) << x->fix;
+    EXPECT_STREQ(l->f.cloud, "AWS EC2 (Xen)");
+    EXPECT_STREQ(l->f.hv_name, "Xen");
+}
+
+TEST(Findings, XenPvWithoutTscGetsCoarseAdvice)
+{
+    Loaded *l = run("xen-pv");
+    const finding *x = l->get("clocksource-syscall");
+    ASSERT_NE(x, nullptr);
+    EXPECT_TRUE(has(x->message, "the kernel offers no usable TSC (available: xen)")) << x->message;
+    EXPECT_FALSE(has(x->fix, "echo tsc")) << x->fix;
+    EXPECT_TRUE(has(x->fix, "CLOCK_MONOTONIC_COARSE or CLOCK_REALTIME_COARSE: 4.4 ns per call")) << x->fix;
+    EXPECT_TRUE(has(x->fix, "in steps of 4.00 ms")) << x->fix;
+    EXPECT_TRUE(has(l->get("clock-unsynchronized")->message, "no time daemon is running"));
+}
+
+TEST(Findings, WatchdogFalseAlarmSuggestsTscReliableWithEvidence)
+{
+    Loaded *l = run("tsc-unstable");
+    const finding *x = l->get("tsc-unstable");
+    ASSERT_NE(x, nullptr);
+    EXPECT_EQ(x->severity, SEV_PROBLEM);
+    EXPECT_TRUE(has(x->message, "\"clocksource watchdog\", 9811.4 s after boot")) << x->message;
+    EXPECT_TRUE(has(x->message, "Since then the kernel uses hpet, read through a system call")) << x->message;
+    EXPECT_TRUE(has(x->fix, "invariant (it is here)")) << x->fix;
+    EXPECT_TRUE(has(x->fix, "(0 cycles measured here)")) << x->fix;
+    EXPECT_TRUE(has(x->fix, "`tsc=reliable`")) << x->fix;
+    EXPECT_STREQ(l->f.fc_mode, "system");
+}
+
+TEST(Findings, WarpForbidsTscReliable)
+{
+    Loaded *l = run("tsc-warp");
+    const finding *u = l->get("tsc-unstable");
+    ASSERT_NE(u, nullptr);
+    EXPECT_TRUE(has(u->message, "2480 cycles apart (CPU#0 -> CPU#8)")) << u->message;
+    EXPECT_TRUE(has(u->fix, "Do not force `tsc=reliable`")) << u->fix;
+    const finding *w = l->get("tsc-warp");
+    ASSERT_NE(w, nullptr);
+    EXPECT_TRUE(has(w->message, "CPU 0 and CPU 8")) << w->message;
+    EXPECT_TRUE(has(w->message, "2480 cycles (1035 ns)")) << w->message;
+    EXPECT_TRUE(has(w->message, "9120 backward steps in 19223100 reads")) << w->message;
+}
+
+TEST(Findings, KvmClockReadByTheVdsoIsOnlyInformation)
+{
+    Loaded *l = run("kvm-clock");
+    const finding *x = l->get("clocksource-paravirt");
+    ASSERT_NE(x, nullptr);
+    EXPECT_EQ(x->severity, SEV_INFO);
+    EXPECT_TRUE(has(x->message, "clocksource is kvm-clock, which the vDSO reads without a system call (36 ns per call)"))
+        << x->message;
+    EXPECT_TRUE(has(x->fix, "Google Compute Engine")) << x->fix;
+    EXPECT_STREQ(l->f.cloud, "Google Compute Engine");
+    EXPECT_TRUE(has(l->get("leap-pending")->message, "repeat a second"));
+    EXPECT_EQ(l->f.klog.watchdog_skips, 2);
+    char summary[512];
+    report_verdict(&l->f, &l->fs, summary, sizeof summary);
+    EXPECT_STREQ(summary, "this machine's time is fine; fastclock gives a further 2.0x (`fastclock run -- your-program`)");
+}
+
+TEST(Findings, HiddenInvariantTscAndMigratedFrequency)
+{
+    Loaded *l = run("kvm-noinvtsc");
+    const finding *x = l->get("tsc-not-invariant");
+    ASSERT_NE(x, nullptr);
+    EXPECT_TRUE(has(x->message, "which hypervisors often hide")) << x->message;
+    EXPECT_TRUE(has(x->fix, "-cpu host,+invtsc")) << x->fix;
+    const finding *m = l->get("tsc-frequency-mismatch");
+    ASSERT_NE(m, nullptr);
+    EXPECT_TRUE(has(m->message, "2194.796 MHz")) << m->message;
+    EXPECT_TRUE(has(m->message, "kernel log (boot calibration) says 2199.998 MHz (-2365 ppm)")) << m->message;
+    EXPECT_TRUE(has(l->get("sync-maxerror")->message, "254.00 ms"));
+}
+
+TEST(Findings, BaseFrequencyIsNotMistakenForTheTscRate)
+{
+    // Skylake-SP: CPUID 0x16 says 2500 MHz, the TSC runs at 2494.14 MHz.  The
+    // kernel's "MHz TSC" line wins, so no false frequency-mismatch warning.
+    Loaded *l = run("baremetal-tsc");
+    EXPECT_DOUBLE_EQ(l->f.tsc_hz, 2494.140e6);
+    EXPECT_STREQ(l->f.tsc_hz_source, "kernel log (TSC frequency)");
+    EXPECT_EQ(l->get("tsc-frequency-mismatch"), nullptr);
+    EXPECT_STREQ(l->f.daemons, "chronyd");
+    EXPECT_EQ(l->f.synchronized, TRI_YES);
+}
+
+TEST(Findings, Arm64TimerErratumExplainsTheSyscall)
+{
+    Loaded *l = run("arm64-erratum");
+    const finding *x = l->get("clocksource-syscall");
+    ASSERT_NE(x, nullptr);
+    EXPECT_TRUE(has(x->message, "works around a timer erratum")) << x->message;
+    EXPECT_TRUE(has(l->get("counter-resolution")->message, "24.00 MHz")) << l->get("counter-resolution")->message;
+    EXPECT_TRUE(has(l->get("counter-resolution")->message, "steps of 42 ns"));
+    EXPECT_STREQ(l->f.arch, "aarch64");
+    EXPECT_EQ(l->f.invariant_tsc, TRI_YES);
+    EXPECT_STREQ(l->f.invariant_source, "architecture (generic timer)");
+}
+
+TEST(Findings, NoVdsoPointsAtTheCommandLine)
+{
+    Loaded *l = run("no-vdso");
+    const finding *x = l->get("no-vdso");
+    ASSERT_NE(x, nullptr);
+    EXPECT_TRUE(has(x->message, "182 ns each")) << x->message;
+    EXPECT_TRUE(has(x->fix, "Remove `vdso=0`")) << x->fix;
+    // The clocksource itself is fine: no separate clocksource finding.
+    EXPECT_EQ(l->get("clocksource-syscall"), nullptr);
+}
+
+TEST(Findings, UnknownsAreReportedNotGuessed)
+{
+    Loaded *l = run("container-minimal");
+    EXPECT_NE(l->f.cs_current_err, 0);
+    EXPECT_EQ(l->f.klog_readable, 0);
+    EXPECT_EQ(l->f.call[1].enters_kernel, TRI_UNKNOWN);
+    EXPECT_EQ(l->get("clocksource-syscall"), nullptr);
+    char summary[512];
+    report_verdict(&l->f, &l->fs, summary, sizeof summary);
+    EXPECT_STREQ(summary, "no problem found, but some facts are unknown here (see the info findings)");
+    EXPECT_TRUE(has(l->get("seccomp-unavailable")->message, "Operation not permitted"));
+}
+
+// ---- branches no capture reaches: the same facts, one fact changed --------
+
+TEST(Findings, VdsoCapableClocksourceThatStillEntersTheKernel)
+{
+    Loaded *l = run("kvm-tsc");
+    l->f.call[1].enters_kernel = TRI_YES;
+    l->f.call[1].libc_ns = 450;
+    findings_compute(&l->f, &l->fs);
+    const finding *x = l->get("clocksource-syscall");
+    ASSERT_NE(x, nullptr);
+    EXPECT_TRUE(has(x->message, "although clocksource tsc can be read by the vDSO")) << x->message;
+    EXPECT_EQ(l->get("fastclock-gain")->severity, SEV_INFO);
+}
+
+TEST(Findings, WithoutSeccompTheVerdictIsInferredFromTiming)
+{
+    Loaded *l = run("hpet");
+    l->f.call[1].enters_kernel = TRI_UNKNOWN;
+    l->f.cs_vdso = VDSO_CAP_UNKNOWN;   // an unfamiliar clocksource name
+    findings_compute(&l->f, &l->fs);
+    const finding *x = l->get("clocksource-syscall");
+    ASSERT_NE(x, nullptr) << ids(l->fs);
+    EXPECT_TRUE(has(x->message, "(inferred: the seccomp check could not run)")) << x->message;
+
+    l->f.call[1].libc_ns = 20;        // cheap against a 601 ns syscall: the vDSO
+    findings_compute(&l->f, &l->fs);
+    EXPECT_EQ(l->get("clocksource-syscall"), nullptr) << ids(l->fs);
+}
+
+TEST(Findings, TscDisabledOnTheCommandLine)
+{
+    Loaded *l = run("tsc-unstable");
+    snprintf(l->f.p_tsc, sizeof l->f.p_tsc, "unstable");
+    findings_compute(&l->f, &l->fs);
+    const finding *x = l->get("cmdline-tsc-disabled");
+    ASSERT_NE(x, nullptr);
+    EXPECT_EQ(x->severity, SEV_WARNING);   // invariant and warp-free: a pity
+    EXPECT_TRUE(has(x->message, "although it is invariant")) << x->message;
+
+    l->f.warp_max_cycles = 500;            // now it is justified
+    findings_compute(&l->f, &l->fs);
+    EXPECT_EQ(l->get("cmdline-tsc-disabled")->severity, SEV_INFO);
+}
+
+TEST(Findings, TscReliableWithMeasuredWarpIsAWarning)
+{
+    Loaded *l = run("baremetal-tsc");
+    EXPECT_EQ(l->get("cmdline-tsc-reliable")->severity, SEV_INFO);
+    l->f.warp_max_cycles = 1200;
+    findings_compute(&l->f, &l->fs);
+    EXPECT_EQ(l->get("cmdline-tsc-reliable")->severity, SEV_WARNING);
+    EXPECT_NE(l->get("tsc-warp"), nullptr);
+}
+
+TEST(Findings, LiveKernelLogPermissionAdvice)
+{
+    Loaded *l = run("kvm-tsc");
+    l->f.live = 1;
+    l->f.klog_readable = 0;
+    l->f.klog_err = EPERM;
+    findings_compute(&l->f, &l->fs);
+    const finding *x = l->get("kernel-log-unreadable");
+    ASSERT_NE(x, nullptr);
+    EXPECT_TRUE(has(x->message, "operation not permitted")) << x->message;
+    EXPECT_TRUE(has(x->fix, "kernel.dmesg_restrict=0")) << x->fix;
+}
+
+}  // namespace

@@ -1,0 +1,362 @@
+#!/usr/bin/env python3
+"""End-to-end tests of the `fastclock` command: doctor and bench run as a
+user would run them, their JSON is checked against the documented schemas
+(docs/*.schema.json), and bad input must give a clear message and exit 2.
+
+Environment (set by tests/cli/CMakeLists.txt):
+  FASTCLOCK_BIN       the fastclock binary
+  FASTCLOCK_DOCS      the docs directory (schemas)
+  FASTCLOCK_FIXTURES  tests/cli/fixtures
+"""
+import csv
+import io
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import xml.etree.ElementTree as ET
+
+try:
+    import jsonschema
+except ImportError:  # a missing dependency is a failure, never a skip
+    sys.exit("python3-jsonschema is missing: run scripts/ensure-deps.sh cli")
+
+BIN = os.environ["FASTCLOCK_BIN"]
+DOCS = os.environ["FASTCLOCK_DOCS"]
+FIXTURES = os.environ["FASTCLOCK_FIXTURES"]
+CLOCK_MONOTONIC_COARSE = 6  # Linux; Python's time module does not name it
+# No progress line and no colours, whatever the terminal.
+ENV = dict(os.environ, FASTCLOCK_NO_PROGRESS="1", NO_COLOR="1")
+
+
+def run(*args, user=None, timeout=120):
+    cmd = [BIN, *args]
+    if user is not None:
+        pw = pwd.getpwnam(user)
+        cmd = ["setpriv", f"--reuid={pw.pw_uid}", f"--regid={pw.pw_gid}", "--clear-groups", *cmd]
+    start = time.monotonic()
+    p = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=timeout)
+    p.elapsed = time.monotonic() - start
+    return p
+
+
+def schema(name):
+    with open(os.path.join(DOCS, name)) as f:
+        s = json.load(f)
+    jsonschema.Draft7Validator.check_schema(s)
+    return s
+
+
+DOCTOR_SCHEMA = schema("doctor.schema.json")
+BENCH_SCHEMA = schema("bench.schema.json")
+
+
+class DoctorLive(unittest.TestCase):
+    """The doctor on this machine."""
+
+    def check_report(self, p, quick):
+        self.assertIn(p.returncode, (0, 1), p.stderr)
+        d = json.loads(p.stdout)
+        jsonschema.validate(d, DOCTOR_SCHEMA)
+        self.assertEqual(d["source"], "live")
+        self.assertEqual(d["quick"], quick)
+        self.assertEqual(d["verdict"]["exit_status"], p.returncode)
+        self.assertEqual(p.returncode == 1, any(f["severity"] == "problem" for f in d["findings"]))
+        # What this machine says must appear as it is.
+        with open("/sys/devices/system/clocksource/clocksource0/current_clocksource") as f:
+            self.assertEqual(d["clocksource"]["current"], f.read().strip())
+        self.assertEqual(d["system"]["cpus"], os.cpu_count())
+        clocks = d["vdso"]["clocks"]
+        self.assertEqual(set(clocks), {
+            "CLOCK_REALTIME", "CLOCK_MONOTONIC", "CLOCK_PROCESS_CPUTIME_ID", "CLOCK_THREAD_CPUTIME_ID",
+            "CLOCK_MONOTONIC_RAW", "CLOCK_REALTIME_COARSE", "CLOCK_MONOTONIC_COARSE", "CLOCK_BOOTTIME",
+            "CLOCK_REALTIME_ALARM", "CLOCK_BOOTTIME_ALARM", "CLOCK_TAI", "gettimeofday", "time"})
+        mono = clocks["CLOCK_MONOTONIC"]
+        self.assertGreater(mono["libc_ns"], 0)
+        self.assertGreater(mono["syscall_ns"], 0)
+        self.assertIn(mono["enters_kernel"], (True, False))
+        self.assertEqual(clocks["CLOCK_MONOTONIC"]["resolution_ns"],
+                         time.clock_getres(time.CLOCK_MONOTONIC) * 1e9)
+        self.assertEqual(clocks["CLOCK_PROCESS_CPUTIME_ID"]["enters_kernel"], True)
+        self.assertIn(d["fastclock"]["mode"], ("tsc", "system"))
+        self.assertGreater(d["fastclock"]["ns_per_call"], 0)
+        self.assertIsNotNone(d["tsc"]["max_warp_cycles"] if os.cpu_count() > 1 else 0)
+        return d
+
+    def test_quick_json_within_two_seconds(self):
+        p = run("doctor", "--quick", "--json")
+        self.check_report(p, quick=True)
+        self.assertLess(p.elapsed, 2.0, "doctor --quick took %.2f s" % p.elapsed)
+
+    def test_full_json_within_fifteen_seconds(self):
+        p = run("doctor", "--json")
+        d = self.check_report(p, quick=False)
+        self.assertLess(p.elapsed, 15.0, "doctor took %.2f s" % p.elapsed)
+        self.assertIsNotNone(d["vdso"]["clocks"]["time"]["observed_step_ns"])
+
+    def test_text_report_has_a_verdict_and_every_section(self):
+        p = run("doctor", "--quick")
+        self.assertIn(p.returncode, (0, 1), p.stderr)
+        lines = p.stdout.splitlines()
+        self.assertTrue(lines[0].startswith("fastclock doctor "), lines[0])
+        self.assertRegex(lines[1], r"^verdict: (OK|WARNING|PROBLEM) - ")
+        for section in ("Machine", "Counter (TSC)", "Clocksource and kernel", "Clocks", "Synchronisation",
+                        "fastclock", "Findings (most important first)"):
+            self.assertIn("\n" + section + "\n", p.stdout)
+        self.assertNotIn("\033[", p.stdout, "colours on a pipe")
+        self.assertEqual(p.stderr, "", "a progress line on a pipe")
+        self.assertTrue(all(len(l) <= 110 for l in lines if "`" not in l), "unwrapped lines")
+
+    def test_ordinary_user(self):
+        """What it cannot read it reports as unknown, with the reason, and carries on."""
+        user = "nobody" if os.geteuid() == 0 else None
+        p = run("doctor", "--quick", "--json", user=user)
+        self.assertIn(p.returncode, (0, 1), p.stderr)
+        d = json.loads(p.stdout)
+        jsonschema.validate(d, DOCTOR_SCHEMA)
+        log = d["kernel"]["log"]
+        if not log["readable"]:
+            self.assertTrue(log["error"])
+            self.assertIn("kernel-log-unreadable", [f["id"] for f in d["findings"]])
+        with open("/proc/sys/kernel/dmesg_restrict") as f:
+            if user and f.read().strip() == "1":
+                self.assertFalse(log["readable"])
+                self.assertEqual(log["error"], "operation not permitted")
+        # The seccomp verdict needs no privilege.
+        self.assertTrue(d["vdso"]["seccomp_verdict"], d["vdso"]["seccomp_error"])
+
+
+# Exit status and finding ids per capture: the doctor's binary end to end.
+EXPECTED = {
+    "kvm-tsc": (0, ["clock-unsynchronized", "fastclock-gain"]),
+    "baremetal-tsc": (0, ["cmdline-tsc-reliable", "fastclock-gain"]),
+    "hpet": (1, ["clocksource-syscall", "cmdline-clocksource", "fastclock-gain"]),
+    "xen-hvm": (1, ["clocksource-syscall", "fastclock-gain"]),
+    "xen-pv": (1, ["clocksource-syscall", "tsc-unavailable", "tsc-not-invariant", "clock-unsynchronized",
+                   "fastclock-system"]),
+    "kvm-clock": (0, ["leap-pending", "watchdog-skipped", "clocksource-paravirt", "fastclock-gain"]),
+    "kvm-noinvtsc": (0, ["tsc-not-invariant", "tsc-frequency-mismatch", "sync-maxerror", "fastclock-system"]),
+    "tsc-unstable": (1, ["clocksource-syscall", "tsc-unstable", "fastclock-system"]),
+    "tsc-warp": (1, ["tsc-warp", "clocksource-syscall", "tsc-unstable", "clocksource-skew", "tsc-adjust",
+                     "fastclock-system"]),
+    "arm64": (0, ["counter-resolution", "fastclock-system"]),
+    "arm64-erratum": (1, ["clocksource-syscall", "timer-erratum", "counter-resolution", "fastclock-system"]),
+    "container-minimal": (0, ["clocksource-unknown", "seccomp-unavailable", "fastclock-system",
+                              "kernel-log-unreadable"]),
+    "no-vdso": (1, ["no-vdso", "fastclock-gain"]),
+}
+
+
+class DoctorCaptures(unittest.TestCase):
+    """The doctor on captures of other machines (--root)."""
+
+    def test_every_fixture_is_tested(self):
+        self.assertEqual(set(os.listdir(FIXTURES)) - {"README.md"}, set(EXPECTED))
+
+    def test_json_validates_and_findings_match(self):
+        for name, (status, ids) in sorted(EXPECTED.items()):
+            with self.subTest(fixture=name):
+                p = run("doctor", "--json", "--root", os.path.join(FIXTURES, name))
+                self.assertEqual(p.returncode, status, p.stderr)
+                d = json.loads(p.stdout)
+                jsonschema.validate(d, DOCTOR_SCHEMA)
+                self.assertEqual(d["source"], "capture")
+                self.assertEqual([f["id"] for f in d["findings"]], ids)
+                self.assertEqual(d["verdict"]["exit_status"], status)
+                self.assertLess(p.elapsed, 1.0, "a capture measures nothing")
+
+    def test_text_reports(self):
+        for name, (status, ids) in sorted(EXPECTED.items()):
+            with self.subTest(fixture=name):
+                p = run("doctor", "--root", os.path.join(FIXTURES, name))
+                self.assertEqual(p.returncode, status, p.stderr)
+                for i in ids:
+                    self.assertIn(i, p.stdout)
+                self.assertIn("capture " + os.path.join(FIXTURES, name), p.stdout)
+
+    def test_hpet_report_shows_the_fix(self):
+        p = run("doctor", "--json", "--root", os.path.join(FIXTURES, "hpet"))
+        d = json.loads(p.stdout)
+        self.assertEqual(d["clocksource"]["current"], "hpet")
+        self.assertEqual(d["clocksource"]["available"], ["tsc", "hpet", "acpi_pm"])
+        self.assertEqual(d["clocksource"]["vdso_capable"], "no")
+        self.assertEqual(d["kernel"]["cmdline"]["clocksource"], "hpet")
+        self.assertTrue(d["vdso"]["clocks"]["CLOCK_MONOTONIC"]["enters_kernel"])
+        top = d["findings"][0]
+        self.assertEqual(top["severity"], "problem")
+        self.assertIn("echo tsc > /sys/devices/system/clocksource/clocksource0/current_clocksource", top["fix"])
+        self.assertEqual(d["tsc"]["frequency_source"], "kernel log (refined calibration)")
+        self.assertEqual(d["tsc"]["frequency_hz"], 2394455000)
+
+    def test_capture_round_trip(self):
+        """--capture writes what --root reads back: the same facts and findings."""
+        tmp = tempfile.mkdtemp(prefix="fastclock-capture-")
+        try:
+            live = run("doctor", "--quick", "--json", "--capture", tmp)
+            self.assertIn(live.returncode, (0, 1), live.stderr)
+            back = run("doctor", "--json", "--root", tmp)
+            self.assertEqual(back.returncode, live.returncode, back.stderr)
+            a, b = json.loads(live.stdout), json.loads(back.stdout)
+            for key in ("clocksource", "tsc", "hypervisor", "cpu", "sync"):
+                self.assertEqual(a[key], b[key], key)
+            self.assertEqual([f["id"] for f in a["findings"]], [f["id"] for f in b["findings"]])
+            for name, c in a["vdso"]["clocks"].items():
+                self.assertEqual(c["enters_kernel"], b["vdso"]["clocks"][name]["enters_kernel"], name)
+                if c["libc_ns"] is not None:
+                    self.assertAlmostEqual(c["libc_ns"], b["vdso"]["clocks"][name]["libc_ns"], places=2)
+        finally:
+            shutil.rmtree(tmp)
+
+
+class BadInput(unittest.TestCase):
+    """A clear message on stderr and exit 2; nothing on stdout."""
+
+    def check(self, *args, expect):
+        p = run(*args)
+        self.assertEqual(p.returncode, 2, f"{args}: {p.stdout}{p.stderr}")
+        self.assertIn(expect, p.stderr, args)
+        self.assertEqual(p.stdout, "", args)
+
+    def test_doctor(self):
+        self.check("doctor", "--bogus", expect="unknown option '--bogus'")
+        self.check("doctor", "--root", expect="--root needs a directory")
+        self.check("doctor", "--root", "/nonexistent/fastclock", expect="No such file or directory")
+        self.check("doctor", "--root", FIXTURES + "/hpet", "--capture", "/tmp/x", expect="cannot be combined")
+
+    def test_doctor_broken_capture(self):
+        tmp = tempfile.mkdtemp(prefix="fastclock-bad-")
+        try:
+            with open(os.path.join(tmp, "doctor-facts"), "w") as f:
+                f.write("cpuid.invariant_tsc = 1\nclock.CLOCK_MONOTONIC.libc_ns = fast\n")
+            self.check("doctor", "--root", tmp, expect="clock.CLOCK_MONOTONIC.libc_ns = 'fast' is not a number")
+        finally:
+            shutil.rmtree(tmp)
+
+    def test_bench(self):
+        self.check("bench", "--bogus", expect="unknown option '--bogus'")
+        self.check("bench", "--threads", "0", expect="--threads: thread counts start at 1")
+        self.check("bench", "--threads", "1,x", expect="--threads: cannot read '1,x'")
+        self.check("bench", "--threads", expect="--threads needs a value")
+        self.check("bench", "--seconds", "-1", expect="--seconds needs a number of seconds from 0.1 to 3600")
+        self.check("bench", "--seconds", "abc", expect="(got 'abc')")
+        self.check("bench", "--seconds=0", expect="--seconds needs")
+        self.check("bench", "--json", "--csv", expect="--json and --csv cannot be combined")
+        self.check("bench", "--json=yes", expect="--json takes no value")
+        self.check("bench", "--svg", "/nonexistent/dir/chart.svg", expect="cannot write --svg /nonexistent/dir/chart.svg")
+
+    def test_unwritable_svg_is_refused_before_measuring(self):
+        tmp = tempfile.mkdtemp(prefix="fastclock-svg-")
+        try:
+            p = run("bench", "--svg", tmp)  # a directory: unwritable even for root
+            self.assertEqual(p.returncode, 2)
+            self.assertIn("Is a directory", p.stderr)
+            self.assertLess(p.elapsed, 1.0, "measured before checking the --svg path")
+        finally:
+            shutil.rmtree(tmp)
+
+    def test_top_level(self):
+        p = run("frobnicate")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("unknown command 'frobnicate'", p.stderr)
+        self.assertEqual(run("doctor", "--help").returncode, 0)
+        self.assertEqual(run("bench", "--help").returncode, 0)
+
+
+class Bench(unittest.TestCase):
+    """A short bench, once, in each output format."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="fastclock-bench-")
+        cls.svg = os.path.join(cls.tmp, "chart.svg")
+        cls.p = run("bench", "--json", "--seconds", "0.4", "--threads", "1,2", "--svg", cls.svg)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp)
+
+    def test_json(self):
+        self.assertEqual(self.p.returncode, 0, self.p.stderr)
+        d = json.loads(self.p.stdout)
+        jsonschema.validate(d, BENCH_SCHEMA)
+        self.assertEqual(d["config"]["threads"], [1, 2])
+        src = {s["name"]: s for s in d["sources"]}
+        expected = {"rdtsc", "rdtscp", "lfence;rdtsc", "fastclock_mono_ns", "fastclock_mono_ns_unordered",
+                    "fastclock_real_ns", "fastclock_real_ns_unordered", "fastclock_mono_coarse_ns",
+                    "fastclock_real_coarse_ns", "fastclock_ticks", "gettimeofday", "time",
+                    "syscall(clock_gettime, CLOCK_MONOTONIC)", "clock_gettime(CLOCK_MONOTONIC)",
+                    "clock_gettime(CLOCK_REALTIME)", "clock_gettime(CLOCK_PROCESS_CPUTIME_ID)",
+                    "clock_gettime(CLOCK_MONOTONIC_COARSE)", "clock_gettime(CLOCK_TAI)"}
+        self.assertTrue(expected <= set(src), expected - set(src))
+        for s in d["sources"]:
+            if s["usable"]:
+                self.assertLessEqual(s["min_ns"], s["median_ns"], s["name"])
+                self.assertLessEqual(s["median_ns"], s["max_ns"], s["name"])
+                self.assertGreaterEqual(s["batches"], 5, s["name"])
+            else:
+                self.assertTrue(s["error"], s["name"])
+        # The ratios are against the references' own medians.
+        self.assertEqual(src["rdtsc"]["x_rdtsc"], 1.0)
+        self.assertEqual(src["clock_gettime(CLOCK_MONOTONIC)"]["x_clock_gettime_monotonic"], 1.0)
+        ratio = src["syscall(clock_gettime, CLOCK_MONOTONIC)"]["median_ns"] / src["rdtsc"]["median_ns"]
+        self.assertAlmostEqual(src["syscall(clock_gettime, CLOCK_MONOTONIC)"]["x_rdtsc"], ratio, places=2)
+        # Granularity: the coarse clock moves by its resolution, time() by a second.
+        coarse = src["clock_gettime(CLOCK_MONOTONIC_COARSE)"]
+        res = time.clock_getres(CLOCK_MONOTONIC_COARSE) * 1e9
+        self.assertAlmostEqual(coarse["step_ns"], res, delta=res * 0.1)
+        self.assertEqual(src["time"]["step"], 1)
+        self.assertEqual(src["time"]["step_unit"], "s")
+        self.assertEqual(src["gettimeofday"]["step_ns"], 1000)
+        # Thread scaling: every source has a point for 1 and 2 threads.
+        self.assertGreater(len(d["scaling"]), 5)
+        for sc in d["scaling"]:
+            self.assertEqual([pt["threads"] for pt in sc["points"]], [1, 2], sc["name"])
+            for pt in sc["points"]:
+                self.assertGreater(pt["calls_per_s"], 0, sc["name"])
+                self.assertGreater(pt["ns_per_call"], 0, sc["name"])
+
+    def test_svg(self):
+        self.assertEqual(self.p.returncode, 0, self.p.stderr)
+        root = ET.parse(self.svg).getroot()
+        ns = "{http://www.w3.org/2000/svg}"
+        self.assertEqual(root.tag, ns + "svg")
+        d = json.loads(self.p.stdout)
+        usable = [s for s in d["sources"] if s["usable"]]
+        bars = [r for r in root.iter(ns + "rect") if r.find(ns + "title") is not None]
+        self.assertEqual(len(bars), len(usable))
+        lines = list(root.iter(ns + "polyline"))
+        self.assertEqual(len(lines), len(d["scaling"]))
+        text = "".join(root.itertext())
+        self.assertIn("Cost per call", text)
+        self.assertIn("Thread scaling", text)
+
+    def test_csv_and_text(self):
+        p = run("bench", "--csv", "--seconds", "0.2", "--threads", "1")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        rows = list(csv.DictReader(io.StringIO(p.stdout)))
+        self.assertEqual(list(rows[0]), ["section", "source", "group", "threads", "median_ns", "min_ns", "max_ns",
+                                         "x_rdtsc", "x_clock_gettime_monotonic", "calls_per_s", "step_ns"])
+        sections = {r["section"] for r in rows}
+        self.assertEqual(sections, {"cost", "scaling"})
+        names = {r["source"] for r in rows}
+        self.assertIn("syscall(clock_gettime, CLOCK_MONOTONIC)", names)  # quoted: it has a comma
+        for r in rows:
+            if r["section"] == "cost":
+                self.assertGreater(float(r["median_ns"]), 0)
+            else:
+                self.assertEqual(r["threads"], "1")
+                self.assertGreater(float(r["calls_per_s"]), 0)
+        t = run("bench", "--seconds", "0.2", "--threads", "1")
+        self.assertEqual(t.returncode, 0, t.stderr)
+        for heading in ("Cost per call", "Thread scaling", "x rdtsc", "smallest step"):
+            self.assertIn(heading, t.stdout)
+        self.assertEqual(t.stderr, "", "a progress line on a pipe")
+
+
+if __name__ == "__main__":
+    unittest.main()
