@@ -46,6 +46,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "calibration.h"
 #include "mode.h"
 
 #define SHIM_API __attribute__((visibility("default")))
@@ -284,6 +285,9 @@ FC_INLINE int fine(enum fc_kind kind, clockid_t id, void *out, enum shape shape,
 typedef time_t (*vdso_time_fn)(time_t *);
 static _Atomic(vdso_time_fn) vdso_time;     /* __vdso_time, from the constructor */
 static _Atomic(gettime_fn) vdso_gettime;    /* __vdso_clock_gettime, likewise */
+/* Set once the mode is decided and a calibrator thread, if any, was told
+ * that the coarse clocks are in use (it then serves them from memory). */
+static _Atomic int coarse_asked;
 
 static SHIM_COLD int coarse_slow(enum fc_kind kind, clockid_t id, struct timespec *ts)
 {
@@ -292,36 +296,47 @@ static SHIM_COLD int coarse_slow(enum fc_kind kind, clockid_t id, struct timespe
     errno = saved;
     if (pass)
         return pass_gettime(id, ts);
-    if (atomic_load_explicit(&fc_coarse.mono, memory_order_acquire) != 0 ||
-        (kind == FC_MONO && atomic_load_explicit(&fc_coarse.floor_mono, memory_order_relaxed) != 0)) {
-        fc_ns_to_ts(kind == FC_REAL ? fastclock_real_coarse_ns() : fastclock_mono_coarse_ns(), ts);
-        return 0;
+    if (!atomic_load_explicit(&coarse_asked, memory_order_relaxed)) {
+        int mode = atomic_load_explicit(&fc_mode, memory_order_acquire);
+        if (mode == FC_MODE_TSC || mode == FC_MODE_PERCPU)
+            fc_coarse_request();
+        if (mode != FC_MODE_UNINIT && mode != FC_MODE_INITIALIZING)
+            atomic_store_explicit(&coarse_asked, 1, memory_order_relaxed);
     }
+    if (atomic_load_explicit(&fc_coarse.mono, memory_order_acquire) != 0 ||
+        (kind == FC_MONO && atomic_load_explicit(&fc_coarse.floor_mono, memory_order_relaxed) != 0))
+        return stored(kind, AS_TIMESPEC, ts, kind == FC_REAL ? fastclock_real_coarse_ns() : fastclock_mono_coarse_ns());
     return fc_kernel_gettime(id, ts);
 }
 
 FC_INLINE int coarse(enum fc_kind kind, clockid_t id, struct timespec *ts)
 {
-    if (FC_LIKELY(atomic_load_explicit(&fc_coarse.mono, memory_order_acquire) != 0)) {
-        fc_ns_to_ts(kind == FC_REAL ? fastclock_real_coarse_ns() : fastclock_mono_coarse_ns(), ts);
-        return 0;
-    }
+    /* fastclock_*_coarse_ns, inlined: a ticking calibrator keeps both values. */
+    int64_t mono = atomic_load_explicit(&fc_coarse.mono, memory_order_acquire);
+    if (FC_LIKELY(mono != 0))
+        return stored(kind, AS_TIMESPEC, ts,
+                      kind == FC_REAL ? atomic_load_explicit(&fc_coarse.real, memory_order_relaxed) : mono);
+    if (FC_UNLIKELY(atomic_load_explicit(&shim_flags, memory_order_relaxed) & SHIM_PASS))
+        return pass_gettime(id, ts);
+    if (FC_UNLIKELY(!atomic_load_explicit(&coarse_asked, memory_order_relaxed)))
+        return coarse_slow(kind, id, ts);
+    if (kind == FC_MONO && FC_UNLIKELY(atomic_load_explicit(&fc_coarse.floor_mono, memory_order_relaxed) != 0))
+        return stored(kind, AS_TIMESPEC, ts, fastclock_mono_coarse_ns()); /* the core clamps */
     gettime_fn vdso = atomic_load_explicit(&vdso_gettime, memory_order_relaxed);
-    if (FC_LIKELY(vdso != 0) && FC_LIKELY(!atomic_load_explicit(&shim_flags, memory_order_relaxed)) &&
-        FC_LIKELY(atomic_load_explicit(&fc_mode, memory_order_relaxed) != FC_MODE_UNINIT) &&
-        (kind == FC_REAL || FC_LIKELY(!atomic_load_explicit(&fc_coarse.floor_mono, memory_order_relaxed))))
+    if (FC_LIKELY(vdso != 0))
         return vdso(id, ts); /* coarse ids never fail: no -errno to convert */
-    return coarse_slow(kind, id, ts);
+    return fc_kernel_gettime(id, ts);
 }
 
 static SHIM_COLD time_t time_slow(time_t *t)
 {
-    struct timespec ts;
-    if ((atomic_load_explicit(&shim_flags, memory_order_relaxed) & SHIM_PASS))
+    int saved = errno;
+    int pass = pass_through(); /* decides the mode if nobody has */
+    errno = saved;
+    if (pass)
         return pass_time(t);
+    struct timespec ts;
     coarse(FC_REAL, CLOCK_REALTIME_COARSE, &ts);
-    if (atomic_load_explicit(&shim_flags, memory_order_relaxed) & SHIM_PASS)
-        return pass_time(t); /* the read above found mode system */
     if (t)
         *t = ts.tv_sec;
     return ts.tv_sec;
@@ -347,13 +362,21 @@ static SHIM_COLD int gettime_null(clockid_t id)
     return (int)syscall(SYS_clock_gettime, id, (struct timespec *)0);
 }
 
+static __attribute__((noinline)) int gettime_mono_coarse(struct timespec *ts)
+{
+    return coarse(FC_MONO, CLOCK_MONOTONIC_COARSE, ts);
+}
+
+static __attribute__((noinline)) int gettime_real_coarse(struct timespec *ts)
+{
+    return coarse(FC_REAL, CLOCK_REALTIME_COARSE, ts);
+}
+
 static __attribute__((noinline)) int gettime_other(clockid_t id, struct timespec *ts)
 {
     switch (id) {
     case CLOCK_BOOTTIME: return fine(FC_BOOT, id, ts, AS_TIMESPEC, flagged_boot);
     case CLOCK_TAI: return fine(FC_TAI, id, ts, AS_TIMESPEC, flagged_tai);
-    case CLOCK_MONOTONIC_COARSE: return coarse(FC_MONO, id, ts);
-    case CLOCK_REALTIME_COARSE: return coarse(FC_REAL, id, ts);
     default: return pass_gettime(id, ts);
     }
 }
@@ -368,6 +391,10 @@ SHIM_API int clock_gettime(clockid_t id, struct timespec *ts)
         return gettime_mono(ts);
     if (FC_LIKELY(id == CLOCK_REALTIME))
         return gettime_real(ts);
+    if (id == CLOCK_MONOTONIC_COARSE)
+        return gettime_mono_coarse(ts);
+    if (id == CLOCK_REALTIME_COARSE)
+        return gettime_real_coarse(ts);
     return gettime_other(id, ts);
 }
 
@@ -385,15 +412,16 @@ SHIM_API int gettimeofday(struct timeval *restrict tv, void *restrict tz)
 SHIM_API time_t time(time_t *t)
 {
     if (FC_LIKELY(atomic_load_explicit(&fc_coarse.mono, memory_order_acquire) != 0)) {
-        int64_t ns = fastclock_real_coarse_ns();
-        time_t s = (time_t)(ns / FC_NS_PER_SEC - (ns % FC_NS_PER_SEC < 0));
+        struct timespec ts;
+        stored(FC_REAL, AS_TIMESPEC, &ts, atomic_load_explicit(&fc_coarse.real, memory_order_relaxed));
         if (t)
-            *t = s;
-        return s;
+            *t = ts.tv_sec;
+        return ts.tv_sec;
     }
+    if (FC_UNLIKELY(atomic_load_explicit(&shim_flags, memory_order_relaxed) & SHIM_PASS))
+        return pass_time(t);
     vdso_time_fn f = atomic_load_explicit(&vdso_time, memory_order_relaxed);
-    if (FC_LIKELY(f != 0) && FC_LIKELY(!atomic_load_explicit(&shim_flags, memory_order_relaxed)) &&
-        FC_LIKELY(atomic_load_explicit(&fc_mode, memory_order_relaxed) != FC_MODE_UNINIT))
+    if (FC_LIKELY(f != 0) && FC_LIKELY(atomic_load_explicit(&coarse_asked, memory_order_relaxed)))
         return f(t);
     return time_slow(t);
 }

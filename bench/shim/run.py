@@ -38,10 +38,13 @@ def machine():
             model = line.split(":", 1)[1].strip()
         if line.startswith("flags") and " hypervisor" in line:
             hyper = "VM"
-    virt = subprocess.run(["systemd-detect-virt"], capture_output=True, text=True).stdout.strip() \
-        if shutil.which("systemd-detect-virt") else ""
-    if virt and virt != "none":
-        hyper = virt.upper() + " guest"
+    if shutil.which("systemd-detect-virt"):
+        vm = subprocess.run(["systemd-detect-virt", "--vm"], capture_output=True, text=True).stdout.strip()
+        ct = subprocess.run(["systemd-detect-virt", "--container"], capture_output=True, text=True).stdout.strip()
+        if vm and vm != "none":
+            hyper = vm.upper() + " guest"
+        if ct and ct != "none":
+            hyper += f" ({ct} container)"
     libc = " ".join(platform.libc_ver())
     return (f"{model}, {hyper}, {os.cpu_count()} vCPUs, Linux {platform.release()}, {libc}, "
             f"clocksource `{read(CS_DIR + '/current_clocksource')}` "
