@@ -57,6 +57,19 @@ static void loop_gettimeofday(long n)
     sink += s;
 }
 
+/* What clock_gettime costs where the vDSO falls back to a system call
+ * (clocksource hpet, acpi_pm, xen without a stable TSC): at least this. */
+static void loop_syscall(long n)
+{
+    struct timespec ts;
+    int64_t s = 0;
+    for (long i = 0; i < n; i++) {
+        syscall(SYS_clock_gettime, CLOCK_MONOTONIC, &ts);
+        s += ts.tv_nsec;
+    }
+    sink += s;
+}
+
 static void loop_time(long n)
 {
     int64_t s = 0;
@@ -89,6 +102,7 @@ int main(int argc, char **argv)
         {"gettimeofday", loop_gettimeofday, 1, 0},
         {"time", loop_time, 1, 0},
         {"clock_gettime(CLOCK_PROCESS_CPUTIME_ID)", loop_CLOCK_PROCESS_CPUTIME_ID, 20, 0},
+        {"syscall(SYS_clock_gettime, MONOTONIC)", loop_syscall, 20, 0},
     };
     size_t n = sizeof src / sizeof src[0];
     for (size_t s = 0; s < n; s++) {
