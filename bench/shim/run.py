@@ -164,7 +164,7 @@ def bench(args, fc, cbench):
             u = statistics.median(c_res["shim --unordered"][mono])
             print(f"\nWhere the vDSO falls back to a system call (clocksource hpet, acpi_pm, or xen without a "
                   f"stable TSC), clock_gettime costs at least the raw system call, {k:.1f} ns here (plus the "
-                  f"clocksource read itself: ~0.5-1 us on HPET); the shim's ordered MONOTONIC read is "
+                  f"clocksource read itself); the shim's ordered MONOTONIC read is "
                   f"{k / o:.1f}× faster than that, unordered {k / u:.1f}×.")
         for java, ver in jdks:
             res = j_res[ver]
