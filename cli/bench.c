@@ -74,7 +74,11 @@ static void print_text(const struct bench_result *r)
            r->hypervisor[0] ? " (" : "", r->hypervisor, r->hypervisor[0] ? " guest)" : "", r->arch, r->kernel);
     printf("clocksource %s (available: %s); counter measured at %.3f MHz\n", r->clocksource, r->available,
            r->counter_hz / 1e6);
-    printf("fastclock mode %s (%s calibrator): %s\n\n", r->fc_mode, r->fc_calibrator, r->fc_reason);
+    printf("fastclock mode %s (%s calibrator): %s\n", r->fc_mode, r->fc_calibrator, r->fc_reason);
+    if (strcmp(r->clocksource, r->clocksource_end) != 0)
+        printf("WARNING: the clocksource changed during the run (%s, then %s): the figures mix both\n",
+               r->clocksource, r->clocksource_end);
+    printf("\n");
 
     printf("Cost per call: %d interleaved rounds of ~%.2g ms batches per source; ns per call\n", r->cost_rounds,
            r->batch_ns / 1e6);
@@ -172,6 +176,7 @@ static void print_json(const struct bench_result *r, const struct bench_config *
     json_string(&j, "hypervisor", r->hypervisor[0] ? r->hypervisor : NULL);
     json_string(&j, "clocksource", r->clocksource);
     json_string(&j, "available_clocksources", r->available);
+    json_string(&j, "clocksource_at_end", r->clocksource_end);
     json_double(&j, "counter_hz", r->counter_hz > 0 ? r->counter_hz : NAN, 0);
     json_end_object(&j);
     json_begin_object(&j, "fastclock");
@@ -371,6 +376,9 @@ int cmd_bench(int argc, char **argv)
 
     static struct bench_result r; /* large: keep it off the stack */
     bench_run(&cfg, &r);
+    if (strcmp(r.clocksource, r.clocksource_end) != 0)
+        fprintf(stderr, "fastclock bench: the clocksource changed during the run (%s, then %s)\n", r.clocksource,
+                r.clocksource_end);
     if (json)
         print_json(&r, &cfg);
     else if (csv)

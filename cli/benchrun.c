@@ -312,6 +312,9 @@ void bench_run(const struct bench_config *cfg, struct bench_result *r)
         src_step(s, window, is_fc_ticks ? fc_ticks_hz : r->counter_hz);
         progress("granularity", i + 1, r->nsrc, &pc);
     }
+    struct fc_clocksource_info cs;
+    fc_clocksource_read("", &cs);
+    copy_str(r->clocksource_end, sizeof r->clocksource_end, cs.current_errno ? "unknown" : cs.current);
     r->elapsed_s = (double)(mono_raw_ns() - pc.start) / 1e9;
     if (pc.on)
         fprintf(stderr, "\r\033[K");

@@ -44,6 +44,7 @@ struct bench_result {
 
     /* The machine, to print beside the numbers. */
     char cpu[128], arch[32], kernel[128], hypervisor[48], clocksource[64], available[256];
+    char clocksource_end[64];       /* read again at the end: someone may switch it meanwhile */
     char fc_mode[32], fc_calibrator[32], fc_reason[320];
 };
 

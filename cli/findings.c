@@ -369,7 +369,8 @@ static void rule_frequency(struct ctx *c, struct findings *o)
     if (fabs(ppm) <= 1000)
         return;
     struct finding *x = add(o, SEV_WARNING, 150, "tsc-frequency-mismatch");
-    msg(x, "the counter runs at %.3f MHz measured against CLOCK_MONOTONIC_RAW, but %s says %.3f MHz (%+.0f ppm): "
+    msg(x, "the counter runs at %.3f MHz measured against CLOCK_MONOTONIC_RAW, but its nominal frequency (%s) is "
+           "%.3f MHz (%+.0f ppm): "
            "a program that converts ticks with the nominal frequency gets intervals %.2f%% wrong. This happens "
            "after a live migration to a host with a different TSC frequency without TSC scaling, or after a poor "
            "boot calibration.",

@@ -329,15 +329,15 @@ void facts_choose_frequency(struct doctor_facts *f)
     if (cpuid_exact)
         PICK(f->cpuid_tsc_hz, f->cpuid_tsc_source);
     else if (f->klog.refined_hz > 0)
-        PICK(f->klog.refined_hz, "kernel log (refined calibration)");
+        PICK(f->klog.refined_hz, "kernel log, refined calibration");
     else if (f->klog.detected_hz > 0 && f->klog.detected_is_tsc)
-        PICK(f->klog.detected_hz, "kernel log (TSC frequency)");
+        PICK(f->klog.detected_hz, "kernel log, TSC frequency");
     else if (f->cpuid_tsc_hz > 0)
         PICK(f->cpuid_tsc_hz, f->cpuid_tsc_source);
     else if (f->klog.detected_hz > 0)
-        PICK(f->klog.detected_hz, "kernel log (boot calibration)");
+        PICK(f->klog.detected_hz, "kernel log, detected at boot");
     else if (f->klog.counter_hz > 0)
-        PICK(f->klog.counter_hz, "kernel log (arch_timer)");
+        PICK(f->klog.counter_hz, "kernel log, arch_timer");
     else if (f->measured_tsc_hz > 0)
         PICK(f->measured_tsc_hz, "measured against CLOCK_MONOTONIC_RAW");
 #undef PICK

@@ -117,7 +117,8 @@ static int cost_chart(FILE *o, const struct bench_result *r, int y0)
         fprintf(o, ": median %s</title></rect>\n", value);
         fprintf(o, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" class=\"whisker\"/>\n", x1, y + ROW_H / 2, x2,
                 y + ROW_H / 2);
-        fprintf(o, "<text x=\"%.1f\" y=\"%d\" class=\"value\">%s</text>\n", fmax(PLOT_X + w, x2) + 6, y + 13, value);
+        /* Values in one column at the right: outliers make whiskers long. */
+        fprintf(o, "<text x=\"%d\" y=\"%d\" class=\"value\">%s</text>\n", PLOT_X + PLOT_W + 12, y + 13, value);
     }
     return bottom + 30;
 }

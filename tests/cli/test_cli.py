@@ -190,7 +190,7 @@ class DoctorCaptures(unittest.TestCase):
         top = d["findings"][0]
         self.assertEqual(top["severity"], "problem")
         self.assertIn("echo tsc > /sys/devices/system/clocksource/clocksource0/current_clocksource", top["fix"])
-        self.assertEqual(d["tsc"]["frequency_source"], "kernel log (refined calibration)")
+        self.assertEqual(d["tsc"]["frequency_source"], "kernel log, refined calibration")
         self.assertEqual(d["tsc"]["frequency_hz"], 2394455000)
 
     def test_capture_round_trip(self):
