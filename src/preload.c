@@ -328,13 +328,15 @@ FC_INLINE int coarse(enum fc_kind kind, clockid_t id, struct timespec *ts)
     return fc_kernel_gettime(id, ts);
 }
 
-static SHIM_COLD time_t time_slow(time_t *t)
+static time_t time_slow(time_t *t)
 {
-    int saved = errno;
-    int pass = pass_through(); /* decides the mode if nobody has */
-    errno = saved;
-    if (pass)
-        return pass_time(t);
+    if (!atomic_load_explicit(&coarse_asked, memory_order_relaxed)) {
+        int saved = errno;
+        int pass = pass_through(); /* decides the mode if nobody has */
+        errno = saved;
+        if (pass)
+            return pass_time(t);
+    }
     struct timespec ts;
     coarse(FC_REAL, CLOCK_REALTIME_COARSE, &ts);
     if (t)
@@ -423,7 +425,7 @@ SHIM_API time_t time(time_t *t)
     vdso_time_fn f = atomic_load_explicit(&vdso_time, memory_order_relaxed);
     if (FC_LIKELY(f != 0) && FC_LIKELY(atomic_load_explicit(&coarse_asked, memory_order_relaxed)))
         return f(t);
-    return time_slow(t);
+    return time_slow(t); /* first use, or no __vdso_time (not x86-64) */
 }
 
 SHIM_API int timespec_get(struct timespec *ts, int base)
