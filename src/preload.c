@@ -183,7 +183,7 @@ enum shape { AS_TIMESPEC, AS_TIMEVAL, AS_TIMESPEC_GET };
  * written, and a signal handler that updates it between our load and our
  * check only makes the check fail over to the division.
  */
-static __thread int64_t last_second[4] __attribute__((tls_model("initial-exec")));
+static __thread int64_t last_second[FC_TAI + 1] __attribute__((tls_model("initial-exec")));
 
 static __attribute__((noinline)) int64_t new_second(enum fc_kind kind, int64_t ns)
 {
