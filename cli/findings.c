@@ -138,14 +138,14 @@ static void rule_no_vdso(struct ctx *c, struct findings *o)
     if (f->vdso_present != TRI_NO)
         return;
     struct finding *x = add(o, SEV_PROBLEM, isnan(c->mono_ns) ? 500 : c->mono_ns, "no-vdso");
-    msg(x, "no vDSO is mapped into processes (AT_SYSINFO_EHDR is absent): every clock_gettime() and "
+    msg(x, "no vDSO is mapped into this process (AT_SYSINFO_EHDR is absent): every clock_gettime() and "
            "gettimeofday() is a system call, %s each here.", c->mono_cost);
     if (f->p_vdso_off)
         fix(x, "Remove `vdso=0` from the kernel command line and reboot.");
     else
-        fix(x, "Something hides the vDSO from this process (a sandbox such as gVisor, an emulator, or a kernel "
-               "built without it): run the program where the vDSO is available. Meanwhile read the clock less "
-               "often, e.g. one timestamp per request or batch.");
+        fix(x, "Something hides the vDSO from this process (valgrind, a sandbox such as gVisor, an emulator, or "
+               "a kernel built without it): run the program where the vDSO is available. Meanwhile read the "
+               "clock less often, e.g. one timestamp per request or batch.");
 }
 
 static void switch_fix(struct ctx *c, struct finding *x)
