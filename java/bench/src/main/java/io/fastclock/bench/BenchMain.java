@@ -12,20 +12,23 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
-import org.openjdk.jmh.results.Result;
+import org.openjdk.jmh.results.BenchmarkResult;
+import org.openjdk.jmh.results.IterationResult;
 import org.openjdk.jmh.results.RunResult;
 import org.openjdk.jmh.runner.Runner;
 import org.openjdk.jmh.runner.RunnerException;
 import org.openjdk.jmh.runner.options.ChainedOptionsBuilder;
 import org.openjdk.jmh.runner.options.OptionsBuilder;
 import org.openjdk.jmh.runner.options.TimeValue;
+import org.openjdk.jmh.util.ListStatistics;
+import org.openjdk.jmh.util.Statistics;
 
 /**
- * Runs the benchmarks for the Java running this, in one JMH run, and prints a
- * Markdown table: ns/op with the 99.9% confidence half-width, and each row as
- * a ratio to System.nanoTime() and to Instant.now() from the same run.
+ * Runs the benchmarks for the Java running this and prints a Markdown table:
+ * ns/op with the 99.9% confidence half-width, and each row as a ratio to
+ * System.nanoTime() and to Instant.now() from the same run.
  *
- * <pre>java [--enable-native-access=ALL-UNNAMED] -jar benchmarks.jar [--out FILE] [-f FORKS] [-wi N] [-i N] [-w SECONDS] [-r SECONDS]</pre>
+ * <pre>java [--enable-native-access=ALL-UNNAMED] -jar benchmarks.jar [--out FILE] [-f ROUNDS] [-wi N] [-i N] [-w SECONDS] [-r SECONDS]</pre>
  */
 public final class BenchMain {
     private static final String PKG = "io.fastclock.";
@@ -57,7 +60,7 @@ public final class BenchMain {
     };
 
     public static void main(String[] args) throws RunnerException, IOException {
-        int forks = 3, warmups = 3, iterations = 5;
+        int rounds = 4, warmups = 2, iterations = 4;
         double warmupSeconds = 1, iterationSeconds = 1;
         Path out = null;
         for (int i = 0; i < args.length; i++) {
@@ -67,7 +70,7 @@ public final class BenchMain {
                 usage("missing value after " + a);
             switch (a) {
             case "--out": out = Paths.get(v); break;
-            case "-f": forks = Integer.parseInt(v); break;
+            case "-f": rounds = Integer.parseInt(v); break;
             case "-wi": warmups = Integer.parseInt(v); break;
             case "-i": iterations = Integer.parseInt(v); break;
             case "-w": warmupSeconds = Double.parseDouble(v); break;
@@ -78,9 +81,12 @@ public final class BenchMain {
         }
 
         int feature = Runtime.version().feature();
+        // One fork per benchmark per round, rounds repeated: every benchmark is
+        // sampled early, middle and late, so a neighbour's load on a shared
+        // machine shifts all rows alike instead of skewing the ratios.
         ChainedOptionsBuilder o = new OptionsBuilder()
                 .include("^" + PKG.replace(".", "\\.") + "ClockBenchmarks\\.")
-                .forks(forks)
+                .forks(1)
                 .warmupIterations(warmups)
                 .warmupTime(TimeValue.milliseconds((long) (warmupSeconds * 1000)))
                 .measurementIterations(iterations)
@@ -97,14 +103,26 @@ public final class BenchMain {
                 o.include("^" + PKG.replace(".", "\\.") + "CriticalJniBenchmarks\\.");
         }
 
+        String clocksourceBefore = clocksource();
         String context = context();
         System.out.println(context);
-        Collection<RunResult> results = new Runner(o.build()).run();
-
-        Map<String, Result<?>> byName = new HashMap<>();
-        for (RunResult r : results)
-            byName.put(r.getParams().getBenchmark().substring(PKG.length()), r.getPrimaryResult());
-        String table = context + "\n" + table(byName, forks, warmups, iterations, warmupSeconds, iterationSeconds);
+        Map<String, ListStatistics> byName = new HashMap<>();
+        for (int round = 1; round <= rounds; round++) {
+            System.out.println("# fastclock: round " + round + " of " + rounds);
+            Collection<RunResult> results = new Runner(o.build()).run();
+            for (RunResult r : results) {
+                ListStatistics st = byName.computeIfAbsent(r.getParams().getBenchmark().substring(PKG.length()),
+                        k -> new ListStatistics());
+                for (BenchmarkResult br : r.getBenchmarkResults())
+                    for (IterationResult ir : br.getIterationResults())
+                        st.addValue(ir.getPrimaryResult().getScore());
+            }
+        }
+        String clocksourceAfter = clocksource();
+        if (!clocksourceBefore.equals(clocksourceAfter))
+            context += "WARNING: the kernel's clocksource changed during the run (" + clocksourceBefore + " -> "
+                    + clocksourceAfter + "): the JDK rows are not comparable\n";
+        String table = context + "\n" + table(byName, rounds, warmups, iterations, warmupSeconds, iterationSeconds);
         System.out.println();
         System.out.println(table);
         if (out != null)
@@ -113,26 +131,31 @@ public final class BenchMain {
 
     private static void usage(String why) {
         System.err.println("BenchMain: " + why
-                + "\nusage: java -jar benchmarks.jar [--out FILE] [-f FORKS] [-wi N] [-i N] [-w SECONDS] [-r SECONDS]");
+                + "\nusage: java -jar benchmarks.jar [--out FILE] [-f ROUNDS] [-wi N] [-i N] [-w SECONDS] [-r SECONDS]");
         System.exit(2);
     }
 
-    private static String table(Map<String, Result<?>> r, int forks, int warmups, int iterations, double w, double i) {
-        Result<?> nano = r.get("ClockBenchmarks.systemNanoTime");
-        Result<?> inst = r.get("ClockBenchmarks.instantNowEpochNanos");
+    private static String table(Map<String, ListStatistics> r, int rounds, int warmups, int iterations, double w,
+            double i) {
+        Statistics nano = r.get("ClockBenchmarks.systemNanoTime");
+        Statistics inst = r.get("ClockBenchmarks.instantNowEpochNanos");
         StringBuilder sb = new StringBuilder();
         sb.append(String.format(Locale.ROOT,
-                "JMH, average time, %d forks x %d x %.0f s measured (after %d x %.0f s warm-up); "
-                        + "error = 99.9%% confidence half-width; ratios from this same run.%n%n",
-                forks, iterations, i, warmups, w));
-        sb.append("| benchmark | ns/op | ± | × System.nanoTime() | × Instant.now() (epoch ns) |\n");
-        sb.append("|---|---:|---:|---:|---:|\n");
+                "JMH, average time; %d rounds over all benchmarks, each a fresh fork measuring %d x %.1f s after "
+                        + "%d x %.1f s of warm-up; ± = 99.9%% confidence half-width of the mean over the %d iterations "
+                        + "(ratio errors propagated from both); medians resist preempted iterations; "
+                        + "every ratio is from this same run.%n%n",
+                rounds, iterations, i, warmups, w, rounds * iterations));
+        sb.append("| benchmark | mean ns/op | ± | median ns/op | mean × System.nanoTime() | median × System.nanoTime() "
+                + "| mean × Instant.now() | median × Instant.now() |\n");
+        sb.append("|---|---:|---:|---:|---:|---:|---:|---:|\n");
         for (String[] row : ROWS) {
-            Result<?> x = r.get(row[0]);
+            Statistics x = r.get(row[0]);
             if (x == null)
                 continue;
-            sb.append(String.format(Locale.ROOT, "| %s | %.2f | %.2f | %s | %s |%n", row[1], x.getScore(),
-                    x.getScoreError(), ratio(x, nano), ratio(x, inst)));
+            sb.append(String.format(Locale.ROOT, "| %s | %.2f | %.2f | %.2f | %s | %s | %s | %s |%n", row[1],
+                    x.getMean(), err(x), median(x), ratio(x, nano), medianRatio(x, nano), ratio(x, inst),
+                    medianRatio(x, inst)));
         }
         sb.append('\n');
         target(sb, "FastClock.nanoTime() <= 0.6 x System.nanoTime()", r.get("ClockBenchmarks.nanoTime"), nano, 0.6);
@@ -144,34 +167,54 @@ public final class BenchMain {
     }
 
     /** a/b with the propagated error of both (independent errors, first order). */
-    private static String ratio(Result<?> a, Result<?> b) {
-        if (a == null || b == null || b.getScore() <= 0)
+    private static String ratio(Statistics a, Statistics b) {
+        if (a == null || b == null || b.getMean() <= 0)
             return "n/a";
-        double q = a.getScore() / b.getScore();
+        double q = a.getMean() / b.getMean();
         double e = q * Math.sqrt(sq(rel(a)) + sq(rel(b)));
         return String.format(Locale.ROOT, "%.2f ± %.2f", q, e);
     }
 
-    private static double rel(Result<?> x) {
-        double err = x.getScoreError();
-        return Double.isNaN(err) || x.getScore() == 0 ? 0 : err / x.getScore();
+    private static double median(Statistics x) {
+        return x.getPercentile(50);
+    }
+
+    /** Robust to the preempted iterations of a shared machine; no error bar of its own. */
+    private static String medianRatio(Statistics a, Statistics b) {
+        if (a == null || b == null || median(b) <= 0)
+            return "n/a";
+        return String.format(Locale.ROOT, "%.2f", median(a) / median(b));
+    }
+
+    private static double err(Statistics x) {
+        return x.getN() > 2 ? x.getMeanErrorAt(0.999) : Double.NaN;
+    }
+
+    private static double rel(Statistics x) {
+        double e = err(x);
+        return Double.isNaN(e) || x.getMean() == 0 ? 0 : e / x.getMean();
     }
 
     private static double sq(double x) {
         return x * x;
     }
 
-    private static void target(StringBuilder sb, String what, Result<?> a, Result<?> b, double limit) {
+    private static void target(StringBuilder sb, String what, Statistics a, Statistics b, double limit) {
         if (a == null || b == null)
             return;
-        double q = a.getScore() / b.getScore();
-        sb.append(String.format(Locale.ROOT, "- target %s: %.2f -> %s%n", what, q, q <= limit ? "met" : "NOT met"));
+        double q = a.getMean() / b.getMean(), m = median(a) / median(b);
+        sb.append(String.format(Locale.ROOT, "- target %s: mean ratio %.2f -> %s; median ratio %.2f -> %s%n", what, q,
+                q <= limit ? "met" : "NOT met", m, m <= limit ? "met" : "NOT met"));
+    }
+
+    private static String clocksource() {
+        return read("/sys/devices/system/clocksource/clocksource0/current_clocksource");
     }
 
     private static String context() {
         String cpu = firstLine("/proc/cpuinfo", "model name");
         String hyp = firstLine("/proc/cpuinfo", "flags").contains(" hypervisor") ? ", virtualised" : "";
-        String cs = read("/sys/devices/system/clocksource/clocksource0/current_clocksource");
+        String cs = clocksource();
         return String.format(Locale.ROOT,
                 "Machine: %s (%d CPUs%s), Linux %s, clocksource %s%nJava: %s %s (%s)%nfastclock: binding %s, mode %s (%s)%n",
                 cpu, Runtime.getRuntime().availableProcessors(), hyp, System.getProperty("os.version"), cs,
