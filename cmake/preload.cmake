@@ -10,12 +10,10 @@ target_link_libraries(fastclock_preload PRIVATE Threads::Threads ${CMAKE_DL_LIBS
 # -Bsymbolic-functions: the library's own calls (fastclock_mono_ns from the
 #   mode decision, ...) stay inside it.
 # --wrap: any reference to an interposed name inside the library goes to
-#   the kernel (src/preload.c __wrap_*), never back into the shim; and the
-#   calibrator thread starts only when FASTCLOCK_CALIBRATOR=thread asks.
+#   the kernel (src/preload.c __wrap_*), never back into the shim.
 target_link_options(fastclock_preload PRIVATE
   -Wl,-z,now -Wl,-z,nodelete -Wl,--no-undefined -Wl,-Bsymbolic-functions
-  -Wl,--wrap=clock_gettime -Wl,--wrap=gettimeofday -Wl,--wrap=time -Wl,--wrap=timespec_get
-  -Wl,--wrap=fc_calibrator_start)
+  -Wl,--wrap=clock_gettime -Wl,--wrap=gettimeofday -Wl,--wrap=time -Wl,--wrap=timespec_get)
 install(TARGETS fastclock_preload LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 
 # `fastclock run` looks for the shim at <its dir>/<bindir-to-libdir>/, which

@@ -56,7 +56,9 @@ int64_t fastclock_real_ns(void);
 int64_t fastclock_mono_ns_unordered(void);
 int64_t fastclock_real_ns_unordered(void);
 
-/* Cheap clocks with a resolution of about 1 ms; never ahead of the fine clocks. */
+/* Cheap clocks, ~1 ns per call while the calibrator thread ticks them
+ * (resolution ~1 ms), else the kernel's coarse clocks (a tick, ~4 ms).
+ * Monotonic; never ahead of the fine clocks by more than their error bound. */
 int64_t fastclock_mono_coarse_ns(void);
 int64_t fastclock_real_coarse_ns(void);
 

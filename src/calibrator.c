@@ -12,6 +12,12 @@
  *   - it feeds the coarse clocks every millisecond once someone uses them.
  * It runs with every signal blocked and only reads the clock through the
  * public functions, so it never holds anything a reader could wait on.
+ *
+ * File descriptors.  Programs close descriptors they did not open (daemons
+ * close everything) and reuse the numbers, so nothing outside this thread
+ * touches a descriptor of ours: wake-ups go through a futex, and the thread
+ * reads its timerfd only after timerfd_gettime shows it is still its own
+ * (a timer set for the year 36812); otherwise it makes a new one.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -20,7 +26,9 @@
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
-#include <sys/eventfd.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
@@ -42,21 +50,27 @@ static _Atomic int thread_stop;
 static _Atomic int thread_paused;    /* tests: a stalled calibrator */
 static _Atomic int coarse_wanted;
 static _Atomic int clock_set_pending;
-static int wake_fd = -1;
+static _Atomic int wake_seq; /* futex word: bumped by every wake-up request */
 
 int fc_calibrator_running(void)
 {
     return atomic_load_explicit(&thread_running, memory_order_relaxed);
 }
 
+/* Async-signal-safe; a no-op if the thread is not waiting. */
 void fc_calibrator_wake(void)
 {
-    int fd = wake_fd;
-    if (fd >= 0 && fc_calibrator_running()) {
-        uint64_t one = 1;
-        ssize_t r = write(fd, &one, sizeof one);
-        (void)r;
-    }
+    if (!fc_calibrator_running())
+        return;
+    atomic_fetch_add_explicit(&wake_seq, 1, memory_order_release);
+    syscall(SYS_futex, &wake_seq, FUTEX_WAKE_PRIVATE, INT_MAX, 0, 0, 0);
+}
+
+/* Sleep until woken or timeout_ns passes (-1: until woken). */
+static void sleep_until_woken(int seen, int64_t timeout_ns)
+{
+    struct timespec to = {.tv_sec = timeout_ns / FC_NS_PER_SEC, .tv_nsec = timeout_ns % FC_NS_PER_SEC};
+    syscall(SYS_futex, &wake_seq, FUTEX_WAIT_PRIVATE, seen, timeout_ns >= 0 ? &to : 0, 0, 0);
 }
 
 void fc_clock_was_set(void)
@@ -96,12 +110,30 @@ void fc_coarse_deactivate(void)
     atomic_store_explicit(&fc_coarse.mono, 0, memory_order_release);
 }
 
+#define FAR_FUTURE_S ((time_t)1 << 40) /* our timer never fires; only cancellation matters */
+
 static void arm_clock_set_timer(int tfd)
 {
     struct itimerspec its;
     memset(&its, 0, sizeof its);
-    its.it_value.tv_sec = (time_t)1 << 40; /* never fires; only cancellation matters */
+    its.it_value.tv_sec = FAR_FUTURE_S;
     timerfd_settime(tfd, TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET, &its, 0);
+}
+
+/* Is tfd still our timer?  A closed number fails; someone else's file is
+ * not a timerfd (EINVAL); someone else's timerfd is not set that far out. */
+static int still_our_timer(int tfd)
+{
+    struct itimerspec cur;
+    return tfd >= 0 && timerfd_gettime(tfd, &cur) == 0 && cur.it_value.tv_sec > FAR_FUTURE_S / 2;
+}
+
+static int new_clock_set_timer(void)
+{
+    int tfd = timerfd_create(CLOCK_REALTIME, TFD_CLOEXEC | TFD_NONBLOCK);
+    if (tfd >= 0)
+        arm_clock_set_timer(tfd);
+    return tfd;
 }
 
 /* Start-up check: are the CPUs' counters in step?  If not, each CPU gets its
@@ -149,9 +181,7 @@ static void *calibrator_main(void *arg)
 {
     (void)arg;
     pthread_setname_np(pthread_self(), "fastclock-cal");
-    int tfd = timerfd_create(CLOCK_REALTIME, TFD_CLOEXEC | TFD_NONBLOCK);
-    if (tfd >= 0)
-        arm_clock_set_timer(tfd);
+    int tfd = new_clock_set_timer();
     cpu_set_t allowed;
     if (sched_getaffinity(0, sizeof allowed, &allowed) != 0)
         CPU_ZERO(&allowed);
@@ -159,40 +189,49 @@ static void *calibrator_main(void *arg)
     int warp_checked = 0;
 
     while (!atomic_load_explicit(&thread_stop, memory_order_acquire)) {
+        int seen = atomic_load_explicit(&wake_seq, memory_order_acquire);
         int mode = atomic_load_explicit(&fc_mode, memory_order_acquire);
         int active = (mode == FC_MODE_TSC || mode == FC_MODE_PERCPU) &&
                      !atomic_load_explicit(&thread_paused, memory_order_acquire);
-        int64_t timeout_ns = -1;
-        if (active) {
-            int64_t now = fastclock_mono_ns();
-            struct fc_cal_stats st;
-            fc_cal_stats(&st);
-            int64_t interval = mode == FC_MODE_PERCPU ? fc_percpu_interval_ns() : st.interval_ns;
-            int64_t next = last_cal + interval;
-            if (atomic_load_explicit(&coarse_wanted, memory_order_relaxed) && last_tick + COARSE_TICK_NS < next)
-                next = last_tick + COARSE_TICK_NS;
-            if (last_adj + ADJTIMEX_POLL_NS < next)
-                next = last_adj + ADJTIMEX_POLL_NS;
-            timeout_ns = next - now;
-            if (timeout_ns < 0)
-                timeout_ns = 0;
-        } else if (mode == FC_MODE_SYSTEM) {
-            fc_coarse_deactivate();
+        if (!active) {
+            if (mode == FC_MODE_SYSTEM)
+                fc_coarse_deactivate();
+            /* Not decided yet (the first read wakes us), paused, or system. */
+            sleep_until_woken(seen, mode == FC_MODE_SYSTEM ? -1 : ADJTIMEX_POLL_NS);
+            continue;
         }
-        struct pollfd pfd[2] = {{.fd = wake_fd, .events = POLLIN}, {.fd = tfd, .events = POLLIN}};
-        struct timespec to = {.tv_sec = timeout_ns / FC_NS_PER_SEC, .tv_nsec = timeout_ns % FC_NS_PER_SEC};
-        int pr = ppoll(pfd, tfd >= 0 ? 2 : 1, timeout_ns >= 0 ? &to : 0, 0);
+        int64_t now = fastclock_mono_ns();
+        struct fc_cal_stats st;
+        fc_cal_stats(&st);
+        int64_t interval = mode == FC_MODE_PERCPU ? fc_percpu_interval_ns() : st.interval_ns;
+        int64_t next = last_cal + interval;
+        if (atomic_load_explicit(&coarse_wanted, memory_order_relaxed) && last_tick + COARSE_TICK_NS < next)
+            next = last_tick + COARSE_TICK_NS;
+        if (last_adj + ADJTIMEX_POLL_NS < next)
+            next = last_adj + ADJTIMEX_POLL_NS;
+        int64_t timeout_ns = next - now;
+        if (timeout_ns < 0)
+            timeout_ns = 0;
+
         int force = 0;
-        if (pr > 0 && (pfd[0].revents & POLLIN)) {
-            uint64_t v;
-            ssize_t rr = read(wake_fd, &v, sizeof v);
-            (void)rr;
-        }
-        if (pr > 0 && tfd >= 0 && (pfd[1].revents & POLLIN)) {
-            uint64_t v;
-            if (read(tfd, &v, sizeof v) < 0 && errno == ECANCELED)
-                force = 1; /* CLOCK_REALTIME was set (or the machine resumed): follow now */
-            arm_clock_set_timer(tfd);
+        if (tfd < 0)
+            tfd = new_clock_set_timer();
+        if (tfd >= 0) {
+            struct pollfd pfd = {.fd = tfd, .events = POLLIN};
+            struct timespec to = {.tv_sec = timeout_ns / FC_NS_PER_SEC, .tv_nsec = timeout_ns % FC_NS_PER_SEC};
+            int pr = ppoll(&pfd, 1, &to, 0);
+            if (pr > 0 && (pfd.revents & (POLLIN | POLLNVAL | POLLERR))) {
+                if (still_our_timer(tfd)) {
+                    uint64_t v;
+                    if (read(tfd, &v, sizeof v) < 0 && errno == ECANCELED)
+                        force = 1; /* CLOCK_REALTIME was set (or the machine resumed): follow now */
+                    arm_clock_set_timer(tfd);
+                } else {
+                    tfd = -1; /* the program closed it; the number is not ours to touch */
+                }
+            }
+        } else {
+            sleep_until_woken(seen, timeout_ns);
         }
         if (atomic_exchange_explicit(&clock_set_pending, 0, memory_order_acq_rel))
             force = 1;
@@ -206,17 +245,15 @@ static void *calibrator_main(void *arg)
             startup_warp_check();
             mode = atomic_load_explicit(&fc_mode, memory_order_acquire);
         }
-        int64_t now = fastclock_mono_ns();
+        now = fastclock_mono_ns();
         if (now - last_adj >= ADJTIMEX_POLL_NS) {
             last_adj = now;
             if (fc_sync_poll(now))
                 force = 1; /* NTP changed the kernel's rate: recalibrate now */
         }
-        int64_t interval;
         if (mode == FC_MODE_PERCPU) {
             interval = fc_percpu_interval_ns();
         } else {
-            struct fc_cal_stats st;
             fc_cal_stats(&st);
             interval = st.interval_ns;
         }
@@ -237,7 +274,7 @@ static void *calibrator_main(void *arg)
             last_tick = now;
         }
     }
-    if (tfd >= 0)
+    if (still_our_timer(tfd))
         close(tfd);
     return 0;
 }
@@ -245,10 +282,6 @@ static void *calibrator_main(void *arg)
 void fc_calibrator_start(void)
 {
     if (fc_calibrator_running())
-        return;
-    if (wake_fd < 0)
-        wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (wake_fd < 0)
         return;
     /* The thread must never run a signal handler: block everything it inherits. */
     sigset_t all, old;

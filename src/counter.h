@@ -6,6 +6,8 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #define FC_HAVE_COUNTER 1
+/* The kernel's name for this counter as a clocksource. */
+#define FC_COUNTER_CLOCKSOURCE "tsc"
 
 /* Bare rdtsc: cheapest, but the CPU may execute it before earlier loads. */
 static inline __attribute__((always_inline)) uint64_t fc_counter_unordered(void)
@@ -41,6 +43,7 @@ static inline __attribute__((always_inline)) void fc_cpu_relax(void)
 
 #elif defined(__aarch64__)
 #define FC_HAVE_COUNTER 1
+#define FC_COUNTER_CLOCKSOURCE "arch_sys_counter"
 
 /* The generic timer's virtual count.  Synchronised across cores by the architecture. */
 static inline __attribute__((always_inline)) uint64_t fc_counter_unordered(void)
@@ -70,6 +73,7 @@ static inline __attribute__((always_inline)) void fc_cpu_relax(void)
 
 #else
 #define FC_HAVE_COUNTER 0
+#define FC_COUNTER_CLOCKSOURCE "tsc"
 static inline uint64_t fc_counter_unordered(void) { return 0; }
 static inline uint64_t fc_counter_ordered(void) { return 0; }
 static inline uint64_t fc_counter_rdtscp(uint32_t *aux) { *aux = 0; return 0; }

@@ -102,6 +102,7 @@ const char *fc_errno_text(int e)
 {
     switch (e) {
     case EACCES: return "permission denied";
+    case EINVAL: return "invalid argument";
     case EPERM: return "operation not permitted";
     case ENOENT: return "no such file";
     case ENOTDIR: return "not a directory";

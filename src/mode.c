@@ -37,12 +37,11 @@
 _Atomic int fc_mode;
 struct fc_seam fc_seam;
 
-/* The preload shim defines a strong fc_default_lazy = 1. */
-__attribute__((weak)) const int fc_default_lazy = 0;
 
 enum fc_mode_pref { PREF_AUTO, PREF_TSC, PREF_PERCPU, PREF_SYSTEM };
 
 static _Atomic int mode_forced;
+static _Atomic int system_from_start;
 static _Atomic int calibrator_pref = -1;
 
 /* Reasons are copied into slots that are never rewritten, so a pointer
@@ -70,6 +69,12 @@ const char *fc_get_reason(void)
 {
     const char *r = atomic_load_explicit(&reason_ptr, memory_order_acquire);
     return r ? r : "not decided yet: no clock has been read";
+}
+
+int fc_system_from_start(void)
+{
+    return atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_SYSTEM &&
+           atomic_load_explicit(&system_from_start, memory_order_relaxed);
 }
 
 int fc_mode_forced(void)
@@ -168,6 +173,7 @@ static void append_ns_per_read(struct fc_buf *b, uint64_t ticks64)
 
 static void decide_system(const char *reason, int forced)
 {
+    atomic_store_explicit(&system_from_start, 1, memory_order_relaxed);
     fc_set_reason(reason);
     fc_cal_publish_system(0);
     atomic_store_explicit(&mode_forced, forced, memory_order_relaxed);
@@ -230,7 +236,7 @@ static void do_init(void)
             goto out;
         }
         trust = "the kernel's opinion of the TSC is unknown (sysfs unreadable)";
-    } else if (!fc_word_in_list(cs.available, "tsc")) {
+    } else if (!fc_word_in_list(cs.available, FC_COUNTER_CLOCKSOURCE)) {
         distrusted = 1;
         fc_buf_init(&b, trustbuf, sizeof trustbuf);
         fc_buf_str(&b, "the kernel does not trust the TSC: it is not among the available clocksources (");
@@ -244,7 +250,7 @@ static void do_init(void)
             decide_system(msg, 1);
             goto out;
         }
-    } else if (strcmp(cs.current, "tsc") == 0) {
+    } else if (strcmp(cs.current, FC_COUNTER_CLOCKSOURCE) == 0) {
         trust = "the kernel uses it as its clocksource";
     } else {
         fc_buf_init(&b, trustbuf, sizeof trustbuf);
@@ -405,6 +411,7 @@ void fc_reset_for_tests(void)
     memset(&fc_latch, 0, sizeof fc_latch);
     atomic_store(&fc_mode, FC_MODE_UNINIT);
     atomic_store(&mode_forced, 0);
+    atomic_store(&system_from_start, 0);
     atomic_store(&reason_used, 0);
     atomic_store(&reason_ptr, (const char *)0);
     atomic_store(&calibrator_pref, -1);

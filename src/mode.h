@@ -14,8 +14,12 @@ FC_HIDDEN int fc_init_in_progress_elsewhere(void);
 FC_HIDDEN void fc_set_reason(const char *reason);
 FC_HIDDEN const char *fc_get_reason(void);
 FC_HIDDEN int fc_mode_forced(void);
+/* 1 when mode system was decided at start-up (no value ever came from the
+ * counter, so the kernel's clocks may answer unclamped, e.g. libc's). */
+FC_HIDDEN int fc_system_from_start(void);
 FC_HIDDEN enum fc_calibrator_pref fc_calibrator_pref(void);
-/* Preload shim: prefer lazy calibration unless FASTCLOCK_CALIBRATOR says otherwise. */
+/* Preload shim: prefer lazy calibration unless FASTCLOCK_CALIBRATOR says
+ * otherwise (weak default in defaults.c, strong override in preload.c). */
 FC_HIDDEN extern const int fc_default_lazy;
 /* Resets everything to "never initialised" (tests only; no reader may run). */
 FC_HIDDEN void fc_reset_for_tests(void);

@@ -56,20 +56,9 @@
 #define SHIM_MAYBE_NULL(p) __asm__("" : "+r"(p))
 
 /* No calibrator thread in every process the shim is loaded into;
- * FASTCLOCK_CALIBRATOR=thread still asks for one. */
+ * FASTCLOCK_CALIBRATOR=thread still asks for one.  (Overrides the weak
+ * default of src/defaults.c.) */
 const int fc_default_lazy = 1;
-
-/* GCC folds the core's `weak const int fc_default_lazy = 0` into mode.c's
- * constructor, so the definition above does not reach it.  The link
- * therefore routes the core's calls of fc_calibrator_start here
- * (--wrap=fc_calibrator_start), and a thread starts only when asked for. */
-void __real_fc_calibrator_start(void);
-FC_HIDDEN void __wrap_fc_calibrator_start(void);
-void __wrap_fc_calibrator_start(void)
-{
-    if (fc_calibrator_pref() == FC_CAL_THREAD)
-        __real_fc_calibrator_start();
-}
 
 /* fastclock_preload_state() bits, for tests and diagnostics. */
 #define FC_PRELOAD_LOADED 1       /* always set: the shim is in this process */
@@ -154,16 +143,7 @@ static int pass_through(void)
         fc_try_init();
         mode = atomic_load_explicit(&fc_mode, memory_order_acquire);
     }
-    if (mode != FC_MODE_SYSTEM)
-        return 0;
-    uint64_t seq;
-    int64_t floor;
-    do {
-        seq = atomic_load_explicit(&fc_latch.seq, memory_order_acquire);
-        floor = FC_LOAD(&fc_latch.meta[seq & 1].floor_ns);
-        atomic_thread_fence(memory_order_acquire);
-    } while (seq != atomic_load_explicit(&fc_latch.seq, memory_order_relaxed));
-    if (floor != 0)
+    if (mode != FC_MODE_SYSTEM || !fc_system_from_start())
         return 0;
     atomic_fetch_or_explicit(&shim_flags, SHIM_PASS, memory_order_relaxed);
     return 1;

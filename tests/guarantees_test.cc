@@ -10,6 +10,7 @@
 #include <mutex>
 #include <thread>
 
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -569,4 +570,53 @@ TEST(Fork, ManyForksWhileCalibrating)
     stop = true;
     reader.join();
     EXPECT_EQ(bad, 0);
+}
+
+// Daemons close every descriptor and reuse the numbers.  The calibrator
+// must never read or write a file that took its place, and must go on.
+TEST(Descriptors, ClosedAndReusedDescriptorsAreNotTouched)
+{
+    REQUIRE_TSC();
+    fastclock_mono_ns();
+    usleep(100000); // the calibrator is up, with its timerfd
+    // Close everything but stdio, as a daemon would.
+    for (int fd = 3; fd < 1024; fd++)
+        close(fd);
+    char path[] = "/tmp/fc-fd-XXXXXX";
+    int keep = mkstemp(path);
+    ASSERT_GE(keep, 0);
+    unlink(path);
+    std::vector<int> fds;
+    for (int i = 0; i < 20; i++) {
+        int fd = dup(keep);
+        ASSERT_GE(fd, 0);
+        fds.push_back(fd);
+    }
+    const char text[] = "the program's own data";
+    ASSERT_EQ(pwrite(keep, text, sizeof text, 0), (ssize_t)sizeof text);
+    ASSERT_EQ(lseek(keep, 5, SEEK_SET), 5);
+    struct fastclock_status st;
+    fastclock_status(&st);
+    uint64_t before = st.calibrations;
+    int64_t until = kernel_ns(CLOCK_MONOTONIC) + 1200000000LL;
+    while (kernel_ns(CLOCK_MONOTONIC) < until) {
+        fastclock_mono_ns();
+        usleep(1000);
+    }
+    char back[sizeof text] = {0};
+    ASSERT_EQ(pread(keep, back, sizeof back, 0), (ssize_t)sizeof back);
+    EXPECT_STREQ(back, text);
+    EXPECT_EQ(lseek(keep, 0, SEEK_CUR), 5) << "someone read from the program's file";
+    struct stat sb;
+    ASSERT_EQ(fstat(keep, &sb), 0);
+    EXPECT_EQ(sb.st_size, (off_t)sizeof text) << "someone wrote to the program's file";
+    fastclock_status(&st);
+    EXPECT_GT(st.calibrations, before) << "calibration must go on";
+    int64_t e;
+    if (bracket_error(CLOCK_MONOTONIC, fastclock_mono_ns, &e)) {
+        EXPECT_LE(iabs(e), 1000);
+    }
+    for (int fd : fds)
+        close(fd);
+    close(keep);
 }
