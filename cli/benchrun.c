@@ -173,20 +173,6 @@ static void progress(const char *phase, int done, int total, void *ctx)
 
 /* ---- the counter's rate over the run ------------------------------------- */
 
-static void counter_pair(uint64_t *tsc, int64_t *ns)
-{
-    uint64_t best = UINT64_MAX;
-    for (int i = 0; i < 15; i++) {
-        uint64_t a = fc_counter_ordered();
-        int64_t c = mono_raw_ns();
-        uint64_t b = fc_counter_ordered();
-        if (b - a < best) {
-            best = b - a;
-            *tsc = a + (b - a) / 2;
-            *ns = c;
-        }
-    }
-}
 
 /* ---- running ------------------------------------------------------------- */
 

@@ -266,21 +266,6 @@ static void measure_steps(struct doctor_facts *f, int quick)
 
 /* ---- the counter's real rate -------------------------------------------- */
 
-/* One (counter, CLOCK_MONOTONIC_RAW) pair from the tightest of a few brackets. */
-static void counter_pair(uint64_t *tsc, int64_t *ns)
-{
-    uint64_t best = UINT64_MAX;
-    for (int i = 0; i < 15; i++) {
-        uint64_t a = fc_counter_ordered();
-        int64_t c = mono_raw_ns();
-        uint64_t b = fc_counter_ordered();
-        if (b - a < best) {
-            best = b - a;
-            *tsc = a + (b - a) / 2;
-            *ns = c;
-        }
-    }
-}
 
 static void measure_counter_hz(struct doctor_facts *f, int quick)
 {

@@ -1,6 +1,8 @@
 #define _GNU_SOURCE
 #include "util.h"
 
+#include "counter.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -113,4 +115,20 @@ int want_colour(FILE *f)
     if (term && strcmp(term, "dumb") == 0)
         return 0;
     return isatty(fileno(f));
+}
+
+/* One (counter, CLOCK_MONOTONIC_RAW) pair from the tightest of a few brackets. */
+void counter_pair(uint64_t *tsc, int64_t *ns)
+{
+    uint64_t best = UINT64_MAX;
+    for (int i = 0; i < 15; i++) {
+        uint64_t a = fc_counter_ordered();
+        int64_t c = mono_raw_ns();
+        uint64_t b = fc_counter_ordered();
+        if (b - a < best) {
+            best = b - a;
+            *tsc = a + (b - a) / 2;
+            *ns = c;
+        }
+    }
 }

@@ -34,6 +34,10 @@ char *trim(char *s);
 int64_t clock_ns(clockid_t id);
 static inline int64_t mono_raw_ns(void) { return clock_ns(CLOCK_MONOTONIC_RAW); }
 
+/* One (counter, CLOCK_MONOTONIC_RAW) pair from the tightest of a few
+ * brackets: two of them, seconds apart, give the counter's real rate. */
+void counter_pair(uint64_t *tsc, int64_t *ns);
+
 /* Human number of nanoseconds: "17.2 ns", "1.05 us", "4.00 ms", "1.00 s". */
 void format_ns(char *buf, size_t size, double ns);
 

@@ -196,6 +196,26 @@ protected:
         fastclock_status(&st);
         return st.reason;
     }
+    // Reads at a steady pace, to let calibration settle.
+    void warm_up(int reads, double step_ns)
+    {
+        for (int i = 0; i < reads; i++) {
+            sim_advance_ns(step_ns);
+            fastclock_mono_ns();
+        }
+    }
+    // A suspend: MONOTONIC stands still for `seconds` while the counter runs
+    // on (nonstop TSC) and BOOTTIME, and REALTIME if asked, jump.
+    void sleep_for(double seconds, bool realtime_jumps)
+    {
+        double mono_at_sleep = sim_mono_at(sim.tick);
+        sim.tick += uint64_t(seconds * 1e9 / sim.rate);
+        sim.anchor_tick = sim.tick;
+        sim.anchor_ns = mono_at_sleep;
+        sim.boot_off += int64_t(seconds * 1e9);
+        if (realtime_jumps)
+            sim.real_off += int64_t(seconds * 1e9);
+    }
     // One read; its error against the simulated kernel at the counter
     // value the library used.
     int64_t read_err(int64_t *value = nullptr)
@@ -292,10 +312,7 @@ TEST_F(Faults, Slews500ppmAreFollowedWithoutGoingBack)
 TEST_F(Faults, RealtimeStepsAreFollowedWithinOneInterval)
 {
     install();
-    for (int i = 0; i < 200; i++) {
-        sim_advance_ns(50e6);
-        fastclock_mono_ns();
-    }
+    warm_up(200, 50e6);
     struct fastclock_status st;
     fastclock_status(&st);
     const double interval = double(st.calibration_interval_ns);
@@ -324,10 +341,7 @@ TEST_F(Faults, RealtimeStepsAreFollowedWithinOneInterval)
 TEST_F(Faults, CounterJumpingBackwardsFallsBackWithoutGoingBack)
 {
     install();
-    for (int i = 0; i < 100; i++) {
-        sim_advance_ns(10e6);
-        fastclock_mono_ns();
-    }
+    warm_up(100, 10e6);
     int64_t before = fastclock_mono_ns();
     sim.ctr_offset -= 3000000000LL; // the counter loses ~1.2 s
     int64_t prev = before;
@@ -428,18 +442,11 @@ TEST_F(Faults, CalibrationThatCannotConvergeFallsBack)
 TEST_F(Faults, SuspendRestartsCalibrationWithoutGoingBack)
 {
     install();
-    for (int i = 0; i < 100; i++) {
-        sim_advance_ns(50e6);
-        fastclock_mono_ns();
-    }
+    warm_up(100, 50e6);
     int64_t before = fastclock_mono_ns();
     // 30 s asleep: the counter runs on (nonstop TSC), MONOTONIC stands still,
     // BOOTTIME jumps.
-    double mono_at_sleep = sim_mono_at(sim.tick);
-    sim.tick += uint64_t(30e9 / sim.rate);
-    sim.anchor_tick = sim.tick;
-    sim.anchor_ns = mono_at_sleep;
-    sim.boot_off += 30LL * 1000000000LL;
+    sleep_for(30, false);
     int64_t v, e = read_err(&v);
     EXPECT_GE(v, before);
     EXPECT_LE(fctest::iabs(e), 1000) << "first read after resume";
@@ -466,10 +473,7 @@ TEST_F(Faults, SuspendRestartsCalibrationWithoutGoingBack)
 TEST_F(Faults, NewLinesNeverUndercutOldOnes)
 {
     install();
-    for (int i = 0; i < 200; i++) {
-        sim_advance_ns(10e6);
-        fastclock_mono_ns();
-    }
+    warm_up(200, 10e6);
     for (double slew : {+300e-6, -300e-6, +2e-6, -2e-6}) {
         sim_set_rate(sim.rate * (1 + slew));
         sim_advance_ns(30e6);
@@ -691,21 +695,13 @@ TEST_F(Faults, NtpFrequencyFlipsEveryHalfSecond)
 TEST_F(Faults, SuspendWithACounterThatStops)
 {
     install();
-    for (int i = 0; i < 200; i++) {
-        sim_advance_ns(10e6);
-        fastclock_mono_ns();
-    }
+    warm_up(200, 10e6);
     int64_t before = fastclock_mono_ns();
     timespec rt;
     // 30 s asleep; the counter stops with MONOTONIC; BOOTTIME and REALTIME run on.
     sim.counter_frozen = true;
     sim.frozen_at = sim.tick;
-    double mono_at_sleep = sim_mono_at(sim.tick);
-    sim.tick += uint64_t(30e9 / sim.rate);
-    sim.anchor_tick = sim.tick;
-    sim.anchor_ns = mono_at_sleep;
-    sim.boot_off += 30LL * 1000000000LL;
-    sim.real_off += 30LL * 1000000000LL;
+    sleep_for(30, true);
     // Resume: the counter continues from where it stopped.
     sim.ctr_offset -= int64_t(sim.tick - sim.frozen_at);
     sim.counter_frozen = false;
@@ -736,17 +732,10 @@ TEST_F(Faults, SuspendWithACounterThatStops)
 TEST_F(Faults, SuspendWithACounterThatResets)
 {
     install();
-    for (int i = 0; i < 200; i++) {
-        sim_advance_ns(10e6);
-        fastclock_mono_ns();
-    }
+    warm_up(200, 10e6);
     int64_t before = fastclock_mono_ns();
     // S3: the counter restarts near zero; MONOTONIC stood still for 10 s.
-    double mono_at_sleep = sim_mono_at(sim.tick);
-    sim.tick += uint64_t(10e9 / sim.rate);
-    sim.anchor_tick = sim.tick;
-    sim.anchor_ns = mono_at_sleep;
-    sim.boot_off += 10LL * 1000000000LL;
+    sleep_for(10, false);
     sim.ctr_offset = -int64_t(sim.tick) + 1000;
     int64_t v, e = read_err(&v);
     EXPECT_GE(v, before);
@@ -769,17 +758,9 @@ TEST_F(Faults, ShortSuspendWithARunningCounterNeverGoesBack)
     // until the next calibration sees it.  Those stand; the line slews back
     // at 500 ppm rather than stepping back.
     install();
-    for (int i = 0; i < 300; i++) {
-        sim_advance_ns(10e6);
-        fastclock_mono_ns();
-    }
+    warm_up(300, 10e6);
     ASSERT_EQ(fc_test_recalibrate(), 0); // a fresh line: 0.5 s left in it
-    double mono_at_sleep = sim_mono_at(sim.tick);
-    sim.tick += uint64_t(0.2e9 / sim.rate);
-    sim.anchor_tick = sim.tick;
-    sim.anchor_ns = mono_at_sleep;
-    sim.boot_off += 200000000LL;
-    sim.real_off += 200000000LL;
+    sleep_for(0.2, true);
     int64_t prev = fastclock_mono_ns(), first_err = 0, last_err = 0;
     long back = 0;
     for (long i = 0; i < 60000; i++) { // 600 s
@@ -804,10 +785,7 @@ TEST_F(Faults, RealBoundedContainsTheKernelsTime)
     sim.maxerror_us = 5000;
     sim.esterror_us = 100;
     install();
-    for (int i = 0; i < 100; i++) {
-        sim_advance_ns(10e6);
-        fastclock_mono_ns();
-    }
+    warm_up(100, 10e6);
     int64_t lo, hi;
     ASSERT_EQ(fastclock_real_bounded(&lo, &hi), 0);
     int64_t kernel_real = sim_mono() + sim.real_off;
@@ -835,10 +813,7 @@ TEST_F(Faults, CounterRateChangeLikeALiveMigration)
     // The VM lands on a host whose TSC runs 0.3% faster, unannounced (no
     // TSC scaling).  Seen at the next calibration; never a step back.
     install();
-    for (int i = 0; i < 300; i++) {
-        sim_advance_ns(10e6);
-        fastclock_mono_ns();
-    }
+    warm_up(300, 10e6);
     auto st = status_now();
     double interval = double(st.calibration_interval_ns);
     // Re-base the counter so it stays continuous, then change its rate.
@@ -951,18 +926,10 @@ TEST(RealMachine, SwitchToPerCpuKeepsTimeMonotonicAndAccurate)
     fastclock_status(&st);
     EXPECT_STREQ(st.mode, "tsc-percpu") << st.reason;
     EXPECT_NE(std::string(st.reason).find("pretend"), std::string::npos);
-    std::vector<int64_t> errs;
-    int64_t until = fctest::kernel_ns(CLOCK_MONOTONIC) + 1500000000LL;
-    while (fctest::kernel_ns(CLOCK_MONOTONIC) < until) {
-        int64_t e;
-        if (fctest::bracket_error(CLOCK_MONOTONIC, fastclock_mono_ns, &e, 400))
-            errs.push_back(e);
-        usleep(300);
-    }
+    auto s = fctest::sample_errors(CLOCK_MONOTONIC, fastclock_mono_ns, 1.5, 400);
     stop = true;
     r1.join();
     r2.join();
-    auto s = fctest::stats_of(errs);
     fastclock_status(&st);
     std::printf("after the switch to per-CPU lines: p99 %lld max %lld ns, bound %lld ns, %d CPUs\n",
                 (long long)s.p99, (long long)s.max_abs, (long long)st.error_bound_ns, st.cpus_calibrated);
@@ -1016,19 +983,11 @@ TEST(RealMachine, PerCpuModeGuarantees)
     std::thread p1(pinned, cpus[0]), p2(pinned, cpus[cpus.size() > 1 ? 1 : 0]);
     p1.join();
     p2.join();
-    std::vector<int64_t> errs;
-    int64_t until = fctest::kernel_ns(CLOCK_MONOTONIC) + 1500000000LL;
-    while (fctest::kernel_ns(CLOCK_MONOTONIC) < until) {
-        int64_t e;
-        if (fctest::bracket_error(CLOCK_MONOTONIC, fastclock_mono_ns, &e, 400))
-            errs.push_back(e);
-        usleep(300);
-    }
+    auto s = fctest::sample_errors(CLOCK_MONOTONIC, fastclock_mono_ns, 1.5, 400);
     stop = true;
     r1.join();
     r2.join();
     fastclock_status(&st);
-    auto s = fctest::stats_of(errs);
     std::printf("tsc-percpu here: p99 %lld max %lld ns; worst cross-thread step back %lld ns against a "
                 "bound of %lld ns; %d CPUs calibrated\n",
                 (long long)s.p99, (long long)s.max_abs, (long long)worst_back, (long long)st.error_bound_ns,

@@ -205,18 +205,8 @@ TEST(Monotonic, UnorderedIsWhatItSays)
 
 static void accuracy(clockid_t c, int64_t (*ours)(void), double seconds)
 {
-    std::vector<int64_t> errs;
-    int64_t until = kernel_ns(CLOCK_MONOTONIC) + int64_t(seconds * 1e9);
     size_t unusable = 0;
-    while (kernel_ns(CLOCK_MONOTONIC) < until) {
-        int64_t e;
-        if (bracket_error(c, ours, &e))
-            errs.push_back(e);
-        else
-            unusable++;
-        usleep(150);
-    }
-    auto s = stats_of(errs);
+    auto s = sample_errors(c, ours, seconds, 250, 150, &unusable);
     std::printf("clock %d: %zu samples (%zu unusable): p50 %+lld p99 |%lld| max |%lld| ns\n", int(c), s.n,
                 unusable, (long long)s.p50, (long long)s.p99, (long long)s.max_abs);
     ASSERT_GT(s.n, 1000u);
@@ -242,17 +232,7 @@ TEST(Accuracy, DoesNotDrift)
     // A one-shot calibration drifts linearly; ours re-anchors.  Compare the
     // error distribution at the start and after 6 s.
     REQUIRE_TSC();
-    auto window = [](double secs) {
-        std::vector<int64_t> errs;
-        int64_t until = kernel_ns(CLOCK_MONOTONIC) + int64_t(secs * 1e9);
-        while (kernel_ns(CLOCK_MONOTONIC) < until) {
-            int64_t e;
-            if (bracket_error(CLOCK_MONOTONIC, fastclock_mono_ns, &e))
-                errs.push_back(e);
-            usleep(500);
-        }
-        return stats_of(errs);
-    };
+    auto window = [](double secs) { return sample_errors(CLOCK_MONOTONIC, fastclock_mono_ns, secs, 250, 500); };
     auto first = window(0.5);
     usleep(5000000);
     auto later = window(0.5);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <sched.h>
+#include <unistd.h>
 #include <pthread.h>
 
 namespace fctest {
@@ -62,6 +63,28 @@ inline ErrorStats stats_of(std::vector<int64_t> v)
     s.p99 = a[std::min(a.size() - 1, size_t(double(a.size()) * 0.99))];
     s.max_abs = a.back();
     return s;
+}
+
+// Errors of `ours` against the kernel's clock c, sampled for `seconds`
+// with a pause between samples; samples with no tight bracket are counted
+// in *unusable (when given) and left out.
+inline ErrorStats sample_errors(clockid_t c, const std::function<int64_t()> &ours, double seconds,
+                                int64_t max_width = 250, int pause_us = 300, size_t *unusable = nullptr)
+{
+    std::vector<int64_t> errs;
+    size_t bad = 0;
+    int64_t until = kernel_ns(CLOCK_MONOTONIC) + int64_t(seconds * 1e9);
+    while (kernel_ns(CLOCK_MONOTONIC) < until) {
+        int64_t e;
+        if (bracket_error(c, ours, &e, max_width))
+            errs.push_back(e);
+        else
+            bad++;
+        usleep(pause_us);
+    }
+    if (unusable)
+        *unusable = bad;
+    return stats_of(errs);
 }
 
 inline bool pin_to_cpu(int cpu)
