@@ -4,7 +4,7 @@ import java.time.Clock;
 import java.time.Instant;
 import java.time.InstantSource;
 import java.time.ZoneId;
-import java.util.HashMap;
+import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Objects;
 
@@ -196,7 +196,7 @@ public final class FastClock {
 
     /** The core's fastclock_status(), live; empty if it cannot be read. */
     static Map<String, String> nativeStatus() {
-        Map<String, String> m = new HashMap<>();
+        Map<String, String> m = new LinkedHashMap<>();
         if (!NATIVE)
             return m;
         try {

@@ -83,7 +83,7 @@ final class NativeLoader {
 
         static Config fromSystem() {
             Config c = new Config();
-            c.enabled = !"false".equalsIgnoreCase(System.getProperty("fastclock.native", "true").trim());
+            c.enabled = Props.flag("fastclock.native", true);
             c.explicitPath = emptyToNull(System.getProperty("fastclock.library.path"));
             c.osName = System.getProperty("os.name", "");
             c.osArch = System.getProperty("os.arch", "");

@@ -30,7 +30,7 @@ final class NativeCalls {
         };
         MethodHandle[] h = new MethodHandle[names.length];
         String why = null;
-        if ("false".equalsIgnoreCase(System.getProperty("fastclock.ffm", "true").trim())) {
+        if (!Props.flag("fastclock.ffm", true)) {
             why = "FFM disabled by -Dfastclock.ffm=false";
         } else {
             try {

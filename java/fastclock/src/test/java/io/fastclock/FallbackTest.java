@@ -39,4 +39,15 @@ class FallbackTest {
         assertTrue(Long.parseLong(j.get("worst_real_ns")) < 100_000, j.toString());
         assertTrue(j.stderr.isEmpty(), "nothing on stderr: " + j.stderr);
     }
+
+    @Test
+    void aMistypedSwitchIsReportedAndTheDefaultKept() throws Exception {
+        Jvm j = Jvm.probe("-Dfastclock.native=flase");
+        assertEquals(0, j.exitCode, j.toString());
+        assertEquals("true", j.get("native"), j.toString());
+        assertTrue(j.stderr.contains("ignoring -Dfastclock.native=flase (expected true or false)"), j.toString());
+
+        j = Jvm.probe("-Dfastclock.native=off");
+        assertEquals("false", j.get("native"), j.toString());
+    }
 }
