@@ -24,8 +24,8 @@ JAVA_MVN = cd java && JAVA_HOME="$(JAVA17_HOME)" $(MVN) $(MVN_FLAGS) \
 
 java-deps:
 	@scripts/ensure-deps.sh c java
-	@[ -x "$(JAVA17_HOME)/bin/java" ] || { echo "fastclock: no JDK 17 at '$(JAVA17_HOME)' (looked for /usr/lib/jvm/java-17-openjdk-*; set JAVA17_HOME)" >&2; exit 1; }
-	@[ -x "$(JAVA25_HOME)/bin/javac" ] || { echo "fastclock: no JDK 25 at '$(JAVA25_HOME)' (looked for /usr/lib/jvm/temurin-25-jdk-*; set JAVA25_HOME): the jar's Java 22+ part is compiled and tested with it" >&2; exit 1; }
+	@[ -n "$(JAVA17_HOME)" ] && [ -x "$(JAVA17_HOME)/bin/java" ] || { echo "fastclock: no JDK 17 at '$(JAVA17_HOME)' (looked for /usr/lib/jvm/java-17-openjdk-*; set JAVA17_HOME)" >&2; exit 1; }
+	@[ -n "$(JAVA25_HOME)" ] && [ -x "$(JAVA25_HOME)/bin/javac" ] || { echo "fastclock: no JDK 25 at '$(JAVA25_HOME)' (looked for /usr/lib/jvm/temurin-25-jdk-*; set JAVA25_HOME): the jar's Java 22+ part is compiled and tested with it" >&2; exit 1; }
 
 # After `build` (shared with test-c, so the two never run CMake at once).
 # Configure again: a tree first configured before the JDK was there finds jni.h now.
