@@ -101,7 +101,9 @@ struct fastclock_status {
     int64_t  kernel_maxerror_ns;  /* adjtimex maxerror now (-1 unknown) */
     int64_t  kernel_esterror_ns;  /* adjtimex esterror (-1 unknown) */
     int64_t  max_warp_cycles;     /* start-up cross-CPU warp check: largest warp, -1 if not run */
-    uint64_t reserved[3];
+    double   read_ns;             /* fastclock_mono_ns as measured at the mode decision (0: not measured) */
+    double   kernel_read_ns;      /* clock_gettime(CLOCK_MONOTONIC), measured alongside */
+    uint64_t reserved[1];
 };
 
 /* Fills *out; returns 0, or -1 with errno EFAULT for a NULL pointer.

@@ -344,6 +344,7 @@ FC_API int fastclock_status(struct fastclock_status *out)
     out->realtime_steps = st.realtime_steps;
     out->last_calibration_age_ns = -1;
     out->max_warp_cycles = ps.max_warp_cycles;
+    fc_measured_costs(&out->read_ns, &out->kernel_read_ns);
     out->last_error_ns = st.last_err_ns;
     out->max_error_ns = st.max_err_ns;
     out->sample_width_ns = st.last_width_ns;

@@ -42,6 +42,8 @@ enum fc_mode_pref { PREF_AUTO, PREF_TSC, PREF_PERCPU, PREF_SYSTEM };
 
 static _Atomic int mode_forced;
 static _Atomic int system_from_start;
+/* Costs measured at the decision, ns per read (0: not measured). */
+static _Atomic double read_ns, kernel_read_ns;
 static _Atomic int calibrator_pref = -1;
 
 /* Reasons are copied into slots that are never rewritten, so a pointer
@@ -164,11 +166,22 @@ static void compare_costs(uint64_t *ours, uint64_t *kernel)
 }
 
 /* Ticks for 64 reads (compare_costs), as ns per read with one decimal. */
-static void append_ns_per_read(struct fc_buf *b, uint64_t ticks64)
+static double ns_per_read(uint64_t ticks64)
 {
     struct fc_cal_stats st;
     fc_cal_stats(&st);
-    fc_buf_fixed(b, (double)ticks64 * st.rate_ns_per_tick / 64.0, 1);
+    return (double)ticks64 * st.rate_ns_per_tick / 64.0;
+}
+
+static void append_ns_per_read(struct fc_buf *b, uint64_t ticks64)
+{
+    fc_buf_fixed(b, ns_per_read(ticks64), 1);
+}
+
+void fc_measured_costs(double *ours, double *kernel)
+{
+    *ours = atomic_load_explicit(&read_ns, memory_order_relaxed);
+    *kernel = atomic_load_explicit(&kernel_read_ns, memory_order_relaxed);
 }
 
 static void decide_system(const char *reason, int forced)
@@ -308,6 +321,8 @@ static void do_init(void)
     uint64_t ours = 0, kernel = 0;
     if (!fc_seam.skip_speed_check && !fc_seam.counter) {
         compare_costs(&ours, &kernel);
+        atomic_store_explicit(&read_ns, ns_per_read(ours), memory_order_relaxed);
+        atomic_store_explicit(&kernel_read_ns, ns_per_read(kernel), memory_order_relaxed);
         if (pref == PREF_AUTO && ours >= kernel) {
             fc_buf_init(&b, msg, sizeof msg);
             fc_buf_str(&b, "clock_gettime is already as fast as the counter here (");
@@ -412,6 +427,8 @@ void fc_reset_for_tests(void)
     atomic_store(&fc_mode, FC_MODE_UNINIT);
     atomic_store(&mode_forced, 0);
     atomic_store(&system_from_start, 0);
+    atomic_store(&read_ns, 0.0);
+    atomic_store(&kernel_read_ns, 0.0);
     atomic_store(&reason_used, 0);
     atomic_store(&reason_ptr, (const char *)0);
     atomic_store(&calibrator_pref, -1);

@@ -17,6 +17,9 @@ FC_HIDDEN int fc_mode_forced(void);
 /* 1 when mode system was decided at start-up (no value ever came from the
  * counter, so the kernel's clocks may answer unclamped, e.g. libc's). */
 FC_HIDDEN int fc_system_from_start(void);
+/* ns per read of fastclock_mono_ns and of the kernel's clock, as measured at
+ * the mode decision (0 when not measured). */
+FC_HIDDEN void fc_measured_costs(double *ours, double *kernel);
 FC_HIDDEN enum fc_calibrator_pref fc_calibrator_pref(void);
 /* Preload shim: prefer lazy calibration unless FASTCLOCK_CALIBRATOR says
  * otherwise (weak default in defaults.c, strong override in preload.c). */

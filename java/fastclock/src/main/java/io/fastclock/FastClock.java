@@ -45,25 +45,70 @@ public final class FastClock {
     private static final boolean NATIVE;
     /** Where the library came from, or why there is none. */
     private static final String LOAD_DETAIL;
+    /**
+     * nanoTime() and currentTimeMillis() answered by the JDK's own clocks: over
+     * plain JNI (Java 17-21) the call costs more than fastclock saves wherever the
+     * kernel's clock_gettime is already fast (a tsc clocksource).  Same timelines,
+     * same ordering, and never slower than System's; on HPET or Xen machines the
+     * JDK's clocks are slow and fastclock answers.  -Dfastclock.preferJdkClocks=false
+     * turns this off (e.g. with -XX:+CriticalJNINatives, whose calls are cheap).
+     */
+    private static final boolean JDK_CLOCKS;
+    private static final String JDK_CLOCKS_WHY;
+    /** A plain JNI call from HotSpot on x86-64 (measured 6.5-7 ns: the no-op benchmark). */
+    static final double JNI_CALL_NS = 6.0;
 
     static {
-        boolean nat = false;
-        String detail;
+        boolean nat = false, jdk = false;
+        String detail, why = "fastclock answers";
         try {
             NativeLoader.Result r = NativeLoader.load(NativeLoader.Config.fromSystem());
             detail = r.detail;
             if (r.loaded) {
                 // A plain JNI call first: it settles the core's mode decision before
                 // any critical FFM call runs, and proves the library answers.
-                Jni.status();
-                NativeCalls.binding();
+                Map<String, String> st = parseStatus(Jni.status());
+                String binding = NativeCalls.binding();
                 nat = true;
+                double read = parseDouble(st.get("read_ns")), kernel = parseDouble(st.get("kernel_read_ns"));
+                if (preferJdkClocks(binding, read, kernel) && Props.flag("fastclock.preferJdkClocks", true)) {
+                    jdk = true;
+                    why = String.format(java.util.Locale.ROOT,
+                            "System.nanoTime()/currentTimeMillis() (a JNI call, ~%.0f ns, plus fastclock's "
+                                    + "%.1f ns read is no faster than the kernel's %.1f ns here)",
+                            JNI_CALL_NS, read, kernel);
+                }
             }
         } catch (Throwable t) {
             detail = "the native library is unusable (" + t + ")";
         }
         NATIVE = nat;
         LOAD_DETAIL = detail;
+        JDK_CLOCKS = jdk;
+        JDK_CLOCKS_WHY = why;
+    }
+
+    /** Whether the JDK's own fine clocks are at least as fast as reaching fastclock this way. */
+    static boolean preferJdkClocks(String binding, double readNs, double kernelReadNs) {
+        return "jni".equals(binding) && readNs > 0 && kernelReadNs > 0 && readNs + JNI_CALL_NS >= kernelReadNs;
+    }
+
+    private static double parseDouble(String s) {
+        try {
+            return s == null ? 0 : Double.parseDouble(s.trim());
+        } catch (NumberFormatException e) {
+            return 0;
+        }
+    }
+
+    private static Map<String, String> parseStatus(String text) {
+        Map<String, String> m = new LinkedHashMap<>();
+        for (String line : text.split("\n")) {
+            int eq = line.indexOf('=');
+            if (eq > 0)
+                m.put(line.substring(0, eq), line.substring(eq + 1));
+        }
+        return m;
     }
 
     private static final InstantSource SOURCE = new Source();
@@ -77,7 +122,7 @@ public final class FastClock {
      * on Linux, and monotonic across threads in the happens-before sense.
      */
     public static long nanoTime() {
-        return NATIVE ? NativeCalls.monoNs() : System.nanoTime();
+        return NATIVE && !JDK_CLOCKS ? NativeCalls.monoNs() : System.nanoTime();
     }
 
     /**
@@ -111,8 +156,13 @@ public final class FastClock {
         return Math.floorDiv(currentTimeNanos(), 1000L);
     }
 
-    /** Milliseconds since the Unix epoch, UTC; the same instant as {@link #currentTimeNanos()}. */
+    /**
+     * Milliseconds since the Unix epoch, UTC; the instant of {@link #currentTimeNanos()}
+     * (to within the core's error bound where the JDK's clock answers, see {@link #status()}).
+     */
     public static long currentTimeMillis() {
+        if (JDK_CLOCKS)
+            return System.currentTimeMillis();
         return Math.floorDiv(currentTimeNanos(), NANOS_PER_MILLI);
     }
 
@@ -182,6 +232,7 @@ public final class FastClock {
         sb.append("binding=").append(binding()).append('\n');
         if (NATIVE) {
             sb.append("library=").append(LOAD_DETAIL).append('\n');
+            sb.append("nanoTime/currentTimeMillis=").append(JDK_CLOCKS_WHY).append('\n');
             String noFfm = NativeCalls.ffmUnavailable();
             if (noFfm != null)
                 sb.append("ffm=").append(noFfm).append('\n');
@@ -200,11 +251,7 @@ public final class FastClock {
         if (!NATIVE)
             return m;
         try {
-            for (String line : Jni.status().split("\n")) {
-                int eq = line.indexOf('=');
-                if (eq > 0)
-                    m.put(line.substring(0, eq), line.substring(eq + 1));
-            }
+            m.putAll(parseStatus(Jni.status()));
         } catch (Throwable t) {
             m.put("error", t.toString());
         }
