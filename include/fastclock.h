@@ -57,7 +57,8 @@ int64_t fastclock_mono_ns_unordered(void);
 int64_t fastclock_real_ns_unordered(void);
 
 /* Cheap clocks, ~1 ns per call while the calibrator thread ticks them
- * (resolution ~1 ms), else the kernel's coarse clocks (a tick, ~4 ms).
+ * (every ~1 ms; on a busy machine they lag further by as long as that thread
+ * waits for a CPU), else the kernel's coarse clocks (a tick, ~4 ms).
  * Monotonic; never ahead of the fine clocks by more than their error bound. */
 int64_t fastclock_mono_coarse_ns(void);
 int64_t fastclock_real_coarse_ns(void);

@@ -128,8 +128,11 @@ static int in_shim(void *addr)
 /* A coarse clock must never be ahead of its fine clock (ref), and never
  * behind both the kernel's own coarse clock (which lags the fine one by a
  * tick, more when ticks are skipped on idle CPUs) and one tick of the fine
- * clock (fastclock's calibrator thread feeds its coarse clocks from the
- * fine ones). */
+ * clock.  When fastclock's calibrator thread serves the coarse clocks from
+ * memory (every ~1 ms), they also lag by however long that thread waits for
+ * a CPU: the documented allowance is 50 ms of scheduling delay (seen: 7 ms
+ * on this 2-CPU VM under load). */
+#define TICKER_SCHEDULING_NS (50 * 1000000LL)
 struct clock_case {
     const char *name;
     clockid_t id;      /* read through the shim */
@@ -202,6 +205,11 @@ static void check_accuracy(double seconds, int quiet)
     struct agreement acc[N_SERVED + 3];
     memset(acc, 0, sizeof acc);
     int64_t tick = coarse_resolution_ns();
+    struct fastclock_status st0;
+    shim_status(&st0);
+    /* Thread mode: the ticker's scheduling delay comes on top of a tick. */
+    if (strcmp(st0.calibrator, "thread") == 0)
+        tick += TICKER_SCHEDULING_NS;
     int64_t end = sys_ns(CLOCK_MONOTONIC) + (int64_t)(seconds * NS);
     int64_t bound = allowed_error();
     for (long round = 0; round == 0 || sys_ns(CLOCK_MONOTONIC) < end; round++) {
