@@ -25,6 +25,14 @@
 
 struct fc_latch fc_latch;
 struct fc_coarse fc_coarse;
+__thread int64_t fc_last_second[FC_TAI + 1] __attribute__((tls_model("initial-exec")));
+
+__attribute__((noinline)) int64_t fc_new_second(enum fc_kind kind, int64_t ns)
+{
+    int64_t sec = ns / FC_NS_PER_SEC - (ns % FC_NS_PER_SEC < 0);
+    fc_last_second[kind] = sec;
+    return sec;
+}
 static _Atomic uint64_t fallback_reads;
 
 /* ---------------------------------------------------------------- fast path */
@@ -227,7 +235,8 @@ FC_API int64_t fastclock_ticks_to_ns(uint64_t ticks)
 
 FC_API int fastclock_gettime(clockid_t id, struct timespec *ts)
 {
-    int64_t ns;
+    int64_t ns, rem;
+    enum fc_kind kind;
     if (FC_UNLIKELY(!ts)) {
         /* libc would crash in the vDSO; the kernel says EINVAL or EFAULT. */
         if (fc_seam.kernel_gettime)
@@ -235,15 +244,16 @@ FC_API int fastclock_gettime(clockid_t id, struct timespec *ts)
         return (int)syscall(SYS_clock_gettime, id, ts);
     }
     switch (id) {
-    case CLOCK_MONOTONIC: ns = fc_read(FC_MONO, 1); break;
-    case CLOCK_REALTIME: ns = fc_read(FC_REAL, 1); break;
-    case CLOCK_MONOTONIC_COARSE: ns = fastclock_mono_coarse_ns(); break;
-    case CLOCK_REALTIME_COARSE: ns = fastclock_real_coarse_ns(); break;
-    case CLOCK_BOOTTIME: ns = fc_read(FC_BOOT, 1); break;
-    case CLOCK_TAI: ns = fc_read(FC_TAI, 1); break;
+    case CLOCK_MONOTONIC: kind = FC_MONO; ns = fc_read(FC_MONO, 1); break;
+    case CLOCK_REALTIME: kind = FC_REAL; ns = fc_read(FC_REAL, 1); break;
+    case CLOCK_MONOTONIC_COARSE: kind = FC_MONO; ns = fastclock_mono_coarse_ns(); break;
+    case CLOCK_REALTIME_COARSE: kind = FC_REAL; ns = fastclock_real_coarse_ns(); break;
+    case CLOCK_BOOTTIME: kind = FC_BOOT; ns = fc_read(FC_BOOT, 1); break;
+    case CLOCK_TAI: kind = FC_TAI; ns = fc_read(FC_TAI, 1); break;
     default: return fc_kernel_gettime(id, ts);
     }
-    fc_ns_to_ts(ns, ts);
+    ts->tv_sec = (time_t)fc_split_seconds(kind, ns, &rem);
+    ts->tv_nsec = (long)rem;
     return 0;
 }
 
@@ -253,11 +263,9 @@ FC_API int fastclock_gettimeofday(struct timeval *tv, void *tz)
         return fc_kernel_gettimeofday(tv, tz); /* the kernel's timezone, and its time */
     if (!tv)
         return 0;
-    int64_t ns = fc_read(FC_REAL, 1);
-    int64_t us = ns / 1000, sec = us / 1000000, rem = us % 1000000;
-    if (rem < 0) { rem += 1000000; sec -= 1; }
-    tv->tv_sec = (time_t)sec;
-    tv->tv_usec = (suseconds_t)rem;
+    int64_t rem;
+    tv->tv_sec = (time_t)fc_split_seconds(FC_REAL, fc_read(FC_REAL, 1), &rem);
+    tv->tv_usec = (suseconds_t)(rem / 1000);
     return 0;
 }
 

@@ -197,6 +197,29 @@ FC_INLINE void fc_ns_to_ts(int64_t ns, struct timespec *ts)
     ts->tv_nsec = (long)rem;
 }
 
+/*
+ * Splitting ns into seconds is a division by 10^9: a chain of multiplies
+ * after the counter read that costs as much as the rest of a read.  Each
+ * thread remembers the second it last returned per timeline, so most splits
+ * only subtract and compare.  Thread-local, so nothing shared is written;
+ * a signal handler that changes it between our load and our check only
+ * makes the check fail over to the division.
+ */
+FC_HIDDEN extern __thread int64_t fc_last_second[FC_TAI + 1] __attribute__((tls_model("initial-exec")));
+FC_HIDDEN int64_t fc_new_second(enum fc_kind kind, int64_t ns);
+
+FC_INLINE int64_t fc_split_seconds(enum fc_kind kind, int64_t ns, int64_t *rem_ns)
+{
+    int64_t sec = fc_last_second[kind];
+    uint64_t rem = (uint64_t)(ns - sec * FC_NS_PER_SEC);
+    if (FC_UNLIKELY(rem >= (uint64_t)FC_NS_PER_SEC)) {
+        sec = fc_new_second(kind, ns);
+        rem = (uint64_t)(ns - sec * FC_NS_PER_SEC);
+    }
+    *rem_ns = (int64_t)rem;
+    return sec;
+}
+
 /* ---- test seam (seam.h, testing.c) ---- */
 #include "seam.h"
 FC_HIDDEN extern struct fc_seam fc_seam;

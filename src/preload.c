@@ -154,32 +154,12 @@ static int pass_through(void)
 /* The three shapes the fine clocks are asked for in. */
 enum shape { AS_TIMESPEC, AS_TIMEVAL, AS_TIMESPEC_GET };
 
-/*
- * Splitting nanoseconds into seconds is a division by 10^9: a chain of
- * multiplies after the counter read that costs as much as the rest of the
- * read.  Each thread remembers the second it last returned for each
- * timeline, so most reads only subtract and compare; a new second divides
- * once.  One 64-bit word per timeline, thread-local: nothing shared is
- * written, and a signal handler that updates it between our load and our
- * check only makes the check fail over to the division.
- */
-static __thread int64_t last_second[FC_TAI + 1] __attribute__((tls_model("initial-exec")));
-
-static __attribute__((noinline)) int64_t new_second(enum fc_kind kind, int64_t ns)
-{
-    int64_t sec = ns / FC_NS_PER_SEC - (ns % FC_NS_PER_SEC < 0);
-    last_second[kind] = sec;
-    return sec;
-}
-
+/* ns into the caller's shape; the per-thread second cache of the core
+ * (fc_split_seconds) saves the division by 10^9 on most reads. */
 FC_INLINE int stored(enum fc_kind kind, enum shape shape, void *out, int64_t ns)
 {
-    int64_t sec = last_second[kind];
-    uint64_t rem = (uint64_t)(ns - sec * FC_NS_PER_SEC);
-    if (FC_UNLIKELY(rem >= (uint64_t)FC_NS_PER_SEC)) {
-        sec = new_second(kind, ns);
-        rem = (uint64_t)(ns - sec * FC_NS_PER_SEC);
-    }
+    int64_t rem;
+    int64_t sec = fc_split_seconds(kind, ns, &rem);
     if (shape == AS_TIMEVAL) {
         struct timeval *tv = out;
         tv->tv_sec = (time_t)sec;
