@@ -39,7 +39,7 @@ static void usage(FILE *f)
             "fastclock.  Children inherit it.  The exit status is COMMAND's.\n"
             "\n"
             "options:\n"
-            "  --mode auto|tsc|system        sets FASTCLOCK_MODE (system: pure pass-through)\n"
+            "  --mode auto|tsc|percpu|system sets FASTCLOCK_MODE (system: pure pass-through)\n"
             "  --calibrator auto|thread|lazy sets FASTCLOCK_CALIBRATOR (default for the shim:\n"
             "                                lazy, no thread; thread follows REALTIME steps at once)\n"
             "  --unordered                   sets FASTCLOCK_UNORDERED=1: no counter fence, about\n"
@@ -188,7 +188,7 @@ static void warn_if_not_preloadable(const char *cmd)
 
 int cmd_run(int argc, char **argv)
 {
-    static const char *const modes[] = {"auto", "tsc", "system", NULL};
+    static const char *const modes[] = {"auto", "tsc", "percpu", "system", NULL};
     static const char *const calibrators[] = {"auto", "thread", "lazy", NULL};
     const char *mode = NULL, *calibrator = NULL;
     int unordered = 0;
