@@ -76,7 +76,7 @@ printf '#!/nonexistent/interpreter\n' >"$tmp/badinterp" && chmod +x "$tmp/badint
 expect "a script whose interpreter is missing" 126 "interpreter or loader was not found" -- "$fc" run -- "$tmp/badinterp"
 expect "no command" 125 "no command given" -- "$fc" run
 expect "no command after --" 125 "no command given" -- "$fc" run --mode tsc --
-expect "an invalid --mode" 125 "--mode needs one of: auto tsc system (got 'fast')" -- "$fc" run --mode fast -- true
+expect "an invalid --mode" 125 "--mode needs one of: auto tsc percpu system (got 'fast')" -- "$fc" run --mode fast -- true
 expect "--mode without a value" 125 "--mode needs one of" -- "$fc" run --mode
 expect "an invalid --calibrator" 125 "--calibrator needs one of" -- "$fc" run --calibrator=x -- true
 expect "an unknown option" 125 "unknown option '--frobnicate'" -- "$fc" run --frobnicate -- true
