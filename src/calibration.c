@@ -617,13 +617,16 @@ static int note_reset_and_check(struct fc_cal_state *cs, int64_t mono_now)
 }
 
 /* A per-CPU track that cannot be calibrated is given up after 15 s; the
- * global one falls back to mode system at once when the counter misbehaves. */
+ * global one falls back to mode system at once when the counter misbehaves.
+ * mono_now 0: read the kernel's clock here (only failures need it). */
 static int track_failure(const struct fc_track *t, const char *global_reason, int64_t mono_now)
 {
     if (t->cpu < 0 && global_reason) {
         fc_cal_fail_to_system(global_reason);
         return FC_RECAL_FAILED;
     }
+    if (!mono_now)
+        mono_now = fc_kernel_ns(CLOCK_MONOTONIC);
     if (!t->cs->failing_since)
         t->cs->failing_since = mono_now ? mono_now : 1;
     if (mono_now - t->cs->failing_since >= FC_GIVE_UP_NS)
@@ -635,21 +638,20 @@ int fc_track_recalibrate(const struct fc_track *t)
 {
     struct fc_cal_state *cs = t->cs;
     struct fc_sample s;
-    int64_t now_k = fc_kernel_ns(CLOCK_MONOTONIC);
     int r = fc_cal_sample(&s, FC_SAMPLE_TRIES, t->cpu);
     if (r == FC_SAMPLE_BACKWARDS)
-        return track_failure(t, "the time-stamp counter went backwards between two ordered reads", now_k);
+        return track_failure(t, "the time-stamp counter went backwards between two ordered reads", 0);
     if (r == FC_SAMPLE_ERROR) {
         if (++cs->noisy_in_a_row > 50)
-            return track_failure(t, "the kernel's clocks could not be read for calibration", now_k);
-        return track_failure(t, 0, now_k);
+            return track_failure(t, "the kernel's clocks could not be read for calibration", 0);
+        return track_failure(t, 0, 0);
     }
     if (r != FC_SAMPLE_OK || (double)s.width * cs->rate > FC_MAX_WIDTH_NS) {
         /* Preempted or migrated in every try.  Keep the line; give up only if it lasts. */
         if (++cs->noisy_in_a_row > 50)
             return track_failure(t, "calibration cannot converge: reads of the kernel clock are "
-                                    "too slow or too often interrupted", now_k);
-        return track_failure(t, 0, now_k);
+                                    "too slow or too often interrupted", 0);
+        return track_failure(t, 0, 0);
     }
     cs->noisy_in_a_row = 0;
     if (fc_sync_poll(s.mono) && cs->n > 1) {
@@ -670,7 +672,7 @@ int fc_track_recalibrate(const struct fc_track *t)
     if (s.t <= last->t && !suspended) {
         if (t->cpu < 0)
             return track_failure(t, "the time-stamp counter went backwards between calibrations: "
-                                    "counters are not synchronised across CPUs or were reset", now_k);
+                                    "counters are not synchronised across CPUs or were reset", 0);
         suspended = 1; /* one CPU's counter was reset: start its line over */
     }
     if (suspended) {

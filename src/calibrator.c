@@ -177,6 +177,16 @@ static void calibrate_every_cpu(const cpu_set_t *allowed, int force)
     pthread_setaffinity_np(pthread_self(), sizeof *allowed, allowed);
 }
 
+/* How often the lines of this mode want recalibrating now. */
+static int64_t interval_ns(int mode)
+{
+    if (mode == FC_MODE_PERCPU)
+        return fc_percpu_interval_ns();
+    struct fc_cal_stats st;
+    fc_cal_stats(&st);
+    return st.interval_ns;
+}
+
 static void *calibrator_main(void *arg)
 {
     (void)arg;
@@ -201,10 +211,7 @@ static void *calibrator_main(void *arg)
             continue;
         }
         int64_t now = fastclock_mono_ns();
-        struct fc_cal_stats st;
-        fc_cal_stats(&st);
-        int64_t interval = mode == FC_MODE_PERCPU ? fc_percpu_interval_ns() : st.interval_ns;
-        int64_t next = last_cal + interval;
+        int64_t next = last_cal + interval_ns(mode);
         if (atomic_load_explicit(&coarse_wanted, memory_order_relaxed) && last_tick + COARSE_TICK_NS < next)
             next = last_tick + COARSE_TICK_NS;
         if (last_adj + ADJTIMEX_POLL_NS < next)
@@ -251,13 +258,7 @@ static void *calibrator_main(void *arg)
             if (fc_sync_poll(now))
                 force = 1; /* NTP changed the kernel's rate: recalibrate now */
         }
-        if (mode == FC_MODE_PERCPU) {
-            interval = fc_percpu_interval_ns();
-        } else {
-            fc_cal_stats(&st);
-            interval = st.interval_ns;
-        }
-        if (force || now - last_cal >= interval) {
+        if (force || now - last_cal >= interval_ns(mode)) {
             if (mode == FC_MODE_TSC) {
                 if (fc_cal_trylock()) {
                     if (atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_TSC)

@@ -63,31 +63,7 @@ struct fc_full {
 
 static void snapshot_full(struct fc_full *f, int ordered)
 {
-    uint64_t seq;
-    do {
-        seq = atomic_load_explicit(&fc_latch.seq, memory_order_acquire);
-        const uint64_t *src = (const uint64_t *)&fc_latch.line[seq & 1];
-        uint64_t *dst = (uint64_t *)&f->l;
-        for (unsigned i = 0; i < sizeof f->l / 8; i++)
-            dst[i] = FC_LOAD(&src[i]);
-        src = (const uint64_t *)&fc_latch.meta[seq & 1];
-        dst = (uint64_t *)&f->m;
-        for (unsigned i = 0; i < sizeof f->m / 8; i++)
-            dst[i] = FC_LOAD(&src[i]);
-        f->t = fc_now_counter(ordered);
-        atomic_thread_fence(memory_order_acquire);
-    } while (seq != atomic_load_explicit(&fc_latch.seq, memory_order_relaxed));
-    f->seq = seq;
-}
-
-static clockid_t kind_clock(enum fc_kind kind)
-{
-    switch (kind) {
-    case FC_REAL: return CLOCK_REALTIME;
-    case FC_BOOT: return CLOCK_BOOTTIME;
-    case FC_TAI: return CLOCK_TAI;
-    default: return CLOCK_MONOTONIC;
-    }
+    f->seq = fc_latch_copy(&fc_latch, &f->l, &f->m, &f->t, ordered);
 }
 
 static int64_t line_value(const struct fc_full *f, enum fc_kind kind, int64_t d)
@@ -104,7 +80,7 @@ static int64_t line_value(const struct fc_full *f, enum fc_kind kind, int64_t d)
  */
 static int fallback_read(enum fc_kind kind, const struct fc_full *f, int64_t *out)
 {
-    int64_t k = fc_kernel_ns(kind_clock(kind));
+    int64_t k = fc_kernel_ns(fc_kind_clock(kind));
     if (atomic_load_explicit(&fc_latch.seq, memory_order_acquire) != f->seq)
         return 0;
     if (kind == FC_MONO || kind == FC_BOOT) {

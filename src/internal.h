@@ -137,25 +137,6 @@ FC_INLINE int fc_snapshot(struct fc_snap *s, enum fc_kind kind, int ordered)
     return 1;
 }
 
-/* A consistent copy of a latch's current line and meta (slow paths). */
-FC_INLINE uint64_t fc_latch_copy(const struct fc_latch *latch, struct fc_line *l, struct fc_meta *m)
-{
-    uint64_t seq;
-    do {
-        seq = atomic_load_explicit(&latch->seq, memory_order_acquire);
-        const uint64_t *src = (const uint64_t *)&latch->line[seq & 1];
-        uint64_t *dst = (uint64_t *)l;
-        for (unsigned i = 0; i < sizeof *l / 8; i++)
-            dst[i] = FC_LOAD(&src[i]);
-        src = (const uint64_t *)&latch->meta[seq & 1];
-        dst = (uint64_t *)m;
-        for (unsigned i = 0; i < sizeof *m / 8; i++)
-            dst[i] = FC_LOAD(&src[i]);
-        atomic_thread_fence(memory_order_acquire);
-    } while (seq != atomic_load_explicit(&latch->seq, memory_order_relaxed));
-    return seq;
-}
-
 /* Evaluate a line at d = t - base_tsc ticks (d may be negative when the
  * pivot lies ahead; the product is exact in 128 bits). */
 FC_INLINE int64_t fc_eval(int64_t base_ns, uint64_t base_frac, int64_t mult, int64_t d)
@@ -239,5 +220,40 @@ FC_INLINE uint64_t fc_now_counter_aux(uint32_t *aux)
     return fc_counter_rdtscp(aux);
 }
 #define FC_AUX_CPU(aux) ((int)((aux) & 0xfff))
+
+/* A consistent copy of a latch's current line and meta (slow paths).  With
+ * t, the counter is read inside the same window, so a value computed from
+ * this line was sampled before the next line became visible. */
+FC_INLINE uint64_t fc_latch_copy(const struct fc_latch *latch, struct fc_line *l, struct fc_meta *m,
+                                 uint64_t *t, int ordered)
+{
+    uint64_t seq;
+    do {
+        seq = atomic_load_explicit(&latch->seq, memory_order_acquire);
+        const uint64_t *src = (const uint64_t *)&latch->line[seq & 1];
+        uint64_t *dst = (uint64_t *)l;
+        for (unsigned i = 0; i < sizeof *l / 8; i++)
+            dst[i] = FC_LOAD(&src[i]);
+        src = (const uint64_t *)&latch->meta[seq & 1];
+        dst = (uint64_t *)m;
+        for (unsigned i = 0; i < sizeof *m / 8; i++)
+            dst[i] = FC_LOAD(&src[i]);
+        if (t)
+            *t = fc_now_counter(ordered);
+        atomic_thread_fence(memory_order_acquire);
+    } while (seq != atomic_load_explicit(&latch->seq, memory_order_relaxed));
+    return seq;
+}
+
+/* The kernel's clock behind each kind. */
+FC_INLINE clockid_t fc_kind_clock(enum fc_kind kind)
+{
+    switch (kind) {
+    case FC_REAL: return CLOCK_REALTIME;
+    case FC_BOOT: return CLOCK_BOOTTIME;
+    case FC_TAI: return CLOCK_TAI;
+    default: return CLOCK_MONOTONIC;
+    }
+}
 
 #endif

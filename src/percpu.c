@@ -213,23 +213,6 @@ static void calibrate_slot(struct fc_cpu_slot *sl, int cpu)
     }
 }
 
-struct snap {
-    struct fc_line l;
-    struct fc_meta m;
-};
-
-static void read_slot(struct fc_latch *latch, struct snap *s)
-{
-    fc_latch_copy(latch, &s->l, &s->m);
-}
-
-static clockid_t kind_clock(enum fc_kind kind)
-{
-    return kind == FC_REAL ? CLOCK_REALTIME : kind == FC_BOOT ? CLOCK_BOOTTIME
-                                          : kind == FC_TAI   ? CLOCK_TAI
-                                                             : CLOCK_MONOTONIC;
-}
-
 int64_t fc_percpu_read(enum fc_kind kind)
 {
     struct fc_cpu_slot *base = atomic_load_explicit(&slots, memory_order_acquire);
@@ -278,8 +261,8 @@ int64_t fc_percpu_read(enum fc_kind kind)
     }
     if (!have) {
         if (kind == FC_REAL || kind == FC_TAI)
-            return fc_kernel_ns(kind_clock(kind)); /* not monotonic anyway */
-        int64_t k = fc_kernel_ns(kind_clock(kind));
+            return fc_kernel_ns(fc_kind_clock(kind)); /* not monotonic anyway */
+        int64_t k = fc_kernel_ns(fc_kind_clock(kind));
         if (kind == FC_BOOT)
             return k;
         mono = k;
@@ -378,10 +361,11 @@ void fc_percpu_stats(struct fc_percpu_stats *out)
             out->given_up++;
         if (state != SLOT_OK)
             continue;
-        struct snap s;
-        read_slot(&base[i].latch, &s);
+        struct fc_line l;
+        struct fc_meta m;
+        fc_latch_copy(&base[i].latch, &l, &m, 0, 0);
         out->calibrated++;
-        int64_t bound = fc_meta_bound(&s.m, now);
+        int64_t bound = fc_meta_bound(&m, now);
         if (bound > out->max_bound_ns)
             out->max_bound_ns = bound;
         hz += 1e9 / base[i].cs.rate;

@@ -216,6 +216,18 @@ protected:
         if (realtime_jumps)
             sim.real_off += int64_t(seconds * 1e9);
     }
+    // n reads 1 ms apart after *v: each no earlier than the last, each
+    // within 1 us of the simulated kernel.
+    void reads_stay_right(int n, int64_t *v)
+    {
+        for (int i = 0; i < n; i++) {
+            sim_advance_ns(1e6);
+            int64_t w, e = read_err(&w);
+            EXPECT_GE(w, *v);
+            *v = w;
+            EXPECT_LE(fctest::iabs(e), 1000);
+        }
+    }
     // One read; its error against the simulated kernel at the counter
     // value the library used.
     int64_t read_err(int64_t *value = nullptr)
@@ -450,14 +462,7 @@ TEST_F(Faults, SuspendRestartsCalibrationWithoutGoingBack)
     int64_t v, e = read_err(&v);
     EXPECT_GE(v, before);
     EXPECT_LE(fctest::iabs(e), 1000) << "first read after resume";
-    for (int i = 0; i < 2000; i++) {
-        sim_advance_ns(1e6);
-        int64_t w;
-        e = read_err(&w);
-        EXPECT_GE(w, v);
-        v = w;
-        EXPECT_LE(fctest::iabs(e), 1000);
-    }
+    reads_stay_right(2000, &v);
     timespec bt;
     fastclock_gettime(CLOCK_BOOTTIME, &bt);
     int64_t boot = int64_t(bt.tv_sec) * 1000000000LL + bt.tv_nsec;
@@ -719,14 +724,7 @@ TEST_F(Faults, SuspendWithACounterThatStops)
     fastclock_gettime(CLOCK_BOOTTIME, &rt);
     int64_t boot = int64_t(rt.tv_sec) * 1000000000LL + rt.tv_nsec;
     EXPECT_LE(fctest::iabs(boot - (int64_t(sim_mono_at(sim.true_tick_of_last_read)) + sim.boot_off)), 1000);
-    for (int i = 0; i < 1000; i++) {
-        sim_advance_ns(1e6);
-        int64_t w;
-        e = read_err(&w);
-        EXPECT_GE(w, v);
-        v = w;
-        EXPECT_LE(fctest::iabs(e), 1000);
-    }
+    reads_stay_right(1000, &v);
 }
 
 TEST_F(Faults, SuspendWithACounterThatResets)
@@ -740,14 +738,7 @@ TEST_F(Faults, SuspendWithACounterThatResets)
     int64_t v, e = read_err(&v);
     EXPECT_GE(v, before);
     EXPECT_LE(fctest::iabs(e), 1000);
-    for (int i = 0; i < 2000; i++) {
-        sim_advance_ns(1e6);
-        int64_t w;
-        e = read_err(&w);
-        EXPECT_GE(w, v);
-        v = w;
-        EXPECT_LE(fctest::iabs(e), 1000);
-    }
+    reads_stay_right(2000, &v);
     EXPECT_EQ(mode(), "tsc") << reason();
 }
 
