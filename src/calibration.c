@@ -60,6 +60,7 @@
 #define FC_SAMPLE_TRIES 8
 #define FC_SUSPEND_NS 1000000LL            /* BOOTTIME - MONOTONIC growth that means a suspend */
 #define FC_GIVE_UP_NS (15LL * FC_NS_PER_SEC) /* a track failing this long is not trusted */
+#define FC_FIRST_BASELINE_NS 20000LL        /* first rate: two samples this far apart */
 
 int64_t fc_cal_max_interval_ns = 500000000LL;
 
@@ -192,24 +193,9 @@ int fc_cal_sample(struct fc_sample *s, int tries, int cpu)
 
 /* ------------------------------------------------------------------ lines */
 
-static void publish(struct fc_latch *latch, const struct fc_line *l, const struct fc_meta *m)
-{
-    uint64_t seq = atomic_load_explicit(&latch->seq, memory_order_relaxed);
-    unsigned next = (unsigned)((seq + 1) & 1);
-    const uint64_t *src = (const uint64_t *)l;
-    uint64_t *dst = (uint64_t *)&latch->line[next];
-    for (unsigned i = 0; i < sizeof *l / 8; i++)
-        __atomic_store_n(&dst[i], src[i], __ATOMIC_RELAXED);
-    src = (const uint64_t *)m;
-    dst = (uint64_t *)&latch->meta[next];
-    for (unsigned i = 0; i < sizeof *m / 8; i++)
-        __atomic_store_n(&dst[i], src[i], __ATOMIC_RELAXED);
-    atomic_store_explicit(&latch->seq, seq + 1, memory_order_release);
-}
-
 static __int128 line_fixed(const struct fc_line *l, int64_t d)
 {
-    return fc_eval_fixed(l->base_ns, l->base_frac, l->mult, d);
+    return fc_line_eval_fixed(l, d);
 }
 
 static int64_t fixed_to_ns(__int128 v) { return (int64_t)(v >> FC_SHIFT); }
@@ -251,28 +237,28 @@ int64_t fc_cal_global_ceiling(void)
 
 void fc_cal_publish_system(int64_t floor_ns)
 {
-    uint64_t seq = atomic_load_explicit(&fc_latch.seq, memory_order_relaxed);
+    const struct fc_line *cur = fc_line_current(&fc_latch);
     struct fc_line l;
     struct fc_meta m;
     memset(&l, 0, sizeof l);
     memset(&m, 0, sizeof m);
-    l.real_offset = fc_latch.line[seq & 1].real_offset;
-    l.boot_offset = fc_latch.line[seq & 1].boot_offset;
-    l.tai_offset = fc_latch.line[seq & 1].tai_offset;
+    l.real_offset = cur->real_offset;
+    l.boot_offset = cur->boot_offset;
+    l.tai_offset = cur->tai_offset;
     m.floor_ns = floor_ns;
-    m.epoch = fc_latch.meta[seq & 1].epoch + 1;
-    publish(&fc_latch, &l, &m);
-    atomic_store_explicit(&ticks_mult, 0, memory_order_relaxed);
+    m.epoch = fc_meta_current(&fc_latch)->epoch + 1;
+    fc_line_publish(&fc_latch, &l, 0, &m);
 }
 
 void fc_cal_fail_to_system(const char *reason)
 {
     /* Nothing the line returned exceeds its value now (or at its end). */
-    int64_t floor = fc_cal_global_ceiling();
-    fc_set_reason(reason);
-    fc_cal_publish_system(floor);
-    atomic_store_explicit(&fc_mode, FC_MODE_SYSTEM, memory_order_release);
-    fc_calibrator_wake();
+    fc_mode_enter(FC_MODE_SYSTEM, reason, fc_cal_global_ceiling());
+}
+
+void fc_cal_set_ticks_rate(double rate)
+{
+    atomic_store_explicit(&ticks_mult, round64(rate * (double)((int64_t)1 << FC_SHIFT)), memory_order_relaxed);
 }
 
 /* Sample noise in ns: half the bracket plus the kernel's own resolution. */
@@ -378,6 +364,7 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
 
     struct fc_line l;
     struct fc_meta m;
+    uint64_t base_frac = 0;
     int64_t err_at_pivot_ns = 0;
     int64_t measured_err = 0;
     int measured = 0;
@@ -473,7 +460,7 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
         l.base_tsc = P;
         l.mult = mult;
         l.base_ns = (int64_t)(base_p >> FC_SHIFT);
-        l.base_frac = (uint64_t)(base_p - ((__int128)l.base_ns << FC_SHIFT));
+        base_frac = (uint64_t)(base_p - ((__int128)l.base_ns << FC_SHIFT));
         m.soft_span = (uint64_t)(soft_ns / rate) + (uint64_t)past;
         /* The global line is read inline unless a counter is injected;
          * per-CPU lines are read by percpu.c, which checks fast_span too. */
@@ -481,7 +468,7 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
         if (s->offsets_ok) {
             l.real_offset = s->real_off;
             l.boot_offset = s->boot_off;
-            l.tai_offset = s->tai_ok ? s->tai_off : 0;
+            l.tai_offset = s->real_off + (s->tai_ok ? s->tai_off : 0);
         } else {
             l.real_offset = cur->real_offset;
             l.boot_offset = cur->boot_offset;
@@ -500,7 +487,7 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
 
     if (has_line && s->offsets_ok && abs64(s->real_off - cur->real_offset) > 1000 && t->cpu < 0)
         atomic_fetch_add_explicit(&stats.realtime_steps, 1, memory_order_relaxed);
-    publish(t->latch, &l, &m);
+    fc_line_publish(t->latch, &l, base_frac, &m);
     cs->calibrations++;
     cs->last_ok_mono = s->mono;
     cs->failing_since = 0;
@@ -521,13 +508,23 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
 
 /* ------------------------------------------------------------------ entry points */
 
-int fc_cal_start(double seed_hz, const char *seed_source, char *why, size_t why_size)
+/* The decision's sample: checks that the counter and the kernel can be read
+ * together, and keeps the sample as the start of the history. */
+int fc_cal_begin(char *why, size_t why_size)
 {
     struct fc_cal_state *cs = fc_global_track.cs;
     struct fc_buf b;
     fc_buf_init(&b, why, why_size);
-    struct fc_sample s0, s1;
+    struct fc_sample s0;
+    int64_t k0 = fc_kernel_ns(CLOCK_MONOTONIC);
     int r = fc_cal_sample(&s0, FC_SAMPLE_TRIES, -1);
+    double per_read_ns = (double)(fc_kernel_ns(CLOCK_MONOTONIC) - k0) / (FC_SAMPLE_TRIES + 10);
+    if (r != FC_SAMPLE_ERROR && per_read_ns > FC_MAX_WIDTH_NS) {
+        fc_buf_str(&b, "calibration cannot converge: every read of the kernel clock took over ");
+        fc_buf_fixed(&b, per_read_ns / 1000.0, 1);
+        fc_buf_str(&b, " us (the machine is too busy or the kernel clock is a slow device)");
+        return -1;
+    }
     if (r == FC_SAMPLE_ERROR) {
         fc_buf_str(&b, "the kernel's CLOCK_MONOTONIC could not be read");
         return -1;
@@ -536,61 +533,77 @@ int fc_cal_start(double seed_hz, const char *seed_source, char *why, size_t why_
         fc_buf_str(&b, "the time-stamp counter went backwards between two reads");
         return -1;
     }
-    /* Measure the rate over >= 20 us (50 us without a seed) against the
-     * kernel; a CPUID seed is kept when it agrees, since it is more precise
-     * than a short measurement. */
-    double min_ns = seed_hz > 0 ? 20e3 : 50e3;
-    struct timespec ts0;
-    fc_kernel_gettime(CLOCK_MONOTONIC, &ts0);
-    int64_t start_ns = fc_ts_to_ns(&ts0);
-    for (int spins = 0;; spins++) {
-        struct timespec ts;
-        fc_kernel_gettime(CLOCK_MONOTONIC, &ts);
-        if (fc_ts_to_ns(&ts) - start_ns >= (int64_t)min_ns)
-            break;
-        if (spins > 10000000) {
-            fc_buf_str(&b, "CLOCK_MONOTONIC does not advance");
-            return -1;
-        }
-        fc_cpu_relax();
+    memset(cs, 0, sizeof *cs);
+    if (r == FC_SAMPLE_OK)
+        history_push(cs, &s0);
+    /* Until the first line: look again once the baseline can be measured. */
+    atomic_store_explicit(&stats.interval_ns, FC_FIRST_BASELINE_NS, memory_order_relaxed);
+    return 0;
+}
+
+/* With the lock held, mode tsc and no line yet: a second sample at least
+ * FC_FIRST_BASELINE_NS after the first gives the rate (uncertainty ~ bracket
+ * width / baseline, ~1e-3; the bound says so and the next calibrations, 100 us
+ * apart and doubling, shrink it).  The counter instruction is chosen here,
+ * before any reader can use the counter. */
+static int first_line(void)
+{
+    struct fc_cal_state *cs = fc_global_track.cs;
+    struct fc_sample s1;
+    if (cs->n == 0) { /* the decision's sample was noisy: take it now */
+        if (fc_cal_sample(&s1, FC_SAMPLE_TRIES, -1) == FC_SAMPLE_OK)
+            history_push(cs, &s1);
+        return FC_RECAL_SKIPPED;
     }
-    r = fc_cal_sample(&s1, FC_SAMPLE_TRIES, -1);
-    if (r != FC_SAMPLE_OK || s1.t <= s0.t) {
-        fc_buf_str(&b, r == FC_SAMPLE_OK || r == FC_SAMPLE_BACKWARDS
-                           ? "the time-stamp counter went backwards between two calibration samples"
-                           : "the kernel's clocks could not be read");
-        return -1;
+    const struct fc_sample s0 = cs->hist[0];
+    if (fc_kernel_ns(CLOCK_MONOTONIC) - s0.mono < FC_FIRST_BASELINE_NS)
+        return FC_RECAL_SKIPPED;
+    int r = fc_cal_sample(&s1, FC_SAMPLE_TRIES, -1);
+    if (r == FC_SAMPLE_BACKWARDS || (r == FC_SAMPLE_OK && s1.t <= s0.t)) {
+        fc_cal_fail_to_system("the time-stamp counter went backwards between two calibration samples");
+        return FC_RECAL_FAILED;
+    }
+    if (r != FC_SAMPLE_OK) {
+        if (++cs->noisy_in_a_row > 50) {
+            fc_cal_fail_to_system("calibration cannot converge: reads of the kernel clock are too slow "
+                                  "or too often interrupted");
+            return FC_RECAL_FAILED;
+        }
+        return FC_RECAL_SKIPPED;
     }
     double measured = (double)(s1.mono - s0.mono) / (double)(s1.t - s0.t);
     double w0 = (double)s0.width * measured, w1 = (double)s1.width * measured;
-    if (w0 > FC_MAX_WIDTH_NS || w1 > FC_MAX_WIDTH_NS) {
-        fc_buf_str(&b, "calibration cannot converge: every read of the kernel clock took over ");
-        fc_buf_fixed(&b, (w0 > w1 ? w0 : w1) / 1000.0, 1);
-        fc_buf_str(&b, " us (the machine is too busy or the kernel clock is a slow device)");
-        return -1;
-    }
     if (!(measured > 0) || measured > 1e6) {
-        fc_buf_str(&b, "the counter's rate against CLOCK_MONOTONIC is not plausible");
-        return -1;
+        fc_cal_fail_to_system("the counter's rate against CLOCK_MONOTONIC is not plausible");
+        return FC_RECAL_FAILED;
     }
-    double unc = (w0 + w1) * 0.5 / (double)(s1.mono - s0.mono);
-    memset(cs, 0, sizeof *cs);
-    cs->rate = measured;
-    cs->rate_unc = unc;
-    if (seed_hz > 0) {
-        double seed = 1e9 / seed_hz;
-        /* 0x16 is only the base frequency: trust it to 0.1%; exact leaves to 2 ppm. */
-        double seed_unc = strstr(seed_source, "0x16") ? 1e-3 : 2e-6;
-        if (fc_fabs(seed / measured - 1.0) < 3.0 * unc + seed_unc && seed_unc < unc) {
-            cs->rate = seed;
-            cs->rate_unc = seed_unc;
+    if (w0 > FC_MAX_WIDTH_NS || w1 > FC_MAX_WIDTH_NS) {
+        /* A slow kernel clock (or a preempted bracket): start over from here. */
+        cs->hist[0] = s1;
+        if (++cs->noisy_in_a_row > 50) {
+            char msg[256];
+            struct fc_buf b;
+            fc_buf_init(&b, msg, sizeof msg);
+            fc_buf_str(&b, "calibration cannot converge: every read of the kernel clock took over ");
+            fc_buf_fixed(&b, (w0 > w1 ? w0 : w1) / 1000.0, 1);
+            fc_buf_str(&b, " us (the machine is too busy or the kernel clock is a slow device)");
+            fc_cal_fail_to_system(msg);
+            return FC_RECAL_FAILED;
         }
+        return FC_RECAL_SKIPPED;
     }
+    cs->noisy_in_a_row = 0;
+    cs->rate = measured;
+    cs->rate_unc = (w0 + w1) * 0.5 / (double)(s1.mono - s0.mono) + 1e-9;
+    double ours = 0, kernel = 0;
+    fc_latch.read_flags = fc_seam.counter ? 0 : fc_counter_choose(measured, &ours, &kernel);
     fc_sync_poll(s1.mono);
-    history_push(cs, &s0);
     history_push(cs, &s1);
     build_and_publish(&fc_global_track, &s1, BUILD_FIRST);
-    return 0;
+    if (!fc_seam.counter)
+        ours = fc_counter_cost_of_read(measured); /* the whole ordered read, now that it can run */
+    fc_note_costs(ours, kernel);
+    return FC_RECAL_OK;
 }
 
 int fc_track_start(const struct fc_track *t, double rate, double rate_unc)
@@ -712,6 +725,8 @@ int fc_track_recalibrate(const struct fc_track *t)
 
 int fc_cal_recalibrate(void)
 {
+    if (fc_line_current(&fc_latch)->mult == 0)
+        return first_line();
     return fc_track_recalibrate(&fc_global_track);
 }
 

@@ -67,9 +67,10 @@ void fc_track_unlock(const struct fc_track *t);
 int fc_cal_trylock(void);
 void fc_cal_unlock(void);
 
-/* With the lock held: first global line after the mode decision.  Returns
- * 0, or -1 with a reason written to why. */
-int fc_cal_start(double seed_hz, const char *seed_source, char *why, size_t why_size);
+/* With the lock held, at the mode decision: the first calibration sample.
+ * Returns 0, or -1 with a reason written to why.  The first line follows
+ * from fc_cal_recalibrate at least 20 us later. */
+int fc_cal_begin(char *why, size_t why_size);
 /* With the track's lock held: first line of a track, from one sample and a
  * known rate (per-CPU tracks start from the global rate). */
 int fc_track_start(const struct fc_track *t, double rate, double rate_unc);
@@ -81,9 +82,10 @@ enum fc_recal_result {
 };
 /* With the track's lock held: sample and publish a corrected line. */
 int fc_track_recalibrate(const struct fc_track *t);
-int fc_cal_recalibrate(void); /* the global track */
+int fc_cal_recalibrate(void); /* the global track; publishes the first line when due */
 
 /* With the lock held: leave mode tsc for good, keeping MONOTONIC from going back. */
+void fc_cal_set_ticks_rate(double rate_ns_per_tick);
 void fc_cal_fail_to_system(const char *reason);
 /* Publish a global line that routes every read to the slow path (mode
  * system, or tsc-percpu), with a MONOTONIC floor. */

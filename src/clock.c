@@ -1,11 +1,30 @@
 /*
  * The public clocks.
  *
- * Fast path (mode tsc, line current): two loads of seq, six loads from one
- * cache line, lfence, rdtsc, one 64x64->128 multiply.  No locks, no
- * syscalls, no stores.  Everything else -- first use, mode system, a line
- * that is due or expired, injected test counters -- goes through
- * fc_slow_read, which is still lock-free and async-signal-safe.
+ * Fast path (mode tsc, line current): fc_line_read (line.h) -- two loads of
+ * seq, six loads from one cache line, the fenced (or bare) counter read,
+ * one 64-bit multiply.  No locks, no syscalls, no stores.  Everything else
+ * goes through an out-of-line slow path, itself lock-free and
+ * async-signal-safe:
+ *   - mode system decided at start-up: straight to the vDSO (fc_direct_gettime);
+ *   - first use, line due or expired, tsc-percpu, injected test counters,
+ *     a fail-safe switch at run time: fc_slow_read.
+ *
+ * Guarantees, per flavour (tests/guarantees_test.cc proves each):
+ *   ordered (fastclock_mono_ns, _real_ns, fastclock_gettime): a read that
+ *     happens after another read (same thread, or ordered by a lock, an
+ *     atomic, a fork) never returns a smaller MONOTONIC value, in every mode;
+ *   unordered (*_unordered): monotonic within a thread; across threads a
+ *     read may come out earlier than one that happened before it by up to
+ *     the CPU's out-of-order window around the counter read (measured and
+ *     stated in docs/architecture.md), never by more than the error bound;
+ *   coarse: monotonic across threads, at most ~1 ms (ticker) or one kernel
+ *     tick (no ticker) behind the fine clocks, never ahead of them;
+ *   mixing flavours of one clock in a thread: each value is within the
+ *     reported error bound of the kernel, so a fine read after a coarse one
+ *     is never earlier, and ordered and unordered reads of one line agree
+ *     to the ns except where the ordered flavour is routed to a cheaper
+ *     kernel clock -- then they differ by at most the error bound.
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -22,6 +41,7 @@
 #include "sync.h"
 
 #define FC_API __attribute__((visibility("default")))
+#define FC_COLD __attribute__((noinline, cold))
 
 struct fc_latch fc_latch;
 struct fc_coarse fc_coarse;
@@ -39,13 +59,10 @@ static _Atomic uint64_t fallback_reads;
 
 FC_INLINE int64_t fc_read(enum fc_kind kind, int ordered)
 {
-    struct fc_snap s;
-    if (FC_UNLIKELY(!fc_snapshot(&s, kind, ordered)))
-        return fc_slow_read(kind, ordered);
-    uint64_t d = s.t - s.base_tsc;
-    if (FC_UNLIKELY(d >= s.fast_span))
-        return fc_slow_read(kind, ordered);
-    return fc_eval(s.base_ns, s.base_frac, s.mult, (int64_t)d) + s.offset;
+    int64_t v;
+    if (FC_LIKELY(fc_line_read(&fc_latch, kind, ordered, &v)))
+        return v;
+    return fc_slow_read(kind, ordered);
 }
 
 FC_API int64_t fastclock_mono_ns(void) { return fc_read(FC_MONO, 1); }
@@ -63,20 +80,23 @@ struct fc_full {
 
 static void snapshot_full(struct fc_full *f, int ordered)
 {
-    f->seq = fc_latch_copy(&fc_latch, &f->l, &f->m, &f->t, ordered);
+    f->seq = fc_line_copy(&fc_latch, &f->l, &f->m, fc_copy_counter, (void *)(intptr_t)ordered, &f->t);
 }
 
 static int64_t line_value(const struct fc_full *f, enum fc_kind kind, int64_t d)
 {
-    return fc_eval(f->l.base_ns, f->l.base_frac, f->l.mult, d) + fc_kind_offset(&f->l, kind);
+    return fc_line_eval(&f->l, d) + fc_line_offset(&f->l, kind);
 }
 
 /*
  * The kernel answers, and MONOTONIC/BOOTTIME are clamped so that nothing
- * returned earlier (from a line that may have run slightly ahead) is undercut:
- * at most the line's end value, at most kernel + the line's error bound.
- * A newer line published meanwhile means retry, so every kernel value
- * returned here precedes the next line -- which starts at or above the kernel.
+ * returned earlier from the line is undercut: never below the line's value
+ * at the counter read inside this snapshot (or at its end, if it ran out),
+ * which is at least every value the line handed out before.  (Clamping at
+ * kernel + the published bound instead undercut the line whenever the
+ * kernel's rate fell after publication: tests/realkernel.)  A newer line
+ * published meanwhile means retry, so every kernel value returned here
+ * precedes the next line -- which starts at or above the kernel.
  */
 static int fallback_read(enum fc_kind kind, const struct fc_full *f, int64_t *out)
 {
@@ -87,12 +107,22 @@ static int fallback_read(enum fc_kind kind, const struct fc_full *f, int64_t *ou
         int64_t off = kind == FC_BOOT ? f->l.boot_offset : 0;
         int64_t floor;
         if (f->l.mult != 0) {
-            int64_t end = line_value(f, FC_MONO, (int64_t)f->m.soft_span);
-            int64_t cap = k - off + f->m.error_bound_ns;
-            floor = (end < cap ? end : cap) + off;
+            int64_t used = (int64_t)(f->t - f->l.base_tsc);
+            if (used < 0) {
+                /* The counter went back: no reader used the line since, and
+                 * before that it was within its (grown) bound of the kernel. */
+                int64_t end = line_value(f, FC_MONO, (int64_t)f->m.soft_span);
+                int64_t cap = k - off + fc_meta_bound(&f->m, k - off);
+                floor = end < cap ? end : cap;
+            } else {
+                if ((uint64_t)used > f->m.soft_span)
+                    used = (int64_t)f->m.soft_span;
+                floor = line_value(f, FC_MONO, used);
+            }
         } else {
-            floor = f->m.floor_ns + off;
+            floor = f->m.floor_ns;
         }
+        floor += off;
         if (k < floor)
             k = floor;
     }
@@ -100,8 +130,10 @@ static int fallback_read(enum fc_kind kind, const struct fc_full *f, int64_t *ou
     return 1;
 }
 
-int64_t fc_slow_read(enum fc_kind kind, int ordered)
+static FC_COLD int64_t slow_read(enum fc_kind kind, int ordered)
 {
+    if (ordered && (FC_LOAD(&fc_latch.read_flags) & FC_READ_ORDERED_KERNEL))
+        return fc_kernel_ns(fc_kind_clock(kind)); /* chosen before any line: nothing to clamp */
     for (int attempt = 0;; attempt++) {
         int mode = atomic_load_explicit(&fc_mode, memory_order_acquire);
         if (mode == FC_MODE_UNINIT) {
@@ -113,6 +145,14 @@ int64_t fc_slow_read(enum fc_kind kind, int ordered)
         struct fc_full f;
         snapshot_full(&f, ordered);
         int64_t v;
+        if (mode == FC_MODE_TSC && f.l.mult == 0 && attempt < 1 && fc_cal_trylock()) {
+            /* No line yet: publish the first one if its baseline is long enough. */
+            if (atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_TSC &&
+                atomic_load_explicit(&fc_latch.seq, memory_order_acquire) == f.seq)
+                fc_cal_recalibrate();
+            fc_cal_unlock();
+            continue;
+        }
         if (mode == FC_MODE_INITIALIZING || mode == FC_MODE_SYSTEM || f.l.mult == 0) {
             /* No line yet, or the kernel's clocks by decision. */
             if (fallback_read(kind, &f, &v))
@@ -142,16 +182,55 @@ int64_t fc_slow_read(enum fc_kind kind, int ordered)
     }
 }
 
+/* Mode tsc, no line yet: publish the first one as soon as its baseline
+ * allows (~20 us from the decision), for callers that want the counter's
+ * figures now (status, ticks_to_ns).  Waits only for the baseline, never for
+ * a lock holder (a signal handler may have interrupted it on this thread). */
+void fc_first_line_now(void)
+{
+    for (int i = 0; i < 1000; i++) {
+        if (atomic_load_explicit(&fc_mode, memory_order_acquire) != FC_MODE_TSC ||
+            fc_line_current(&fc_latch)->mult != 0 || !fc_cal_trylock())
+            return;
+        int r = fc_cal_recalibrate();
+        fc_cal_unlock();
+        if (r != FC_RECAL_SKIPPED)
+            return;
+        for (int j = 0; j < 100; j++) /* ~1 us: the baseline is 20 us */
+            fc_cpu_relax();
+    }
+}
+
+/* Mode system from the start: the vDSO answers, as it would through libc. */
+FC_INLINE int64_t direct_ns(fc_direct_fn f, clockid_t id)
+{
+    struct timespec ts;
+    f(id, &ts);
+    return fc_ts_to_ns(&ts);
+}
+
+__attribute__((noinline)) int64_t fc_slow_read(enum fc_kind kind, int ordered)
+{
+    fc_direct_fn f = atomic_load_explicit(&fc_direct_gettime, memory_order_relaxed);
+    if (FC_LIKELY(f != 0))
+        return direct_ns(f, fc_kind_clock(kind));
+    return slow_read(kind, ordered);
+}
+
 /* ---------------------------------------------------------------- coarse */
 
-static int64_t coarse_slow(enum fc_kind kind)
+static FC_COLD int64_t coarse_slow(enum fc_kind kind)
 {
+    clockid_t id = kind == FC_REAL ? CLOCK_REALTIME_COARSE : CLOCK_MONOTONIC_COARSE;
+    fc_direct_fn f = atomic_load_explicit(&fc_direct_gettime, memory_order_relaxed);
+    if (FC_LIKELY(f != 0))
+        return direct_ns(f, id);
     if (atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_UNINIT)
         fc_try_init();
     int mode = atomic_load_explicit(&fc_mode, memory_order_acquire);
     if (mode == FC_MODE_TSC || mode == FC_MODE_PERCPU)
         fc_coarse_request();
-    int64_t k = fc_kernel_ns(kind == FC_REAL ? CLOCK_REALTIME_COARSE : CLOCK_MONOTONIC_COARSE);
+    int64_t k = fc_kernel_ns(id);
     if (kind == FC_MONO) {
         /* Never below a value served earlier from memory (the kernel's coarse
          * clock lags its tick by up to 4 ms). */
@@ -179,57 +258,88 @@ FC_API int64_t fastclock_real_coarse_ns(void)
 
 /* ---------------------------------------------------------------- ticks */
 
+/* Counter ticks while mode tsc lasts; the unit never changes after that
+ * (mode.c, fc_ticks_slow), so a difference always converts correctly. */
 FC_API uint64_t fastclock_ticks(void)
 {
-    int mode = atomic_load_explicit(&fc_mode, memory_order_relaxed);
-    if (FC_LIKELY(mode == FC_MODE_TSC && !fc_seam.counter))
+    if (FC_LIKELY(atomic_load_explicit(&fc_ticks_raw, memory_order_relaxed)))
         return fc_counter_unordered();
-    if (mode == FC_MODE_UNINIT) {
-        fc_try_init();
-        return fastclock_ticks();
-    }
-    if (fc_seam.counter && mode == FC_MODE_TSC)
-        return fc_seam.counter();
-    /* Counters of different CPUs disagree: ticks are ns of the per-CPU clock. */
-    if (mode == FC_MODE_PERCPU)
-        return (uint64_t)fc_percpu_read(FC_MONO);
-    /* Mode system: ticks are nanoseconds of CLOCK_MONOTONIC. */
-    return (uint64_t)fc_kernel_ns(CLOCK_MONOTONIC);
+    return fc_ticks_slow();
 }
 
 FC_API int64_t fastclock_ticks_to_ns(uint64_t ticks)
 {
-    if (atomic_load_explicit(&fc_mode, memory_order_relaxed) == FC_MODE_UNINIT)
-        fc_try_init();
-    /* Same unit as fastclock_ticks: counter ticks in mode tsc, else ns. */
-    if (atomic_load_explicit(&fc_mode, memory_order_acquire) != FC_MODE_TSC)
-        return (int64_t)ticks;
-    return fc_cal_ticks_to_ns((int64_t)ticks);
+    return fc_ticks_to_ns(ticks);
 }
 
 /* ---------------------------------------------------------------- POSIX shapes */
 
-FC_API int fastclock_gettime(clockid_t id, struct timespec *ts)
+/* libc would crash in the vDSO; the kernel says EINVAL or EFAULT. */
+static FC_COLD int gettime_null(clockid_t id)
 {
-    int64_t ns, rem;
+    if (fc_seam.kernel_gettime)
+        return fc_seam.kernel_gettime(id, 0);
+    return (int)syscall(SYS_clock_gettime, id, (struct timespec *)0);
+}
+
+FC_INLINE void split_ts(enum fc_kind kind, int64_t ns, struct timespec *ts)
+{
+    int64_t rem;
+    ts->tv_sec = (time_t)fc_split_seconds(kind, ns, &rem);
+    ts->tv_nsec = (long)rem;
+}
+
+/* The line could not answer: the vDSO directly in mode system, else the slow path. */
+static FC_COLD int gettime_slow(clockid_t id, struct timespec *ts, enum fc_kind kind)
+{
+    fc_direct_fn f = atomic_load_explicit(&fc_direct_gettime, memory_order_relaxed);
+    if (FC_LIKELY(f != 0))
+        return f(id, ts); /* the served ids never fail: no -errno to convert */
+    split_ts(kind, slow_read(kind, 1), ts);
+    return 0;
+}
+
+static __attribute__((noinline)) int gettime_other(clockid_t id, struct timespec *ts)
+{
     enum fc_kind kind;
-    if (FC_UNLIKELY(!ts)) {
-        /* libc would crash in the vDSO; the kernel says EINVAL or EFAULT. */
-        if (fc_seam.kernel_gettime)
-            return fc_seam.kernel_gettime(id, ts);
-        return (int)syscall(SYS_clock_gettime, id, ts);
-    }
+    int64_t ns;
     switch (id) {
-    case CLOCK_MONOTONIC: kind = FC_MONO; ns = fc_read(FC_MONO, 1); break;
-    case CLOCK_REALTIME: kind = FC_REAL; ns = fc_read(FC_REAL, 1); break;
     case CLOCK_MONOTONIC_COARSE: kind = FC_MONO; ns = fastclock_mono_coarse_ns(); break;
     case CLOCK_REALTIME_COARSE: kind = FC_REAL; ns = fastclock_real_coarse_ns(); break;
     case CLOCK_BOOTTIME: kind = FC_BOOT; ns = fc_read(FC_BOOT, 1); break;
     case CLOCK_TAI: kind = FC_TAI; ns = fc_read(FC_TAI, 1); break;
     default: return fc_kernel_gettime(id, ts);
     }
-    ts->tv_sec = (time_t)fc_split_seconds(kind, ns, &rem);
-    ts->tv_nsec = (long)rem;
+    split_ts(kind, ns, ts);
+    return 0;
+}
+
+FC_INLINE int gettime_fine(enum fc_kind kind, clockid_t id, struct timespec *ts)
+{
+    int64_t ns;
+    if (FC_UNLIKELY(!fc_line_read(&fc_latch, kind, 1, &ns)))
+        return gettime_slow(id, ts, kind);
+    split_ts(kind, ns, ts);
+    return 0;
+}
+
+FC_API int fastclock_gettime(clockid_t id, struct timespec *ts)
+{
+    if (FC_UNLIKELY(!ts))
+        return gettime_null(id);
+    if (FC_LIKELY(id == CLOCK_MONOTONIC))
+        return gettime_fine(FC_MONO, CLOCK_MONOTONIC, ts);
+    if (FC_LIKELY(id == CLOCK_REALTIME))
+        return gettime_fine(FC_REAL, CLOCK_REALTIME, ts);
+    return gettime_other(id, ts);
+}
+
+static FC_COLD int gettimeofday_slow(struct timeval *tv)
+{
+    struct timespec ts;
+    gettime_slow(CLOCK_REALTIME, &ts, FC_REAL);
+    tv->tv_sec = ts.tv_sec;
+    tv->tv_usec = (suseconds_t)(ts.tv_nsec / 1000);
     return 0;
 }
 
@@ -237,10 +347,12 @@ FC_API int fastclock_gettimeofday(struct timeval *tv, void *tz)
 {
     if (FC_UNLIKELY(tz != 0))
         return fc_kernel_gettimeofday(tv, tz); /* the kernel's timezone, and its time */
-    if (!tv)
+    if (FC_UNLIKELY(!tv))
         return 0;
-    int64_t rem;
-    tv->tv_sec = (time_t)fc_split_seconds(FC_REAL, fc_read(FC_REAL, 1), &rem);
+    int64_t ns, rem;
+    if (FC_UNLIKELY(!fc_line_read(&fc_latch, FC_REAL, 1, &ns)))
+        return gettimeofday_slow(tv);
+    tv->tv_sec = (time_t)fc_split_seconds(FC_REAL, ns, &rem);
     tv->tv_usec = (suseconds_t)(rem / 1000);
     return 0;
 }
@@ -299,13 +411,8 @@ FC_API int fastclock_status(struct fastclock_status *out)
         return -1;
     }
     memset(out, 0, sizeof *out);
-    if (atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_UNINIT)
-        fc_try_init();
-    /* Another thread may be mid-decision (well under a millisecond): wait
-     * for it, but never on the deciding thread itself (a signal handler that
-     * interrupted the decision), and never forever. */
-    for (int i = 0; i < 20000 && fc_init_in_progress_elsewhere(); i++)
-        i < 1000 ? fc_cpu_relax() : (void)sched_yield();
+    fc_decide_now();
+    fc_first_line_now();
 
     int mode = atomic_load_explicit(&fc_mode, memory_order_acquire);
     struct fc_full f;
@@ -322,7 +429,8 @@ FC_API int fastclock_status(struct fastclock_status *out)
                                          : "initializing";
     out->reason = fc_get_reason();
     out->forced = fc_mode_forced();
-    out->ordered = mode != FC_MODE_SYSTEM;
+    uint32_t flags = FC_LOAD(&fc_latch.read_flags);
+    out->ordered = !fc_default_unordered();
     out->calibrations = st.calibrations;
     out->fallback_reads = atomic_load_explicit(&fallback_reads, memory_order_relaxed);
     out->realtime_steps = st.realtime_steps;
@@ -333,7 +441,10 @@ FC_API int fastclock_status(struct fastclock_status *out)
     out->max_error_ns = st.max_err_ns;
     out->sample_width_ns = st.last_width_ns;
     if (mode == FC_MODE_TSC && f.l.mult != 0) {
-        out->counter = "rdtsc";
+        out->counter = (flags & FC_READ_ORDERED_KERNEL) ? "clock_gettime (ordered), rdtsc (unordered)"
+                       : fc_default_unordered()         ? "rdtsc"
+                       : (flags & FC_READ_RDTSCP)       ? "rdtscp"
+                                                        : "lfence;rdtsc";
         out->calibrator = fc_calibrator_running() ? "thread" : "lazy";
         out->counter_hz = st.rate_ns_per_tick > 0 ? 1e9 / st.rate_ns_per_tick : 0;
         out->calibration_interval_ns = st.interval_ns;

@@ -20,11 +20,28 @@ static inline __attribute__((always_inline)) uint64_t fc_counter_unordered(void)
 /* lfence;rdtsc: the counter is sampled only after every earlier instruction
  * (in particular the loads that acquired a lock) has completed.  Linux sets
  * lfence dispatch-serialising on AMD too, which is what rdtsc_ordered relies on. */
-static inline __attribute__((always_inline)) uint64_t fc_counter_ordered(void)
+static inline __attribute__((always_inline)) uint64_t fc_counter_lfence(void)
 {
     uint32_t lo, hi;
     __asm__ __volatile__("lfence\n\trdtsc" : "=a"(lo), "=d"(hi) :: "memory");
     return ((uint64_t)hi << 32) | lo;
+}
+
+/* rdtscp waits until every earlier instruction has executed and every
+ * earlier load is globally visible: the same guarantee, and the kernel's
+ * first choice for rdtsc_ordered() where the CPU has it. */
+static inline __attribute__((always_inline)) uint64_t fc_counter_rdtscp_only(void)
+{
+    uint32_t lo, hi, c;
+    __asm__ __volatile__("rdtscp" : "=a"(lo), "=d"(hi), "=c"(c) :: "memory");
+    (void)c;
+    return ((uint64_t)hi << 32) | lo;
+}
+
+/* The ordered read the library's own bookkeeping uses (calibration samples). */
+static inline __attribute__((always_inline)) uint64_t fc_counter_ordered(void)
+{
+    return fc_counter_lfence();
 }
 
 /* rdtscp also returns IA32_TSC_AUX, which Linux sets to (node << 12) | cpu. */
@@ -59,6 +76,8 @@ static inline __attribute__((always_inline)) uint64_t fc_counter_ordered(void)
     __asm__ __volatile__("isb\n\tmrs %0, cntvct_el0" : "=r"(v) :: "memory");
     return v;
 }
+static inline __attribute__((always_inline)) uint64_t fc_counter_lfence(void) { return fc_counter_ordered(); }
+static inline __attribute__((always_inline)) uint64_t fc_counter_rdtscp_only(void) { return fc_counter_ordered(); }
 
 static inline __attribute__((always_inline)) uint64_t fc_counter_rdtscp(uint32_t *aux)
 {
@@ -76,8 +95,22 @@ static inline __attribute__((always_inline)) void fc_cpu_relax(void)
 #define FC_COUNTER_CLOCKSOURCE "tsc"
 static inline uint64_t fc_counter_unordered(void) { return 0; }
 static inline uint64_t fc_counter_ordered(void) { return 0; }
+static inline uint64_t fc_counter_lfence(void) { return 0; }
+static inline uint64_t fc_counter_rdtscp_only(void) { return 0; }
 static inline uint64_t fc_counter_rdtscp(uint32_t *aux) { *aux = 0; return 0; }
 static inline void fc_cpu_relax(void) {}
+/* counter.c: the ordered read's instruction (FC_READ_* of line.h), chosen
+ * by measuring; the costs it measured, in ns per read. */
+uint32_t fc_counter_choose(double ns_per_tick, double *ordered_ns, double *kernel_ns);
+/* ns per fastclock_mono_ns(), measured (best of a few batches). */
+double fc_counter_cost_of_read(double ns_per_tick);
+
 #endif
+
+/* counter.c: the ordered read's instruction (FC_READ_* of line.h), chosen
+ * by measuring; the costs it measured, in ns per read. */
+uint32_t fc_counter_choose(double ns_per_tick, double *ordered_ns, double *kernel_ns);
+/* ns per fastclock_mono_ns(), measured (best of a few batches). */
+double fc_counter_cost_of_read(double ns_per_tick);
 
 #endif

@@ -226,27 +226,10 @@ int64_t fc_percpu_read(enum fc_kind kind)
         if (cpu >= n)
             break;
         struct fc_cpu_slot *sl = &base[cpu];
-        if (atomic_load_explicit(&sl->state, memory_order_acquire) == SLOT_OK) {
-            /* The hot line only: fast_span is the line's span on per-CPU lines. */
-            struct fc_line l;
-            uint64_t seq;
-            do {
-                seq = atomic_load_explicit(&sl->latch.seq, memory_order_acquire);
-                const struct fc_line *src = &sl->latch.line[seq & 1];
-                l.base_tsc = FC_LOAD(&src->base_tsc);
-                l.fast_span = FC_LOAD(&src->fast_span);
-                l.mult = FC_LOAD(&src->mult);
-                l.base_ns = FC_LOAD(&src->base_ns);
-                l.base_frac = FC_LOAD(&src->base_frac);
-                offset = fc_kind_offset(src, kind);
-                atomic_thread_fence(memory_order_acquire);
-            } while (seq != atomic_load_explicit(&sl->latch.seq, memory_order_relaxed));
-            uint64_t d = t - l.base_tsc;
-            if (l.mult != 0 && d < l.fast_span) {
-                mono = fc_eval(l.base_ns, l.base_frac, l.mult, (int64_t)d);
-                have = 1;
-                break;
-            }
+        if (atomic_load_explicit(&sl->state, memory_order_acquire) == SLOT_OK &&
+            fc_line_read_at(&sl->latch, kind, t, &mono, &offset)) {
+            have = 1;
+            break;
         }
         /* This CPU's line is missing or due: calibrate it here, unless
          * someone already is (then the kernel answers this read). */
@@ -312,10 +295,13 @@ void fc_percpu_switch_from_tsc(const char *why)
         return; /* a reader is recalibrating; the next check will switch */
     /* Readers of the global line got at most its value now: per-CPU reads
      * start no lower. */
-    fc_cal_publish_system(fc_cal_global_ceiling());
-    fc_set_reason(msg);
-    atomic_store_explicit(&fc_mode, FC_MODE_PERCPU, memory_order_release);
+    fc_mode_enter(FC_MODE_PERCPU, msg, fc_cal_global_ceiling());
     fc_cal_unlock();
+}
+
+double fc_percpu_seed_rate(void)
+{
+    return seed_rate;
 }
 
 int64_t fc_percpu_interval_ns(void)
@@ -363,7 +349,7 @@ void fc_percpu_stats(struct fc_percpu_stats *out)
             continue;
         struct fc_line l;
         struct fc_meta m;
-        fc_latch_copy(&base[i].latch, &l, &m, 0, 0);
+        fc_line_copy(&base[i].latch, &l, &m, 0, 0, 0);
         out->calibrated++;
         int64_t bound = fc_meta_bound(&m, now);
         if (bound > out->max_bound_ns)

@@ -16,6 +16,8 @@ int64_t fc_percpu_read(enum fc_kind kind);
 void fc_percpu_maintain_cpu(int cpu, int force);
 /* Calibrator thread: leave the global line for per-CPU lines (a warp was found). */
 void fc_percpu_switch_from_tsc(const char *why);
+/* ns per tick measured on one CPU at setup (0 before). */
+double fc_percpu_seed_rate(void);
 /* Shortest interval any calibrated CPU wants now. */
 int64_t fc_percpu_interval_ns(void);
 void fc_percpu_note_warp_check(int64_t max_warp_cycles);

@@ -130,7 +130,8 @@ static int pass_timespec_get(struct timespec *ts, int base)
 
 /*
  * Should this call go to libc?  Asked on the slow path only (in mode system
- * every line routes readers there).  A system decision taken at start-up
+ * every line routes readers there; before the decision the core's deferred
+ * kernel reads answer, and count towards deciding).  A system decision taken at start-up
  * publishes a line with floor 0: nothing was ever served from the counter,
  * so libc's values can follow, now and for good (SHIM_PASS).  A fail-safe
  * switch later publishes the highest value served as the floor, and then the
@@ -138,12 +139,7 @@ static int pass_timespec_get(struct timespec *ts, int base)
  */
 static int pass_through(void)
 {
-    int mode = atomic_load_explicit(&fc_mode, memory_order_acquire);
-    if (mode == FC_MODE_UNINIT) {
-        fc_try_init();
-        mode = atomic_load_explicit(&fc_mode, memory_order_acquire);
-    }
-    if (mode != FC_MODE_SYSTEM || !fc_system_from_start())
+    if (!fc_system_from_start())
         return 0;
     atomic_fetch_or_explicit(&shim_flags, SHIM_PASS, memory_order_relaxed);
     return 1;
@@ -199,13 +195,10 @@ static SHIM_COLD int fine_slow(enum fc_kind kind, clockid_t id, void *out, enum 
  * call into the core, and the slow path as a tail call. */
 FC_INLINE int fine_read(enum fc_kind kind, clockid_t id, void *out, enum shape shape, int ordered)
 {
-    struct fc_snap s;
-    if (FC_UNLIKELY(!fc_snapshot(&s, kind, ordered)))
+    int64_t ns;
+    if (FC_UNLIKELY(!fc_line_read(&fc_latch, kind, ordered, &ns)))
         return fine_slow(kind, id, out, shape, ordered);
-    uint64_t d = s.t - s.base_tsc;
-    if (FC_UNLIKELY(d >= s.fast_span))
-        return fine_slow(kind, id, out, shape, ordered);
-    return stored(kind, shape, out, fc_eval(s.base_ns, s.base_frac, s.mult, (int64_t)d) + s.offset);
+    return stored(kind, shape, out, ns);
 }
 
 /* Unordered reads (opt-in) and pass-through, out of the default path. */
@@ -434,7 +427,7 @@ int __wrap_timespec_get(struct timespec *ts, int base)
 
 static int env_flag(const char *name)
 {
-    const char *v = getenv(name);
+    const char *v = secure_getenv(name);
     if (!v || !*v || strcmp(v, "0") == 0 || strcasecmp(v, "no") == 0 || strcasecmp(v, "false") == 0)
         return 0;
     if (strcmp(v, "1") == 0 || strcasecmp(v, "yes") == 0 || strcasecmp(v, "true") == 0)
@@ -477,7 +470,9 @@ __attribute__((constructor)) static void fc_preload_loaded(void)
     atomic_store_explicit(&vdso_gettime, (gettime_fn)fc_vdso_sym("__vdso_clock_gettime", "LINUX_2.6"),
                           memory_order_relaxed);
 #endif
-    if (env_flag("FASTCLOCK_UNORDERED"))
+    if (env_flag("FASTCLOCK_UNORDERED")) {
         atomic_fetch_or_explicit(&shim_flags, SHIM_UNORDERED, memory_order_relaxed);
+        fc_set_default_unordered(1); /* fastclock_status().ordered tells the truth */
+    }
     atomic_store_explicit(&constructed, 1, memory_order_release);
 }

@@ -144,6 +144,12 @@ int fc_refclock_has_vdso(void)
     return atomic_load_explicit(&vdso_gettime, memory_order_relaxed) != 0;
 }
 
+fc_gettime_fn fc_refclock_vdso_gettime(void)
+{
+    fc_refclock_init();
+    return atomic_load_explicit(&vdso_gettime, memory_order_relaxed);
+}
+
 int fc_kernel_gettime(clockid_t id, struct timespec *ts)
 {
     if (FC_UNLIKELY(fc_seam.kernel_gettime != 0))

@@ -26,6 +26,7 @@
 
 #define STEERING_HOLD_NS (5LL * FC_NS_PER_SEC)
 #define MAXFREQ_PPM 500.0
+#define NTP_PHASE_LIMIT_NS (16LL * FC_NS_PER_SEC) /* the kernel's cap on maxerror */
 
 static struct {
     _Atomic int known;
@@ -116,9 +117,12 @@ void fc_sync_get(int64_t now, struct fc_sync_snapshot *out)
     out->age_ns = now - atomic_load_explicit(&sync_state.sampled_mono, memory_order_relaxed);
     if (out->age_ns < 0)
         out->age_ns = 0;
-    /* The kernel adds MAXFREQ (500 ppm) to maxerror every second; so do we. */
+    /* The kernel adds MAXFREQ (500 ppm) to maxerror every second, up to
+     * NTP_PHASE_LIMIT (16 s); so do we. */
     out->maxerror_ns = atomic_load_explicit(&sync_state.maxerror_us, memory_order_relaxed) * 1000 +
                        (int64_t)((double)out->age_ns * MAXFREQ_PPM * 1e-6);
+    if (out->maxerror_ns > NTP_PHASE_LIMIT_NS)
+        out->maxerror_ns = NTP_PHASE_LIMIT_NS;
     out->esterror_ns = atomic_load_explicit(&sync_state.esterror_us, memory_order_relaxed) * 1000;
     out->tai_offset_s = atomic_load_explicit(&sync_state.tai, memory_order_relaxed);
     out->freq_scaled = atomic_load_explicit(&sync_state.freq, memory_order_relaxed);

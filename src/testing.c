@@ -38,12 +38,13 @@ void fc_test_current_line(struct fc_test_line *out)
     out->real_offset = l->real_offset;
     out->epoch = m->epoch;
     out->base_ns = l->base_ns;
-    out->base_frac = l->base_frac;
+    out->base_frac = fc_line_base_frac(l);
 }
 
 int64_t fc_test_line_eval(const struct fc_test_line *l, uint64_t t)
 {
-    return fc_eval(l->base_ns, l->base_frac, l->mult, (int64_t)(t - l->base_tsc));
+    __int128 x = (__int128)(int64_t)(t - l->base_tsc) * l->mult + (__int128)l->base_frac;
+    return l->base_ns + (int64_t)(x >> FC_SHIFT);
 }
 
 void fc_test_pause_calibrator(int paused)
@@ -63,4 +64,12 @@ int fc_test_recalibrate(void)
     int r = fc_cal_recalibrate();
     fc_cal_unlock();
     return r;
+}
+
+void fc_test_fail_to_system(const char *why)
+{
+    while (!fc_cal_trylock())
+        fc_cpu_relax();
+    fc_cal_fail_to_system(why);
+    fc_cal_unlock();
 }

@@ -34,6 +34,8 @@ int fc_test_recalibrate(void);
 void fc_test_pause_calibrator(int paused);
 /* What the calibrator does when its start-up warp check fails. */
 void fc_test_switch_to_percpu(const char *why);
+/* What a fail-safe does: leave the counter for the kernel's clocks. */
+void fc_test_fail_to_system(const char *why);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,77 @@
+/*
+ * Which instruction the ordered reads use, and whether the kernel's clock is
+ * so much cheaper here that ordered reads should go to it.
+ *
+ * Both lfence;rdtsc and rdtscp keep the counter read behind every earlier
+ * load, which is the cross-thread guarantee (tests/guarantees_test.cc proves
+ * it with a check_tsc_warp-style test, whichever is chosen).  The kernel's
+ * rdtsc_ordered() prefers rdtscp where the CPU has it; so do we, unless
+ * lfence;rdtsc is clearly cheaper.  The kernel's clock wins only when it
+ * costs under half of an ordered counter read -- a counter that traps in a
+ * VM, say -- never on a close call, so the same machine makes the same
+ * choice every time.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include "cpu.h"
+
+#define BATCH 16
+#define BATCHES 5
+#define RDTSCP_MARGIN 1.10  /* rdtscp unless it costs 10% more than lfence;rdtsc */
+#define KERNEL_MARGIN 0.50  /* the kernel only if it costs under half */
+
+/* Best of BATCHES batches of BATCH reads, in counter ticks per batch. */
+#define BEST_OF(expr, out)                                  \
+    do {                                                    \
+        uint64_t best_ = UINT64_MAX;                        \
+        for (int b_ = 0; b_ < BATCHES; b_++) {              \
+            uint64_t t0_ = fc_counter_lfence();             \
+            for (int i_ = 0; i_ < BATCH; i_++)              \
+                sink += (expr);                             \
+            uint64_t t1_ = fc_counter_lfence();             \
+            if (t1_ - t0_ < best_)                          \
+                best_ = t1_ - t0_;                          \
+        }                                                   \
+        (out) = best_;                                      \
+    } while (0)
+
+static uint64_t kernel_read(void)
+{
+    struct timespec ts;
+    fc_kernel_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_nsec;
+}
+
+uint32_t fc_counter_choose(double ns_per_tick, double *ordered_ns, double *kernel_ns)
+{
+    volatile uint64_t sink = 0;
+    uint64_t lfence, rdtscp = UINT64_MAX, kernel;
+    int has_rdtscp = fc_seam.cpu ? fc_seam.cpu->has_rdtscp : fc_cpu_has_rdtscp();
+    BEST_OF(fc_counter_lfence(), lfence);
+    if (has_rdtscp)
+        BEST_OF(fc_counter_rdtscp_only(), rdtscp);
+    BEST_OF(kernel_read(), kernel);
+    (void)sink;
+
+    uint32_t flags = 0;
+    uint64_t ordered = lfence;
+    if (has_rdtscp && (double)rdtscp <= RDTSCP_MARGIN * (double)lfence) {
+        flags |= FC_READ_RDTSCP;
+        ordered = rdtscp;
+    }
+    if ((double)kernel < KERNEL_MARGIN * (double)ordered)
+        flags |= FC_READ_ORDERED_KERNEL;
+    *ordered_ns = (double)ordered * ns_per_tick / BATCH;
+    *kernel_ns = (double)kernel * ns_per_tick / BATCH;
+    return flags;
+}
+
+double fc_counter_cost_of_read(double ns_per_tick)
+{
+    volatile uint64_t sink = 0;
+    uint64_t ticks;
+    BEST_OF((uint64_t)fastclock_mono_ns(), ticks);
+    (void)sink;
+    return (double)ticks * ns_per_tick / BATCH;
+}

@@ -1,0 +1,243 @@
+/*
+ * The line: its layout, its one publisher and its one reader.
+ *
+ * A line maps the counter to CLOCK_MONOTONIC for one calibration epoch:
+ *
+ *     ns(t) = base_ns + (base_frac + (t - base_tsc) * mult) / 2^FC_SHIFT
+ *
+ * kept in fixed point so that a new line can start exactly where the old one
+ * was (no rounding step).  Lines are published through a two-slot buffer and
+ * a sequence number: the writer fills the slot readers are not using, then
+ * bumps seq.  A reader that interrupts the writer (a signal handler) or a
+ * child forked in the middle of a write always finds a complete line, so
+ * reads never wait for a writer.
+ *
+ * Every line in the library -- the global one and each CPU's in tsc-percpu
+ * mode -- is published by fc_line_publish and read by fc_line_read (hot
+ * path) or fc_line_copy (slow paths).  Nothing else touches a latch.
+ */
+#ifndef FC_LINE_H
+#define FC_LINE_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "counter.h"
+
+#define FC_INLINE static inline __attribute__((always_inline))
+#define FC_LIKELY(x) __builtin_expect(!!(x), 1)
+#define FC_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define FC_LOAD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+
+/* Fixed-point shift: mult is ns per tick in units of 2^-32 ns.  Quantising
+ * the rate to 2^-32 ns per tick costs at most 0.5 ns over a 2 s line; in
+ * exchange (base_frac + d * mult) fits in 64 bits for any d < fast_span, so
+ * the read path multiplies 64 x 64 -> 64 (the vDSO's arithmetic). */
+#define FC_SHIFT 32
+
+enum fc_kind { FC_MONO, FC_REAL, FC_BOOT, FC_TAI };
+
+/* Hot part of a line: exactly one cache line, read on every call. */
+struct fc_line {
+    uint64_t base_tsc;
+    uint64_t fast_span;   /* reads with t - base_tsc >= fast_span take the slow path;
+                             0: every read does (mode system, tsc-percpu, first use) */
+    int64_t mult;         /* ns per tick << FC_SHIFT, > 0 */
+    int64_t base_ns;      /* CLOCK_MONOTONIC at base_tsc, integer part */
+    uint64_t frac_c;      /* base_frac - base_tsc * mult (mod 2^64): lets the reader
+                             compute t * mult + frac_c without subtracting first */
+    int64_t real_offset;  /* CLOCK_REALTIME - CLOCK_MONOTONIC */
+    int64_t boot_offset;  /* CLOCK_BOOTTIME - CLOCK_MONOTONIC */
+    int64_t tai_offset;   /* CLOCK_TAI - CLOCK_MONOTONIC (real_offset included) */
+} __attribute__((aligned(64)));
+
+/* Cold part: read by the slow path and fastclock_status under the same seq. */
+struct fc_meta {
+    uint64_t soft_span;   /* beyond: never used again; a reader recalibrates or asks the kernel */
+    int64_t error_bound_ns;  /* at publication ... */
+    int64_t bound_growth_ppb; /* ... growing by this many ns per second of age */
+    int64_t floor_ns;     /* mode system: no MONOTONIC read returns less */
+    uint64_t epoch;
+    int64_t published_mono_ns;
+} __attribute__((aligned(64)));
+
+/* How ordered reads read the counter (global latch only; written once by the
+ * mode decision, before the first line, and never again). */
+#define FC_READ_RDTSCP 1u          /* rdtscp rather than lfence;rdtsc */
+#define FC_READ_ORDERED_KERNEL 2u  /* the kernel's clock is clearly cheaper here */
+
+struct fc_latch {
+    _Atomic uint64_t seq __attribute__((aligned(64)));
+    uint32_t read_flags;  /* FC_READ_*: same cache line as seq, so free to load */
+    struct fc_line line[2];
+    struct fc_meta meta[2];
+};
+
+/* The ordered counter read this latch asks for. */
+FC_INLINE uint64_t fc_counter_fenced(uint32_t flags)
+{
+    return (flags & FC_READ_RDTSCP) ? fc_counter_rdtscp_only() : fc_counter_lfence();
+}
+
+FC_INLINE int64_t fc_line_offset(const struct fc_line *l, enum fc_kind kind)
+{
+    switch (kind) {
+    case FC_REAL: return FC_LOAD(&l->real_offset);
+    case FC_BOOT: return FC_LOAD(&l->boot_offset);
+    case FC_TAI: return FC_LOAD(&l->tai_offset);
+    default: return 0;
+    }
+}
+
+/*
+ * The read path: the global line, now.  Returns 0 when the line cannot
+ * answer (none yet, routed elsewhere, or run out): the caller's slow path
+ * decides.  No stores, no calls, no loops but the seqlock retry.
+ *
+ * The counter is read between the two loads of seq, so a value computed from
+ * line k was sampled before line k+1 became visible (up to the CPU's
+ * speculation window for unordered reads, which the writer's pivot rule in
+ * calibration.c covers).  Ordered reads fence the counter read behind every
+ * earlier load: behind the seq load, and behind whatever the caller did to
+ * synchronise with another thread -- the cross-thread guarantee.
+ *
+ * After the counter read: combine edx:eax, one 64-bit multiply, an add, a
+ * shift and the base -- the compare against fast_span runs beside them.
+ */
+FC_INLINE int fc_line_read(const struct fc_latch *latch, enum fc_kind kind, int ordered, int64_t *out)
+{
+    uint64_t seq, t, base, span, c;
+    int64_t mult, base_ns, off;
+    do {
+        seq = atomic_load_explicit(&latch->seq, memory_order_acquire);
+        const struct fc_line *l = &latch->line[seq & 1];
+        /* One base register for the fields (otherwise GCC hoists a pointer
+         * per field out of the loop and spills callee-saved registers). */
+        __asm__("" : "+r"(l));
+        span = FC_LOAD(&l->fast_span);
+        uint32_t flags = ordered ? FC_LOAD(&latch->read_flags) : 0;
+        if (FC_UNLIKELY(span == 0 || (flags & FC_READ_ORDERED_KERNEL)))
+            return 0;
+        base = FC_LOAD(&l->base_tsc);
+        mult = FC_LOAD(&l->mult);
+        base_ns = FC_LOAD(&l->base_ns);
+        c = FC_LOAD(&l->frac_c);
+        off = fc_line_offset(l, kind);
+        t = ordered ? fc_counter_fenced(flags) : fc_counter_unordered();
+        atomic_thread_fence(memory_order_acquire);
+    } while (FC_UNLIKELY(seq != atomic_load_explicit(&latch->seq, memory_order_relaxed)));
+    if (FC_UNLIKELY(t - base >= span))
+        return 0;
+    *out = base_ns + (int64_t)((t * (uint64_t)mult + c) >> FC_SHIFT) + off;
+    return 1;
+}
+
+/* A per-CPU line at a counter value read just before (rdtscp told which
+ * CPU's latch to use).  Returns 0 when the line cannot answer. */
+FC_INLINE int fc_line_read_at(const struct fc_latch *latch, enum fc_kind kind, uint64_t t, int64_t *mono,
+                              int64_t *offset)
+{
+    uint64_t seq, base, span, c;
+    int64_t mult, base_ns, off;
+    do {
+        seq = atomic_load_explicit(&latch->seq, memory_order_acquire);
+        const struct fc_line *l = &latch->line[seq & 1];
+        __asm__("" : "+r"(l));
+        span = FC_LOAD(&l->fast_span);
+        base = FC_LOAD(&l->base_tsc);
+        mult = FC_LOAD(&l->mult);
+        base_ns = FC_LOAD(&l->base_ns);
+        c = FC_LOAD(&l->frac_c);
+        off = fc_line_offset(l, kind);
+        atomic_thread_fence(memory_order_acquire);
+    } while (FC_UNLIKELY(seq != atomic_load_explicit(&latch->seq, memory_order_relaxed)));
+    if (FC_UNLIKELY(t - base >= span))
+        return 0;
+    *mono = base_ns + (int64_t)((t * (uint64_t)mult + c) >> FC_SHIFT);
+    *offset = off;
+    return 1;
+}
+
+/* The line's fractional base, recovered from frac_c (exact: it is < 2^32). */
+FC_INLINE uint64_t fc_line_base_frac(const struct fc_line *l)
+{
+    return l->frac_c + l->base_tsc * (uint64_t)l->mult;
+}
+
+/* Evaluate a line at d = t - base_tsc ticks, for any d (negative when the
+ * pivot lies ahead, or beyond fast_span): exact in 128 bits. */
+FC_INLINE int64_t fc_line_eval(const struct fc_line *l, int64_t d)
+{
+    __int128 x = (__int128)d * l->mult + (__int128)fc_line_base_frac(l);
+    return l->base_ns + (int64_t)(x >> FC_SHIFT);
+}
+
+/* Fixed-point value of a line at d: used by the writer for exact continuity. */
+FC_INLINE __int128 fc_line_eval_fixed(const struct fc_line *l, int64_t d)
+{
+    return ((__int128)l->base_ns << FC_SHIFT) + (__int128)fc_line_base_frac(l) + (__int128)d * l->mult;
+}
+
+/* A consistent copy of a latch's current line and meta (slow paths).  With
+ * counter != 0 it is called inside the same window, so a value computed from
+ * this line was sampled before the next line became visible. */
+FC_INLINE uint64_t fc_line_copy(const struct fc_latch *latch, struct fc_line *l, struct fc_meta *m,
+                                uint64_t (*counter)(void *), void *arg, uint64_t *t)
+{
+    uint64_t seq;
+    do {
+        seq = atomic_load_explicit(&latch->seq, memory_order_acquire);
+        const uint64_t *src = (const uint64_t *)&latch->line[seq & 1];
+        uint64_t *dst = (uint64_t *)l;
+        for (unsigned i = 0; i < sizeof *l / 8; i++)
+            dst[i] = FC_LOAD(&src[i]);
+        src = (const uint64_t *)&latch->meta[seq & 1];
+        dst = (uint64_t *)m;
+        for (unsigned i = 0; i < sizeof *m / 8; i++)
+            dst[i] = FC_LOAD(&src[i]);
+        if (counter)
+            *t = counter(arg);
+        atomic_thread_fence(memory_order_acquire);
+    } while (seq != atomic_load_explicit(&latch->seq, memory_order_relaxed));
+    return seq;
+}
+
+/*
+ * Publish a line (the writer of that latch, under its lock).  base_frac is
+ * the fractional base in units of 2^-FC_SHIFT ns (< 2^32); fast_span is
+ * capped so that the reader's 64-bit arithmetic cannot overflow.
+ */
+FC_INLINE void fc_line_publish(struct fc_latch *latch, const struct fc_line *in, uint64_t base_frac,
+                               const struct fc_meta *m)
+{
+    struct fc_line l = *in;
+    l.frac_c = base_frac - l.base_tsc * (uint64_t)l.mult;
+    if (l.mult > 0) {
+        uint64_t cap = (UINT64_MAX - ((uint64_t)1 << FC_SHIFT)) / (uint64_t)l.mult;
+        if (l.fast_span > cap)
+            l.fast_span = cap;
+    }
+    uint64_t seq = atomic_load_explicit(&latch->seq, memory_order_relaxed);
+    unsigned next = (unsigned)((seq + 1) & 1);
+    const uint64_t *src = (const uint64_t *)&l;
+    uint64_t *dst = (uint64_t *)&latch->line[next];
+    for (unsigned i = 0; i < sizeof l / 8; i++)
+        __atomic_store_n(&dst[i], src[i], __ATOMIC_RELAXED);
+    src = (const uint64_t *)m;
+    dst = (uint64_t *)&latch->meta[next];
+    for (unsigned i = 0; i < sizeof *m / 8; i++)
+        __atomic_store_n(&dst[i], src[i], __ATOMIC_RELAXED);
+    atomic_store_explicit(&latch->seq, seq + 1, memory_order_release);
+}
+
+/* The current slot, for its writer (under its lock: nothing else publishes). */
+FC_INLINE const struct fc_line *fc_line_current(const struct fc_latch *latch)
+{
+    return &latch->line[atomic_load_explicit(&latch->seq, memory_order_relaxed) & 1];
+}
+FC_INLINE const struct fc_meta *fc_meta_current(const struct fc_latch *latch)
+{
+    return &latch->meta[atomic_load_explicit(&latch->seq, memory_order_relaxed) & 1];
+}
+
+#endif
