@@ -81,7 +81,8 @@ struct fastclock_status {
     const char *mode;        /* "tsc", "tsc-percpu" or "system" */
     const char *reason;      /* one sentence: why this mode; valid for the process lifetime */
     const char *calibrator;  /* "thread", "lazy" (calibrated by readers) or "none" */
-    const char *counter;     /* "rdtsc", "rdtscp" or "clock_gettime" */
+    const char *counter;     /* how the default fine clocks read the time: "rdtscp" or
+                                "lfence;rdtsc" (ordered), "rdtsc" (unordered), or "clock_gettime" */
     double   counter_hz;     /* counter ticks per second of CLOCK_MONOTONIC (current estimate) */
     uint64_t calibrations;   /* successful calibrations since start */
     int64_t  last_calibration_age_ns; /* time since the last calibration, -1 if none */
@@ -93,7 +94,9 @@ struct fastclock_status {
     int64_t  sample_width_ns;/* width of the best kernel sample at the last calibration */
     uint64_t fallback_reads; /* reads answered by the kernel while in mode "tsc" */
     uint64_t realtime_steps; /* REALTIME steps followed */
-    int      ordered;        /* 1: fine clocks fence the counter read */
+    int      ordered;        /* 1: the process's default fine reads (fastclock_mono_ns, and under the
+                                preload shim clock_gettime) are ordered across threads; 0 when the
+                                shim was asked for unordered reads (FASTCLOCK_UNORDERED=1) */
     int      forced;         /* 1: FASTCLOCK_MODE chose the mode */
     int64_t  real_error_bound_ns; /* bound on |fastclock_real_ns - true UTC|: error_bound_ns plus
                                      the kernel's own maxerror; see fastclock_real_bounded */
@@ -102,8 +105,8 @@ struct fastclock_status {
     int64_t  kernel_maxerror_ns;  /* adjtimex maxerror now (-1 unknown) */
     int64_t  kernel_esterror_ns;  /* adjtimex esterror (-1 unknown) */
     int64_t  max_warp_cycles;     /* start-up cross-CPU warp check: largest warp, -1 if not run */
-    double   read_ns;             /* fastclock_mono_ns as measured at the mode decision (0: not measured) */
-    double   kernel_read_ns;      /* clock_gettime(CLOCK_MONOTONIC), measured alongside */
+    double   read_ns;             /* fastclock_mono_ns, measured with the first line (0: not measured) */
+    double   kernel_read_ns;      /* the kernel's clock_gettime(CLOCK_MONOTONIC), measured alongside */
     uint64_t reserved[1];
 };
 

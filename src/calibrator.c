@@ -40,6 +40,7 @@
 #include "warp.h"
 
 #define ADJTIMEX_POLL_NS 50000000LL
+#define DECIDE_AFTER_NS 1000000LL
 #define COARSE_TICK_NS 1000000LL
 #define WARP_NS_PER_PAIR 1000000LL  /* start-up check: ~1 ms per CPU pair ... */
 #define WARP_MAX_PAIRS 4            /* ... at most 4 pairs */
@@ -204,6 +205,14 @@ static void *calibrator_main(void *arg)
         int active = (mode == FC_MODE_TSC || mode == FC_MODE_PERCPU) &&
                      !atomic_load_explicit(&thread_paused, memory_order_acquire);
         if (!active) {
+            if (mode == FC_MODE_UNINIT && fc_decision_wanted() &&
+                !atomic_load_explicit(&thread_paused, memory_order_acquire)) {
+                /* The process reads the time: decide, a millisecond after
+                 * the first read, off the readers' path. */
+                sleep_until_woken(seen, DECIDE_AFTER_NS);
+                fc_decide_now();
+                continue;
+            }
             if (mode == FC_MODE_SYSTEM)
                 fc_coarse_deactivate();
             /* Not decided yet (the first read wakes us), paused, or system. */

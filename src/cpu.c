@@ -98,7 +98,43 @@ void fc_cpu_probe(struct fc_cpu_info *info)
     }
 }
 
+void fc_cpu_probe_trust(struct fc_cpu_info *info)
+{
+    memset(info, 0, sizeof *info);
+    info->tsc_hz_source = "";
+    info->has_cpuid = 1;
+    uint32_t r[4];
+    cpuid(0x80000000, 0, r);
+    if (r[0] >= 0x80000007 && r[0] < 0x8000ffff) {
+        cpuid(0x80000007, 0, r);
+        info->invariant_tsc = (r[3] >> 8) & 1;
+    }
+    /* An invariant TSC is a TSC (CPUID.1:EDX[4] would cost one more CPUID;
+     * AT_HWCAP does not carry it: glibc replaces it on x86-64). */
+    info->has_tsc = info->invariant_tsc;
+}
+
+int fc_cpu_has_rdtscp(void)
+{
+    uint32_t r[4];
+    cpuid(0x80000000, 0, r);
+    if (r[0] < 0x80000001 || r[0] >= 0x8000ffff)
+        return 0;
+    cpuid(0x80000001, 0, r);
+    return (r[3] >> 27) & 1;
+}
+
 #else
+
+void fc_cpu_probe_trust(struct fc_cpu_info *info)
+{
+    fc_cpu_probe(info);
+}
+
+int fc_cpu_has_rdtscp(void)
+{
+    return 0;
+}
 
 void fc_cpu_probe(struct fc_cpu_info *info)
 {

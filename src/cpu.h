@@ -21,8 +21,16 @@ struct fc_cpu_info {
     uint32_t crystal_hz;      /* CPUID.15H:ECX, 0 if absent */
 };
 
-/* Fills *info from CPUID; on a CPU without it every field is zero/empty. */
+/* Fills *info from CPUID; on a CPU without it every field is zero/empty.
+ * Costs a dozen CPUID instructions, each of which traps to the hypervisor in
+ * a VM (several microseconds): for doctor and the CLI, not for start-up. */
 void fc_cpu_probe(struct fc_cpu_info *info);
+
+/* Just what the mode decision needs: invariant_tsc (and so has_tsc), with
+ * two CPUID instructions. */
+void fc_cpu_probe_trust(struct fc_cpu_info *info);
+/* CPUID.80000001H:EDX[27], asked only when rdtscp matters (one CPUID). */
+int fc_cpu_has_rdtscp(void);
 
 /* Human name for a hypervisor signature ("KVM", "Xen", "Hyper-V", "VMware", ...), or NULL. */
 const char *fc_hypervisor_name(const char *sig);

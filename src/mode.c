@@ -1,9 +1,10 @@
 /*
- * Mode decision.  Runs once, lazily, on the first read from any thread,
- * and costs about 60 us: CPUID, two sysfs files, a short rate measurement
- * against the kernel (no 20 ms sleep), and a speed comparison.  Readers that
- * arrive while it runs get the kernel's clocks; the first line starts at or
- * above those values so nothing goes backwards.
+ * Mode decision.  Runs once, lazily, on the first read from any thread, and
+ * answers one question: can the counter be trusted?  It costs two CPUIDs,
+ * one sysfs file and one calibration sample (~15 us in a VM, where each
+ * CPUID and each file read traps).  Readers that arrive while it runs, and
+ * until the first line is published, get the kernel's clocks; the first line
+ * starts at or above those values so nothing goes backwards.
  *
  * mode tsc needs all of:
  *   - an invariant TSC (CPUID 0x80000007 EDX[8]);
@@ -12,9 +13,12 @@
  *     unstable) -- the kernel need not *use* it: on Xen/HPET/kvm-clock
  *     machines this is where fastclock helps most;
  *   - a calibration that converges, a counter that never goes backwards,
- *   - and a read that is cheaper than clock_gettime here.
- * FASTCLOCK_MODE=tsc skips the last check and tolerates an unreadable
- * sysfs, but still refuses a non-invariant or distrusted TSC.
+ *   - and a first calibration sample that makes sense.
+ * Cost plays no part in the mode: which instruction reads the counter, and
+ * whether ordered reads go to a clearly cheaper kernel clock, is chosen
+ * with the first line (calibration.c, fc_counter_choose).
+ * FASTCLOCK_MODE=tsc tolerates an unreadable sysfs, but still refuses a
+ * non-invariant or distrusted TSC.
  */
 #define _GNU_SOURCE
 #include "mode.h"
@@ -37,14 +41,38 @@
 _Atomic int fc_mode;
 struct fc_seam fc_seam;
 
+/*
+ * Until the mode is decided, the kernel answers every read directly, and the
+ * decision waits until the process has shown it reads the time often: the
+ * calibrator thread decides a millisecond after the first read; without one,
+ * the thread that makes its DEFER_READS-th read decides.  A process that
+ * reads the time a few times (date, a shell tool) never pays for a decision
+ * (CPUIDs and a sysfs read trap in a VM: 30-80 us there), and never costs
+ * more than libc.
+ */
+#define DEFER_READS 32
+static int deferred_gettime(clockid_t id, struct timespec *ts);
+_Atomic(fc_direct_fn) fc_direct_gettime = deferred_gettime;
+static _Atomic int read_before_decision;
+static __thread uint32_t deferred_reads __attribute__((tls_model("initial-exec")));
 
 enum fc_mode_pref { PREF_AUTO, PREF_TSC, PREF_PERCPU, PREF_SYSTEM };
 
 static _Atomic int mode_forced;
-static _Atomic int system_from_start;
-/* Costs measured at the decision, ns per read (0: not measured). */
+/* Costs measured when the ordered instruction was chosen, ns per read. */
 static _Atomic double read_ns, kernel_read_ns;
 static _Atomic int calibrator_pref = -1;
+static _Atomic int default_unordered;
+
+/* fastclock_ticks(): its unit is fixed by the first decision for the whole
+ * process.  Counter ticks wherever a counter was trusted at start (raw while
+ * mode tsc lasts; afterwards synthesised from MONOTONIC at the last rate,
+ * starting above every raw value handed out); ns of MONOTONIC otherwise. */
+_Atomic int fc_ticks_raw;            /* read by fastclock_ticks' fast path */
+static _Atomic int ticks_in_ns;
+static _Atomic int ticks_synth;
+static _Atomic uint64_t synth_base_t, synth_tpn; /* ticks per ns << 32 */
+static _Atomic int64_t synth_base_mono;
 
 /* Reasons are copied into slots that are never rewritten, so a pointer
  * handed out by fastclock_status stays valid and unchanged. */
@@ -53,7 +81,7 @@ static char reason_slots[REASON_SLOTS][256];
 static _Atomic int reason_used;
 static _Atomic(const char *) reason_ptr;
 
-void fc_set_reason(const char *reason)
+static void set_reason(const char *reason)
 {
     int i = atomic_fetch_add_explicit(&reason_used, 1, memory_order_relaxed);
     if (i >= REASON_SLOTS) {
@@ -75,13 +103,23 @@ const char *fc_get_reason(void)
 
 int fc_system_from_start(void)
 {
-    return atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_SYSTEM &&
-           atomic_load_explicit(&system_from_start, memory_order_relaxed);
+    fc_direct_fn f = atomic_load_explicit(&fc_direct_gettime, memory_order_acquire);
+    return f != 0 && f != deferred_gettime;
 }
 
 int fc_mode_forced(void)
 {
     return atomic_load_explicit(&mode_forced, memory_order_relaxed);
+}
+
+void fc_set_default_unordered(int unordered)
+{
+    atomic_store_explicit(&default_unordered, unordered, memory_order_relaxed);
+}
+
+int fc_default_unordered(void)
+{
+    return atomic_load_explicit(&default_unordered, memory_order_relaxed);
 }
 
 static void say(const char *a, const char *b, const char *c)
@@ -107,10 +145,12 @@ static int word_eq(const char *a, const char *b)
     return *a == 0;
 }
 
+/* secure_getenv: a setuid or setgid program that links the library ignores
+ * FASTCLOCK_* (and is never told about it on stderr). */
 static enum fc_mode_pref parse_mode_env(void)
 {
     static _Atomic int warned;
-    const char *v = getenv("FASTCLOCK_MODE");
+    const char *v = secure_getenv("FASTCLOCK_MODE");
     if (!v || word_eq(v, "") || word_eq(v, "auto"))
         return PREF_AUTO;
     if (word_eq(v, "tsc"))
@@ -130,7 +170,7 @@ enum fc_calibrator_pref fc_calibrator_pref(void)
     int p = atomic_load_explicit(&calibrator_pref, memory_order_relaxed);
     if (p >= 0)
         return (enum fc_calibrator_pref)p;
-    const char *v = getenv("FASTCLOCK_CALIBRATOR");
+    const char *v = secure_getenv("FASTCLOCK_CALIBRATOR");
     p = FC_CAL_AUTO;
     if (v && word_eq(v, "thread"))
         p = FC_CAL_THREAD;
@@ -143,57 +183,127 @@ enum fc_calibrator_pref fc_calibrator_pref(void)
     return (enum fc_calibrator_pref)p;
 }
 
-/* Cost of 64 reads of each clock, best of 7 batches, in counter ticks. */
-static void compare_costs(uint64_t *ours, uint64_t *kernel)
-{
-    volatile int64_t sink = 0;
-    *ours = *kernel = UINT64_MAX;
-    for (int batch = 0; batch < 7; batch++) {
-        uint64_t t0 = fc_counter_ordered();
-        for (int i = 0; i < 64; i++)
-            sink += fastclock_mono_ns();
-        uint64_t t1 = fc_counter_ordered();
-        for (int i = 0; i < 64; i++) {
-            struct timespec ts;
-            fc_kernel_gettime(CLOCK_MONOTONIC, &ts);
-            sink += ts.tv_nsec;
-        }
-        uint64_t t2 = fc_counter_ordered();
-        if (t1 - t0 < *ours) *ours = t1 - t0;
-        if (t2 - t1 < *kernel) *kernel = t2 - t1;
-    }
-    (void)sink;
-}
-
-/* Ticks for 64 reads (compare_costs), as ns per read with one decimal. */
-static double ns_per_read(uint64_t ticks64)
-{
-    struct fc_cal_stats st;
-    fc_cal_stats(&st);
-    return (double)ticks64 * st.rate_ns_per_tick / 64.0;
-}
-
-static void append_ns_per_read(struct fc_buf *b, uint64_t ticks64)
-{
-    fc_buf_fixed(b, ns_per_read(ticks64), 1);
-}
-
 void fc_measured_costs(double *ours, double *kernel)
 {
     *ours = atomic_load_explicit(&read_ns, memory_order_relaxed);
     *kernel = atomic_load_explicit(&kernel_read_ns, memory_order_relaxed);
 }
 
-static void decide_system(const char *reason, int forced)
+void fc_note_costs(double ours, double kernel)
 {
-    atomic_store_explicit(&system_from_start, 1, memory_order_relaxed);
-    fc_set_reason(reason);
-    fc_cal_publish_system(0);
-    atomic_store_explicit(&mode_forced, forced, memory_order_relaxed);
-    atomic_store_explicit(&fc_mode, FC_MODE_SYSTEM, memory_order_release);
+    atomic_store_explicit(&read_ns, ours, memory_order_relaxed);
+    atomic_store_explicit(&kernel_read_ns, kernel, memory_order_relaxed);
 }
 
-static void do_init(void)
+/* The vDSO's convention without a vDSO: -errno, errno untouched on success. */
+static int syscall_gettime(clockid_t id, struct timespec *ts)
+{
+    long r = syscall(SYS_clock_gettime, id, ts);
+    return r == 0 ? 0 : -errno;
+}
+
+static enum fc_kind kind_of(clockid_t id)
+{
+    switch (id) {
+    case CLOCK_REALTIME: case CLOCK_REALTIME_COARSE: return FC_REAL;
+    case CLOCK_BOOTTIME: return FC_BOOT;
+    case CLOCK_TAI: return FC_TAI;
+    default: return FC_MONO;
+    }
+}
+
+static int deferred_gettime(clockid_t id, struct timespec *ts)
+{
+    uint64_t seq = atomic_load_explicit(&fc_latch.seq, memory_order_acquire);
+    int r = fc_kernel_gettime(id, ts);
+    if (FC_UNLIKELY(!atomic_load_explicit(&read_before_decision, memory_order_relaxed))) {
+        atomic_store_explicit(&read_before_decision, 1, memory_order_relaxed);
+        fc_calibrator_wake(); /* it decides a millisecond from now */
+    }
+    if (FC_UNLIKELY(++deferred_reads >= DEFER_READS) && !fc_calibrator_running() &&
+        atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_UNINIT)
+        fc_try_init();
+    /* A line published while we read: this value may lie above it, so
+     * read again through the slow path (which never undercuts a line). */
+    if (FC_UNLIKELY(atomic_load_explicit(&fc_latch.seq, memory_order_acquire) != seq) &&
+        id != CLOCK_MONOTONIC_COARSE && id != CLOCK_REALTIME_COARSE) {
+        fc_ns_to_ts(fc_slow_read(kind_of(id), 1), ts);
+        return 0;
+    }
+    return r == 0 ? 0 : -errno;
+}
+
+int fc_decision_wanted(void)
+{
+    return atomic_load_explicit(&read_before_decision, memory_order_relaxed);
+}
+
+void fc_decide_now(void)
+{
+    if (atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_UNINIT)
+        fc_try_init();
+    fc_wait_decided();
+}
+
+/* ---- the one writer of the mode ---------------------------------------- */
+
+/* Ticks keep their unit when the mode leaves tsc: from here on they are
+ * synthesised from MONOTONIC at the last rate, starting above any raw value
+ * a thread may have read (the counter now, plus any warp between CPUs, plus
+ * a millisecond for reads that raced this switch). */
+static void ticks_leave_raw(int64_t floor_ns)
+{
+    if (atomic_load_explicit(&ticks_in_ns, memory_order_relaxed) ||
+        atomic_load_explicit(&ticks_synth, memory_order_relaxed))
+        return;
+    struct fc_cal_stats st;
+    fc_cal_stats(&st);
+    double rate = st.rate_ns_per_tick > 0 ? st.rate_ns_per_tick : fc_percpu_seed_rate();
+    if (!(rate > 0))
+        rate = 1.0;
+    struct fc_percpu_stats ps;
+    fc_percpu_stats(&ps);
+    uint64_t margin = (uint64_t)(1e6 / rate) + (ps.max_warp_cycles > 0 ? (uint64_t)ps.max_warp_cycles : 0);
+    int64_t mono = fc_kernel_ns(CLOCK_MONOTONIC);
+    if (mono < floor_ns)
+        mono = floor_ns;
+    atomic_store_explicit(&synth_base_t, fc_now_counter(1) + margin, memory_order_relaxed);
+    atomic_store_explicit(&synth_base_mono, mono, memory_order_relaxed);
+    atomic_store_explicit(&synth_tpn, (uint64_t)((double)((uint64_t)1 << 32) / rate), memory_order_relaxed);
+    fc_cal_set_ticks_rate(rate);
+    atomic_store_explicit(&ticks_synth, 1, memory_order_release);
+}
+
+void fc_mode_enter(int mode, const char *reason, int64_t floor_ns)
+{
+    int old = atomic_load_explicit(&fc_mode, memory_order_relaxed);
+    set_reason(reason);
+    if (old == FC_MODE_INITIALIZING)
+        atomic_store_explicit(&fc_direct_gettime, (fc_direct_fn)0, memory_order_release);
+    if (mode == FC_MODE_TSC) {
+        atomic_store_explicit(&fc_ticks_raw, !fc_seam.counter, memory_order_relaxed);
+    } else {
+        int at_start = old == FC_MODE_INITIALIZING;
+        atomic_store_explicit(&fc_ticks_raw, 0, memory_order_relaxed);
+        if (at_start && mode == FC_MODE_SYSTEM)
+            atomic_store_explicit(&ticks_in_ns, 1, memory_order_relaxed);
+        else
+            ticks_leave_raw(floor_ns);
+        fc_cal_publish_system(floor_ns);
+        if (at_start && mode == FC_MODE_SYSTEM) {
+            /* Nothing was ever served from the counter: the kernel answers
+             * unclamped, straight from the vDSO. */
+            fc_gettime_fn f = fc_seam.kernel_gettime ? fc_seam.kernel_gettime : fc_refclock_vdso_gettime();
+            atomic_store_explicit(&fc_direct_gettime, f ? f : syscall_gettime, memory_order_release);
+        }
+    }
+    atomic_store_explicit(&fc_mode, mode, memory_order_release);
+    fc_calibrator_wake();
+}
+
+/* ---- the decision -------------------------------------------------------- */
+
+static void decide(void)
 {
     char why[256], msg[512];
     struct fc_buf b;
@@ -202,101 +312,85 @@ static void do_init(void)
     const char *refuse = pref == PREF_TSC      ? "FASTCLOCK_MODE=tsc refused: "
                          : pref == PREF_PERCPU ? "FASTCLOCK_MODE=percpu refused: "
                                                : "";
-
-    fc_refclock_init();
-    /* Nobody else calibrates before the mode is decided, but a fork may have left the lock set. */
-    fc_cal_trylock();
+    atomic_store_explicit(&mode_forced, forced, memory_order_relaxed);
+    fc_buf_init(&b, msg, sizeof msg);
 
     if (pref == PREF_SYSTEM) {
-        decide_system("FASTCLOCK_MODE=system asks for the kernel's clocks", 1);
-        goto out;
+        fc_mode_enter(FC_MODE_SYSTEM, "FASTCLOCK_MODE=system asks for the kernel's clocks", 0);
+        return;
     }
 
     struct fc_cpu_info cpu;
     if (fc_seam.cpu)
         cpu = *fc_seam.cpu;
     else
-        fc_cpu_probe(&cpu);
+        fc_cpu_probe_trust(&cpu);
     if (!FC_HAVE_COUNTER || !cpu.has_tsc) {
-        fc_buf_init(&b, msg, sizeof msg);
         fc_buf_str(&b, refuse);
         fc_buf_str(&b, "this CPU has no time-stamp counter fastclock can read");
-        decide_system(msg, forced);
-        goto out;
+        fc_mode_enter(FC_MODE_SYSTEM, msg, 0);
+        return;
     }
     if (!cpu.invariant_tsc) {
-        fc_buf_init(&b, msg, sizeof msg);
         fc_buf_str(&b, refuse);
         fc_buf_str(&b, "the CPU does not report an invariant TSC (CPUID 0x80000007 EDX bit 8), "
                        "so its rate may change with frequency and sleep states");
-        decide_system(msg, forced);
-        goto out;
+        fc_mode_enter(FC_MODE_SYSTEM, msg, 0);
+        return;
     }
 
     struct fc_clocksource_info cs;
     fc_clocksource_read(fc_seam.sysroot ? fc_seam.sysroot : "", &cs);
     const char *trust;
     char trustbuf[256];
+    struct fc_buf tb;
+    fc_buf_init(&tb, trustbuf, sizeof trustbuf);
     int distrusted = 0;
     if (cs.available_errno) {
         if (pref == PREF_AUTO) {
-            fc_buf_init(&b, msg, sizeof msg);
             fc_buf_str(&b, "cannot tell whether the kernel trusts the TSC: " FC_CLOCKSOURCE_DIR
                            "/available_clocksource is unreadable (");
             fc_buf_str(&b, fc_errno_text(cs.available_errno));
             fc_buf_str(&b, "); set FASTCLOCK_MODE=tsc to use it anyway");
-            decide_system(msg, 0);
-            goto out;
+            fc_mode_enter(FC_MODE_SYSTEM, msg, 0);
+            return;
         }
         trust = "the kernel's opinion of the TSC is unknown (sysfs unreadable)";
     } else if (!fc_word_in_list(cs.available, FC_COUNTER_CLOCKSOURCE)) {
         distrusted = 1;
-        fc_buf_init(&b, trustbuf, sizeof trustbuf);
-        fc_buf_str(&b, "the kernel does not trust the TSC: it is not among the available clocksources (");
-        fc_buf_str(&b, cs.available);
-        fc_buf_str(&b, "), which happens when the kernel marked it unstable");
+        fc_buf_str(&tb, "the kernel does not trust the TSC: it is not among the available clocksources (");
+        fc_buf_str(&tb, cs.available);
+        fc_buf_str(&tb, "), which happens when the kernel marked it unstable");
         trust = trustbuf;
         if (pref == PREF_TSC) {
-            fc_buf_init(&b, msg, sizeof msg);
             fc_buf_str(&b, refuse);
             fc_buf_str(&b, trust);
-            decide_system(msg, 1);
-            goto out;
+            fc_mode_enter(FC_MODE_SYSTEM, msg, 0);
+            return;
         }
     } else if (strcmp(cs.current, FC_COUNTER_CLOCKSOURCE) == 0) {
         trust = "the kernel uses it as its clocksource";
     } else {
-        fc_buf_init(&b, trustbuf, sizeof trustbuf);
-        fc_buf_str(&b, "the kernel lists it as a stable clocksource (it currently uses ");
-        fc_buf_str(&b, cs.current[0] ? cs.current : "an unknown clocksource");
-        fc_buf_str(&b, ")");
+        fc_buf_str(&tb, "the kernel lists it as a stable clocksource (it currently uses ");
+        fc_buf_str(&tb, cs.current[0] ? cs.current : "an unknown clocksource");
+        fc_buf_str(&tb, ")");
         trust = trustbuf;
     }
 
     if (distrusted || pref == PREF_PERCPU) {
         /* Invariant but not in step across CPUs (or asked for): one line per CPU. */
-        if (!cpu.has_rdtscp) {
-            fc_buf_init(&b, msg, sizeof msg);
-            fc_buf_str(&b, pref == PREF_PERCPU ? refuse : "");
-            fc_buf_str(&b, distrusted ? trust : "per-CPU calibration needs rdtscp");
-            fc_buf_str(&b, distrusted ? ", and per-CPU calibration needs rdtscp, which this CPU lacks" : "");
-            decide_system(msg, forced);
-            goto out;
-        }
-        if (fc_percpu_setup(why, sizeof why) != 0) {
-            fc_buf_init(&b, msg, sizeof msg);
+        int rdtscp = fc_seam.cpu ? fc_seam.cpu->has_rdtscp : fc_cpu_has_rdtscp();
+        if (!rdtscp || fc_percpu_setup(why, sizeof why) != 0) {
             fc_buf_str(&b, pref == PREF_PERCPU ? refuse : "");
             if (distrusted) {
                 fc_buf_str(&b, trust);
                 fc_buf_str(&b, ", and per-CPU calibration is not possible: ");
             }
-            fc_buf_str(&b, why);
-            decide_system(msg, forced);
-            goto out;
+            fc_buf_str(&b, rdtscp ? why : "it needs rdtscp, which this CPU lacks");
+            fc_mode_enter(FC_MODE_SYSTEM, msg, 0);
+            return;
         }
         fc_sync_poll(fc_kernel_ns(CLOCK_MONOTONIC));
-        fc_cal_publish_system(0); /* every read goes to the per-CPU path */
-        fc_buf_init(&b, msg, sizeof msg);
         if (pref == PREF_PERCPU)
             fc_buf_str(&b, "FASTCLOCK_MODE=percpu: ");
         if (distrusted) {
@@ -304,55 +398,35 @@ static void do_init(void)
             fc_buf_str(&b, ", but CPUID says it is invariant: ");
         }
         fc_buf_str(&b, "each CPU's counter is calibrated separately and read with rdtscp");
-        fc_set_reason(msg);
-        atomic_store_explicit(&mode_forced, forced, memory_order_relaxed);
-        atomic_store_explicit(&fc_mode, FC_MODE_PERCPU, memory_order_release);
-        goto out;
+        fc_mode_enter(FC_MODE_PERCPU, msg, 0);
+        return;
     }
 
-    if (fc_cal_start(cpu.tsc_hz, cpu.tsc_hz_source, why, sizeof why) != 0) {
-        fc_buf_init(&b, msg, sizeof msg);
+    /* One sample now; the first line follows from a second one at least
+     * 20 us later (calibrator thread, or the first reader after that):
+     * until then the kernel answers, so the decision costs a few us. */
+    if (fc_cal_begin(why, sizeof why) != 0) {
         fc_buf_str(&b, refuse);
         fc_buf_str(&b, why);
-        decide_system(msg, forced);
-        goto out;
+        fc_mode_enter(FC_MODE_SYSTEM, msg, 0);
+        return;
     }
-
-    uint64_t ours = 0, kernel = 0;
-    if (!fc_seam.skip_speed_check && !fc_seam.counter) {
-        compare_costs(&ours, &kernel);
-        atomic_store_explicit(&read_ns, ns_per_read(ours), memory_order_relaxed);
-        atomic_store_explicit(&kernel_read_ns, ns_per_read(kernel), memory_order_relaxed);
-        if (pref == PREF_AUTO && ours >= kernel) {
-            fc_buf_init(&b, msg, sizeof msg);
-            fc_buf_str(&b, "clock_gettime is already as fast as the counter here (");
-            append_ns_per_read(&b, kernel);
-            fc_buf_str(&b, " ns against ");
-            append_ns_per_read(&b, ours);
-            fc_buf_str(&b, " ns per read)");
-            fc_cal_fail_to_system(msg);
-            goto out;
-        }
-    }
-
-    fc_buf_init(&b, msg, sizeof msg);
     if (pref == PREF_TSC)
         fc_buf_str(&b, "FASTCLOCK_MODE=tsc: ");
     fc_buf_str(&b, "the TSC is invariant and ");
     fc_buf_str(&b, trust);
-    if (ours && kernel) {
-        fc_buf_str(&b, "; a read costs ");
-        append_ns_per_read(&b, ours);
-        fc_buf_str(&b, " ns against ");
-        append_ns_per_read(&b, kernel);
-        fc_buf_str(&b, " ns for clock_gettime");
-    }
-    fc_set_reason(msg);
-    atomic_store_explicit(&mode_forced, forced, memory_order_relaxed);
-    atomic_store_explicit(&fc_mode, FC_MODE_TSC, memory_order_release);
-out:
+    fc_mode_enter(FC_MODE_TSC, msg, 0);
+}
+
+static void do_init(void)
+{
+    int saved = errno; /* sysfs, getauxval: a successful read never changes errno */
+    fc_refclock_init();
+    /* Nobody else calibrates before the mode is decided, but a fork may have left the lock set. */
+    fc_cal_trylock();
+    decide();
     fc_cal_unlock();
-    fc_calibrator_wake();
+    errno = saved;
 }
 
 static _Atomic long init_tid;
@@ -375,6 +449,14 @@ int fc_init_in_progress_elsewhere(void)
         return 0;
     /* A signal handler on the initialising thread itself must not wait. */
     return atomic_load_explicit(&init_tid, memory_order_relaxed) != (long)syscall(SYS_gettid);
+}
+
+void fc_wait_decided(void)
+{
+    /* The decision takes well under a millisecond: wait for it, but never on
+     * the deciding thread itself, and never forever. */
+    for (int i = 0; i < 20000 && fc_init_in_progress_elsewhere(); i++)
+        i < 1000 ? fc_cpu_relax() : (void)sched_yield();
 }
 
 /* ---- process lifecycle ------------------------------------------------- */
@@ -417,6 +499,37 @@ __attribute__((constructor)) static void fc_library_loaded(void)
         fc_calibrator_start();
 }
 
+/* ---- ticks ------------------------------------------------------------- */
+
+uint64_t fc_ticks_slow(void)
+{
+    fc_decide_now(); /* the unit depends on it */
+    if (atomic_load_explicit(&fc_ticks_raw, memory_order_acquire))
+        return fc_counter_unordered();
+    int mode = atomic_load_explicit(&fc_mode, memory_order_acquire);
+    if (mode == FC_MODE_TSC && !atomic_load_explicit(&ticks_synth, memory_order_acquire))
+        return fc_now_counter(0); /* an injected counter (tests) */
+    int64_t mono = fastclock_mono_ns();
+    if (atomic_load_explicit(&ticks_in_ns, memory_order_relaxed) ||
+        !atomic_load_explicit(&ticks_synth, memory_order_acquire))
+        return (uint64_t)mono;
+    int64_t d = mono - atomic_load_explicit(&synth_base_mono, memory_order_relaxed);
+    if (d < 0)
+        d = 0;
+    uint64_t tpn = atomic_load_explicit(&synth_tpn, memory_order_relaxed);
+    return atomic_load_explicit(&synth_base_t, memory_order_relaxed) +
+           (uint64_t)(((unsigned __int128)(uint64_t)d * tpn) >> 32);
+}
+
+int64_t fc_ticks_to_ns(uint64_t ticks)
+{
+    fc_decide_now();
+    fc_first_line_now(); /* the rate */
+    if (atomic_load_explicit(&ticks_in_ns, memory_order_relaxed))
+        return (int64_t)ticks;
+    return fc_cal_ticks_to_ns((int64_t)ticks);
+}
+
 void fc_reset_for_tests(void)
 {
     fc_calibrator_stop();
@@ -425,13 +538,19 @@ void fc_reset_for_tests(void)
     fc_cal_reset_for_tests();
     memset(&fc_latch, 0, sizeof fc_latch);
     atomic_store(&fc_mode, FC_MODE_UNINIT);
+    /* Tests decide at the first read (no deferral): the seam is in place. */
+    atomic_store(&fc_direct_gettime, (fc_direct_fn)0);
+    atomic_store(&read_before_decision, 0);
     atomic_store(&mode_forced, 0);
-    atomic_store(&system_from_start, 0);
     atomic_store(&read_ns, 0.0);
     atomic_store(&kernel_read_ns, 0.0);
     atomic_store(&reason_used, 0);
     atomic_store(&reason_ptr, (const char *)0);
     atomic_store(&calibrator_pref, -1);
+    atomic_store(&default_unordered, 0);
+    atomic_store(&fc_ticks_raw, 0);
+    atomic_store(&ticks_in_ns, 0);
+    atomic_store(&ticks_synth, 0);
     atomic_store_explicit(&fc_coarse.mono, 0, memory_order_relaxed);
     atomic_store_explicit(&fc_coarse.real, 0, memory_order_relaxed);
     atomic_store_explicit(&fc_coarse.floor_mono, 0, memory_order_relaxed);

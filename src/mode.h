@@ -1,4 +1,10 @@
-/* Mode decision, initialisation, configuration and the reason string. */
+/*
+ * The mode: can the counter be trusted, and how?  (tsc, tsc-percpu, system.)
+ *
+ * mode.c is the only writer of fc_mode, through fc_mode_enter; it also owns
+ * what changes with the mode: the reason, the direct kernel path, and the
+ * unit of fastclock_ticks().
+ */
 #ifndef FC_MODE_H
 #define FC_MODE_H
 
@@ -10,16 +16,52 @@ enum fc_calibrator_pref { FC_CAL_AUTO = 0, FC_CAL_THREAD, FC_CAL_LAZY };
 FC_HIDDEN int fc_try_init(void);
 /* 1 while another thread runs the mode decision (0 on that thread itself). */
 FC_HIDDEN int fc_init_in_progress_elsewhere(void);
-/* Records the reason for the current mode (copied; async-signal-safe). */
-FC_HIDDEN void fc_set_reason(const char *reason);
+/* Waits (bounded, never on the deciding thread itself) for a decision. */
+FC_HIDDEN void fc_wait_decided(void);
+/* Decides now if nobody has (status, ticks: they need the decision). */
+FC_HIDDEN void fc_decide_now(void);
+/* Mode tsc without a line yet: publish the first one now (clock.c). */
+FC_HIDDEN void fc_first_line_now(void);
+/* 1 once a clock was read before the decision (the calibrator thread then
+ * decides a millisecond later). */
+FC_HIDDEN int fc_decision_wanted(void);
+
+/*
+ * The one way to change the mode, with the writer's lock (fc_cal_trylock)
+ * held.  floor_ns: no MONOTONIC value returned from now on is below it (the
+ * highest value the old mode may have returned; 0 at the decision).  Leaving
+ * tsc for tsc-percpu or system publishes a line that routes every read to
+ * the slow path, keeps fastclock_ticks() in its unit, records the reason and
+ * wakes the calibrator.  Modes only degrade: tsc -> tsc-percpu -> system.
+ */
+FC_HIDDEN void fc_mode_enter(int mode, const char *reason, int64_t floor_ns);
+
 FC_HIDDEN const char *fc_get_reason(void);
 FC_HIDDEN int fc_mode_forced(void);
-/* 1 when mode system was decided at start-up (no value ever came from the
- * counter, so the kernel's clocks may answer unclamped, e.g. libc's). */
+
+/* Reads that go straight to the kernel, unclamped: before the decision (a
+ * wrapper that also triggers it), and in mode system decided at start-up
+ * (nothing was ever served from the counter; the preload shim may then hand
+ * calls to libc).  The vDSO's -errno convention.  NULL otherwise. */
+typedef int (*fc_direct_fn)(clockid_t, struct timespec *);
+FC_HIDDEN extern _Atomic(fc_direct_fn) fc_direct_gettime;
 FC_HIDDEN int fc_system_from_start(void);
-/* ns per read of fastclock_mono_ns and of the kernel's clock, as measured at
- * the mode decision (0 when not measured). */
+
+/* fastclock_ticks() and fastclock_ticks_to_ns(): raw counter reads while 1. */
+FC_HIDDEN extern _Atomic int fc_ticks_raw;
+FC_HIDDEN uint64_t fc_ticks_slow(void);
+FC_HIDDEN int64_t fc_ticks_to_ns(uint64_t ticks);
+
+/* ns per read of the ordered read and of the kernel's clock, measured when
+ * the ordered instruction was chosen (0 when not measured). */
 FC_HIDDEN void fc_measured_costs(double *ours, double *kernel);
+FC_HIDDEN void fc_note_costs(double ours, double kernel);
+
+/* Flavour the process uses by default for the fine clocks (the preload shim
+ * with FASTCLOCK_UNORDERED=1 sets unordered); reported by fastclock_status. */
+FC_HIDDEN void fc_set_default_unordered(int unordered);
+FC_HIDDEN int fc_default_unordered(void);
+
 FC_HIDDEN enum fc_calibrator_pref fc_calibrator_pref(void);
 /* Preload shim: prefer lazy calibration unless FASTCLOCK_CALIBRATOR says
  * otherwise (weak default in defaults.c, strong override in preload.c). */
