@@ -141,3 +141,57 @@ TEST(Environment, CalibratorChoice)
     EXPECT_EQ(count(r.err, "FASTCLOCK_CALIBRATOR=sometimes"), 1) << r.err;
     EXPECT_EQ(field(r.out, "calibrator"), "thread");
 }
+
+// The same binary on the same machine decides the same way every time: the
+// mode answers "can the counter be trusted" (no cost coin toss), and the
+// ordered instruction is chosen with a wide margin.
+TEST(Decision, FiftyFreshProcessesDecideAlike)
+{
+    std::string first_mode, first_counter;
+    int differ = 0;
+    for (int i = 0; i < 50; i++) {
+        ProbeRun r = probe({});
+        ASSERT_EQ(r.status, 0) << r.err;
+        std::string m = field(r.out, "mode"), c = field(r.out, "counter");
+        if (i == 0) {
+            first_mode = m;
+            first_counter = c;
+            std::printf("decision: mode %s, counter %s; %s\n", m.c_str(), c.c_str(), field(r.out, "reason").c_str());
+        } else if (m != first_mode || c != first_counter) {
+            differ++;
+            ADD_FAILURE() << "run " << i << ": mode " << m << " counter " << c << " (first: " << first_mode
+                          << ", " << first_counter << "): " << field(r.out, "reason");
+        }
+    }
+    EXPECT_EQ(differ, 0);
+}
+
+// A setuid program must not take its configuration from the caller's
+// environment (secure_getenv).  A setuid-nobody copy of the probe, run by
+// root, starts with AT_SECURE set.
+TEST(Environment, IgnoredBySetuidPrograms)
+{
+    if (geteuid() != 0)
+        GTEST_SKIP() << "needs root to make a setuid copy of the probe";
+    std::string dir = std::string(STATUS_PROBE) + ".setuid.d";
+    std::string copy = dir + "/status_probe";
+    ASSERT_EQ(system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "' && cp '" STATUS_PROBE "' '" + copy +
+                      "' && chown nobody '" + copy + "' && chmod 4755 '" + copy + "'").c_str()),
+              0);
+    std::string out;
+    FILE *p = popen(("FASTCLOCK_MODE=system FASTCLOCK_CALIBRATOR=bogus '" + copy + "' 2>&1").c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    char buf[512];
+    while (fgets(buf, sizeof buf, p))
+        out += buf;
+    int st = pclose(p);
+    system(("rm -rf '" + dir + "'").c_str());
+    if (out.find("mode=") == std::string::npos)
+        GTEST_SKIP() << "the setuid copy did not run here (nosuid mount?): " << out;
+    ASSERT_EQ(WEXITSTATUS(st), 0) << out;
+    EXPECT_EQ(field(out, "forced"), "0") << out;
+    EXPECT_EQ(out.find("FASTCLOCK_CALIBRATOR"), std::string::npos) << "a setuid program must not even mention it: " << out;
+    // The same probe without setuid honours the variable.
+    ProbeRun r = probe({"FASTCLOCK_MODE=system"});
+    EXPECT_EQ(field(r.out, "forced"), "1");
+}

@@ -931,6 +931,49 @@ TEST(RealMachine, SwitchToPerCpuKeepsTimeMonotonicAndAccurate)
     fc_test_reset(nullptr);
 }
 
+// fastclock_ticks() keeps its unit for the life of the process: an interval
+// measured across tsc -> tsc-percpu -> system converts to the time that
+// really passed, never negative.
+TEST(RealMachine, TicksKeepTheirUnitAcrossModeChanges)
+{
+    setenv("FASTCLOCK_MODE", "tsc", 1);
+    fc_test_reset(nullptr);
+    struct fastclock_status st;
+    fastclock_status(&st);
+    unsetenv("FASTCLOCK_MODE");
+    if (std::string(st.mode) != "tsc")
+        GTEST_SKIP() << "mode tsc refused here: " << st.reason;
+    auto k = [] { return fctest::kernel_ns(CLOCK_MONOTONIC); };
+    auto check = [&](uint64_t a, uint64_t b, int64_t ka, int64_t kb, const char *what) {
+        int64_t ns = fastclock_ticks_to_ns(b - a);
+        EXPECT_GE(ns, 0) << what;
+        EXPECT_NEAR(double(ns), double(kb - ka), 2e6) << what << ": " << ns << " ns for " << (kb - ka);
+    };
+    uint64_t t0 = fastclock_ticks();
+    int64_t k0 = k();
+    usleep(10000);
+    fc_test_switch_to_percpu("test: tsc -> tsc-percpu");
+    fastclock_status(&st);
+    if (std::string(st.mode) != "tsc-percpu")
+        GTEST_SKIP() << "per-CPU mode refused here (needs rdtscp naming the CPU): " << st.reason;
+    uint64_t t1 = fastclock_ticks();
+    int64_t k1 = k();
+    usleep(10000);
+    fc_test_fail_to_system("test: tsc-percpu -> system");
+    fastclock_status(&st);
+    EXPECT_STREQ(st.mode, "system");
+    uint64_t t2 = fastclock_ticks();
+    int64_t k2 = k();
+    usleep(10000);
+    uint64_t t3 = fastclock_ticks();
+    int64_t k3 = k();
+    check(t0, t1, k0, k1, "across tsc -> tsc-percpu");
+    check(t1, t2, k1, k2, "across tsc-percpu -> system");
+    check(t2, t3, k2, k3, "within system");
+    check(t0, t3, k0, k3, "across both switches");
+    fc_test_reset(nullptr);
+}
+
 TEST(RealMachine, PerCpuModeGuarantees)
 {
     setenv("FASTCLOCK_MODE", "percpu", 1);

@@ -26,8 +26,8 @@ int main(int argc, char **argv)
         return 4;
     if (fastclock_status(&st) != 0)
         return 4;
-    printf("mode=%s\nforced=%d\ncalibrator=%s\nreason=%s\nversion=%s\n", st.mode, st.forced, st.calibrator,
-           st.reason, fastclock_version());
+    printf("mode=%s\nforced=%d\ncalibrator=%s\ncounter=%s\nordered=%d\nreason=%s\nversion=%s\n", st.mode,
+           st.forced, st.calibrator, st.counter, st.ordered, st.reason, fastclock_version());
     (void)argc;
     (void)argv;
     return sum < 0 ? 5 : 0;

@@ -267,29 +267,25 @@ TEST(FixtureLoad, BadKeysAndValuesAreRefused)
     ASSERT_NE(mkdtemp(dir), nullptr);
     std::string facts = std::string(dir) + "/doctor-facts";
     doctor_facts f;
+    // Writes the capture's doctor-facts and loads the capture.
+    auto load_facts = [&](const char *text) {
+        FILE *out = fopen(facts.c_str(), "w");
+        fputs(text, out);
+        fclose(out);
+        return clitest::load(dir, &f);
+    };
 
-    FILE *out = fopen(facts.c_str(), "w");
-    fputs("cpuid.invariant_tsc = maybe\n", out);
-    fclose(out);
-    std::string err = clitest::load(dir, &f);
+    std::string err = load_facts("cpuid.invariant_tsc = maybe\n");
     EXPECT_NE(err.find("cpuid.invariant_tsc = 'maybe' is not 0, 1 or unknown"), std::string::npos) << err;
 
-    out = fopen(facts.c_str(), "w");
-    fputs("clock.CLOCK_MONOTONIC.libc_ns = fast\n", out);
-    fclose(out);
-    err = clitest::load(dir, &f);
+    err = load_facts("clock.CLOCK_MONOTONIC.libc_ns = fast\n");
     EXPECT_NE(err.find("is not a number"), std::string::npos) << err;
 
-    out = fopen(facts.c_str(), "w");
-    fputs("cpuid.invarient_tsc = 1\n", out);
-    fclose(out);
-    err = clitest::load(dir, &f);
+    err = load_facts("cpuid.invarient_tsc = 1\n");
     EXPECT_NE(err.find("unknown key 'cpuid.invarient_tsc'"), std::string::npos) << err;
 
     // An empty capture is valid: everything is unknown, with reasons.
-    out = fopen(facts.c_str(), "w");
-    fclose(out);
-    EXPECT_EQ(clitest::load(dir, &f), "");
+    EXPECT_EQ(load_facts(""), "");
     EXPECT_EQ(f.cs_current_err, ENOENT);
     EXPECT_EQ(f.cpuinfo_err, ENOENT);
     EXPECT_EQ(f.invariant_tsc, TRI_UNKNOWN);
