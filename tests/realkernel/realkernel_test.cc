@@ -1,0 +1,587 @@
+// Fault tests on the real kernel (issue 12): the kernel clock is disturbed
+// for real -- adjtimex frequency steps and flips, tick changes, REALTIME
+// steps, a clocksource switch -- while fastclock is read through its public
+// API only and checked against raw clock_gettime system calls.
+//
+// Each ctest test runs one disturbance in a fresh process, with the
+// calibrator and mode given by FASTCLOCK_CALIBRATOR / FASTCLOCK_MODE (the
+// library decides both once per process).  Every test restores the kernel
+// state it changed, also when it fails or is killed (kernel_state.h), and
+// skips, saying what is missing, where the clock cannot be changed.
+//
+// Measured while disturbing:
+//   - two threads read fastclock_mono_ns() under a mutex: a value below the
+//     thread's own previous one is a same-thread step back; a value below
+//     the last one the *other* thread read (ordered by the mutex) is a
+//     cross-thread step back;
+//   - a third thread brackets fastclock_mono_ns() and fastclock_real_ns()
+//     between raw syscall(SYS_clock_gettime) reads: the error is the distance
+//     outside [kernel_before, kernel_after], compared with
+//     fastclock_status().error_bound_ns read just before and just after
+//     (the larger counts); also the time after each change until the error
+//     stays below 1 us.
+// One line per test, starting "realkernel:", carries all the numbers.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <dirent.h>
+#include <sys/syscall.h>
+#include <sys/timex.h>
+#include <unistd.h>
+
+#include "fastclock.h"
+#include "kernel_state.h"
+
+namespace {
+
+constexpr int64_t kNsPerSec = 1000000000LL;
+constexpr int64_t kNsPerMs = 1000000LL;
+constexpr long kPpm = 1L << 16; // adjtimex freq units per ppm
+constexpr int64_t kConvergedNs = 1000;       // "back within 1 us"
+constexpr int64_t kMaxBracketNs = 1000000;   // a wider bracket judges nothing
+
+int64_t raw_ns(clockid_t c)
+{
+    timespec t;
+    syscall(SYS_clock_gettime, c, &t);
+    return rk::ts_ns(t);
+}
+
+void sleep_ns(int64_t ns)
+{
+    timespec t = {time_t(ns / kNsPerSec), long(ns % kNsPerSec)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, 0, &t, &t) == EINTR) {
+    }
+}
+
+int64_t bound_now()
+{
+    struct fastclock_status st;
+    fastclock_status(&st);
+    return st.error_bound_ns;
+}
+
+std::string env_or(const char *name, const char *dflt)
+{
+    const char *v = getenv(name);
+    return v && *v ? v : dflt;
+}
+
+int count_fds()
+{
+    int n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return -1;
+    while (dirent *e = readdir(d))
+        if (e->d_name[0] != '.')
+            n++;
+    closedir(d);
+    return n - 1; // the directory's own descriptor
+}
+
+bool set_freq(long freq)
+{
+    struct timex tx;
+    memset(&tx, 0, sizeof tx);
+    tx.modes = ADJ_FREQUENCY;
+    tx.freq = freq;
+    return adjtimex(&tx) >= 0;
+}
+
+bool set_tick(long tick)
+{
+    struct timex tx;
+    memset(&tx, 0, sizeof tx);
+    tx.modes = ADJ_TICK;
+    tx.tick = tick;
+    return adjtimex(&tx) >= 0;
+}
+
+// ---------------------------------------------------------------- measurement
+
+struct Event {
+    std::string what;
+    int64_t start_mono = 0;            // raw MONOTONIC just before the change
+    std::atomic<int64_t> last_bad{0};  // last sample >= 1 us off in this event's window
+    std::atomic<int64_t> last_sample{0};
+};
+
+struct Stats {
+    // readers
+    std::atomic<uint64_t> reads{0};
+    std::atomic<uint64_t> same_back{0}, cross_back{0};
+    std::atomic<int64_t> same_back_max{0}, cross_back_max{0};
+    std::atomic<int64_t> cross_excess_max{INT64_MIN}; // step back - bound (percpu)
+    // checker
+    std::atomic<uint64_t> checks{0}, wide{0}, outside{0};
+    std::atomic<int64_t> worst_err_mono{0}, worst_err_real{0}, worst_excess{INT64_MIN};
+    std::atomic<int64_t> max_bound{0};
+    std::string worst_excess_at;
+};
+
+void atomic_max(std::atomic<int64_t> &a, int64_t v)
+{
+    int64_t cur = a.load(std::memory_order_relaxed);
+    while (v > cur && !a.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
+    }
+}
+
+class Harness {
+public:
+    explicit Harness(bool percpu) : percpu_(percpu) {}
+
+    void start()
+    {
+        stop_.store(false);
+        for (int i = 0; i < 2; i++)
+            threads_.emplace_back([this, i] { reader(i); });
+        threads_.emplace_back([this] { checker(); });
+    }
+
+    void stop()
+    {
+        stop_.store(true);
+        for (auto &t : threads_)
+            t.join();
+        threads_.clear();
+    }
+
+    ~Harness()
+    {
+        if (!threads_.empty())
+            stop();
+    }
+
+    // Marks the start of a change; call just before the system call.
+    void event(const std::string &what)
+    {
+        std::lock_guard<std::mutex> g(ev_mu_);
+        int n = n_events_.load(std::memory_order_relaxed);
+        if (n == kMaxEvents)
+            return;
+        events_[size_t(n)].what = what;
+        events_[size_t(n)].start_mono = raw_ns(CLOCK_MONOTONIC);
+        n_events_.store(n + 1, std::memory_order_release);
+    }
+
+    Stats st;
+
+    // Longest time from a change until the error stayed below 1 us (ns);
+    // *unsettled: it was still >= 1 us at the end of that change's window.
+    int64_t worst_convergence(std::string *which, bool *unsettled) const
+    {
+        int64_t worst = 0;
+        *unsettled = false;
+        for (int i = 0; i < n_events_.load(); i++) {
+            const Event &e = events_[size_t(i)];
+            int64_t lb = e.last_bad.load();
+            if (!lb)
+                continue;
+            int64_t d = lb - e.start_mono;
+            if (d > worst) {
+                worst = d;
+                *which = e.what;
+                *unsettled = lb == e.last_sample.load();
+            }
+        }
+        return worst;
+    }
+
+private:
+    void reader(int me)
+    {
+        int64_t prev = INT64_MIN;
+        uint64_t n = 0;
+        while (!stop_.load(std::memory_order_relaxed)) {
+            std::unique_lock<std::mutex> g(mu_);
+            int64_t v = fastclock_mono_ns();
+            int64_t other = last_[1 - me];
+            if (v < other) {
+                int64_t d = other - v;
+                st.cross_back.fetch_add(1, std::memory_order_relaxed);
+                atomic_max(st.cross_back_max, d);
+                if (percpu_) // the bound is the comparison in tsc-percpu mode
+                    atomic_max(st.cross_excess_max, d - bound_now());
+            }
+            last_[me] = v;
+            g.unlock();
+            if (v < prev) {
+                st.same_back.fetch_add(1, std::memory_order_relaxed);
+                atomic_max(st.same_back_max, prev - v);
+            }
+            prev = v;
+            n++;
+        }
+        st.reads.fetch_add(n);
+    }
+
+    // One bracketed read; returns its error (-1: the bracket judges nothing)
+    // and the raw clock after it in *k_after.
+    int64_t check_one(clockid_t c, int64_t (*ours)(), Event *ev, int64_t *k_after)
+    {
+        int64_t b0 = bound_now();
+        int64_t k0 = raw_ns(c);
+        int64_t v = ours();
+        int64_t k1 = raw_ns(c);
+        int64_t b1 = bound_now();
+        *k_after = k1;
+        st.checks.fetch_add(1, std::memory_order_relaxed);
+        if (k1 < k0 || k1 - k0 > kMaxBracketNs) { // preempted, or REALTIME stepped in between
+            st.wide.fetch_add(1, std::memory_order_relaxed);
+            return -1;
+        }
+        int64_t err = v < k0 ? k0 - v : v > k1 ? v - k1 : 0;
+        int64_t bound = std::max(b0, b1);
+        atomic_max(st.max_bound, bound);
+        atomic_max(c == CLOCK_MONOTONIC ? st.worst_err_mono : st.worst_err_real, err);
+        if (err > bound) {
+            st.outside.fetch_add(1, std::memory_order_relaxed);
+            if (err - bound > st.worst_excess.load()) {
+                st.worst_excess.store(err - bound);
+                std::lock_guard<std::mutex> g(ev_mu_);
+                st.worst_excess_at = (c == CLOCK_MONOTONIC ? "mono" : "real") +
+                                     std::string(ev ? " after " + ev->what : " before any change");
+            }
+        }
+        return err;
+    }
+
+    void checker()
+    {
+        while (!stop_.load(std::memory_order_relaxed)) {
+            int n = n_events_.load(std::memory_order_acquire);
+            Event *ev = n ? &events_[size_t(n - 1)] : nullptr;
+            int64_t mono_at, real_at;
+            int64_t em = check_one(CLOCK_MONOTONIC, fastclock_mono_ns, ev, &mono_at);
+            int64_t er = check_one(CLOCK_REALTIME, fastclock_real_ns, ev, &real_at);
+            if (ev && (em >= 0 || er >= 0)) { // times on the MONOTONIC timeline
+                ev->last_sample.store(mono_at, std::memory_order_relaxed);
+                if (std::max(em, er) >= kConvergedNs)
+                    ev->last_bad.store(mono_at, std::memory_order_relaxed);
+            }
+        }
+    }
+
+    bool percpu_;
+    std::atomic<bool> stop_{false};
+    std::vector<std::thread> threads_;
+    std::mutex mu_;
+    int64_t last_[2] = {INT64_MIN, INT64_MIN};
+    mutable std::mutex ev_mu_;
+    static constexpr int kMaxEvents = 64;
+    std::array<Event, kMaxEvents> events_;
+    std::atomic<int> n_events_{0};
+};
+
+// ---------------------------------------------------------------- fixture
+
+struct RealtimeFollow {
+    int steps = 0;
+    int first_outside = 0;          // first reads after clock_settime outside the bound
+    int64_t first_err_max = 0;      // their largest error
+    int64_t off_max_ns = 0;         // longest time a read stayed outside the bound
+};
+
+class RealKernel : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        std::string why;
+        if (!rk::save_kernel_state(&why))
+            GTEST_SKIP() << why;
+        fastclock_mono_ns(); // decide the mode now, before anything is disturbed
+        struct fastclock_status st;
+        fastclock_status(&st);
+        mode_ = st.mode;
+        calibrator_ = st.calibrator;
+        std::string want_mode = env_or("FASTCLOCK_MODE", "auto");
+        if (want_mode == "tsc" && mode_ != "tsc")
+            GTEST_SKIP() << "FASTCLOCK_MODE=tsc refused, mode is " << mode_ << ": " << st.reason;
+        if (want_mode == "percpu" && mode_ != "tsc-percpu")
+            GTEST_SKIP() << "FASTCLOCK_MODE=percpu refused, mode is " << mode_ << ": " << st.reason;
+        if (mode_ != "tsc" && mode_ != "tsc-percpu")
+            GTEST_SKIP() << "mode is " << mode_ << " (the kernel's own clocks): " << st.reason;
+        if (g_saved_warned++ == 0 && (rk::g_saved.freq != 0 || rk::g_saved.tick != 10000))
+            std::printf("note: the kernel starts at freq %ld (%.3f ppm), tick %ld; that is what is restored\n",
+                        rk::g_saved.freq, double(rk::g_saved.freq) / kPpm, rk::g_saved.tick);
+        if (!(rk::g_saved.status & STA_UNSYNC))
+            std::printf("note: the kernel is synchronised (a time daemon runs); it may fight these changes\n");
+        sleep_ns(300 * kNsPerMs); // let the first calibrations settle
+    }
+
+    bool percpu() const { return mode_ == "tsc-percpu"; }
+    bool thread_calibrator() const { return calibrator_ == "thread"; }
+
+    // The verdict common to every disturbance, and the summary line.
+    void report(const char *disturbance, Harness &h, const RealtimeFollow *rt = nullptr, int fds_before = -1,
+                int fds_after = -1)
+    {
+        Stats &s = h.st;
+        std::string which;
+        bool unsettled = false;
+        int64_t conv = h.worst_convergence(&which, &unsettled);
+        int64_t excess = std::max<int64_t>(0, s.worst_excess.load());
+        int64_t cross_excess = s.cross_excess_max.load();
+        char line[1024];
+        int n = std::snprintf(
+            line, sizeof line,
+            "realkernel: %s calibrator=%s mode=%s | steps back same=%" PRIu64 " (max %" PRId64
+            " ns) cross=%" PRIu64 " (max %" PRId64 " ns) | worst err mono=%" PRId64 " ns real=%" PRId64
+            " ns | worst excess over bound=%" PRId64 " ns, reads outside bound=%" PRIu64 "/%" PRIu64
+            " (largest bound %" PRId64 " ns) | back within 1 us after %.3f ms%s%s%s",
+            disturbance, calibrator_.c_str(), mode_.c_str(), s.same_back.load(), s.same_back_max.load(),
+            s.cross_back.load(), s.cross_back_max.load(), s.worst_err_mono.load(), s.worst_err_real.load(), excess,
+            s.outside.load(), s.checks.load() - s.wide.load(), s.max_bound.load(), double(conv) / 1e6,
+            unsettled ? " (NOT settled at end of window)" : "", conv ? " (worst: " : "",
+            conv ? (which + ")").c_str() : "");
+        std::string out(line, size_t(n < 0 ? 0 : std::min<int>(n, sizeof line - 1)));
+        if (excess > 0)
+            out += " [worst excess: " + s.worst_excess_at + "]";
+        if (rt) {
+            char b[256];
+            std::snprintf(b, sizeof b,
+                          " | realtime steps=%d, first read after clock_settime outside bound=%d (max err %" PRId64
+                          " ns), off for up to %.3f ms",
+                          rt->steps, rt->first_outside, rt->first_err_max, double(rt->off_max_ns) / 1e6);
+            out += b;
+        }
+        if (fds_before >= 0) {
+            char b[64];
+            std::snprintf(b, sizeof b, " | fds %d -> %d", fds_before, fds_after);
+            out += b;
+        }
+        std::printf("%s\n", out.c_str());
+        std::fflush(stdout);
+        if (const char *f = getenv("REALKERNEL_SUMMARY_FILE")) {
+            if (FILE *fp = std::fopen(f, "a")) {
+                std::fprintf(fp, "%s\n", out.c_str());
+                std::fclose(fp);
+            }
+        }
+
+        EXPECT_EQ(s.same_back.load(), 0u) << "same-thread steps back, largest " << s.same_back_max.load() << " ns";
+        if (percpu())
+            EXPECT_LE(cross_excess, 0) << "tsc-percpu: cross-thread steps back beyond the reported bound ("
+                                       << s.cross_back.load() << " steps back, largest " << s.cross_back_max.load()
+                                       << " ns)";
+        else
+            EXPECT_EQ(s.cross_back.load(), 0u) << "cross-thread steps back, largest " << s.cross_back_max.load()
+                                               << " ns";
+        EXPECT_EQ(s.outside.load(), 0u) << "reads outside the reported bound, largest excess " << excess << " ns ("
+                                        << s.worst_excess_at << ")";
+        EXPECT_GT(s.checks.load() - s.wide.load(), 1000u) << "too few usable brackets to judge";
+    }
+
+    // Steps REALTIME by delta and measures the reads that follow it: the
+    // first one that starts after clock_settime returns, and how long reads
+    // stay outside the bound.
+    void realtime_step(Harness &h, int64_t delta, RealtimeFollow *rt)
+    {
+        h.event(delta > 0 ? "REALTIME +1 s" : "REALTIME -1 s");
+        ASSERT_TRUE(rk::step_realtime(delta)) << "clock_settime: " << strerror(errno);
+        int64_t set_at = raw_ns(CLOCK_MONOTONIC);
+        rt->steps++;
+        for (int i = 0;; i++) {
+            int64_t k0 = raw_ns(CLOCK_REALTIME);
+            int64_t v = fastclock_real_ns();
+            int64_t k1 = raw_ns(CLOCK_REALTIME);
+            int64_t b = bound_now();
+            int64_t err = v < k0 ? k0 - v : v > k1 ? v - k1 : 0;
+            if (i == 0 && err > b) {
+                rt->first_outside++;
+                rt->first_err_max = std::max(rt->first_err_max, err);
+            }
+            int64_t at = raw_ns(CLOCK_MONOTONIC);
+            if (err <= b) { // off until this read (0: the first read was right)
+                if (i > 0)
+                    rt->off_max_ns = std::max(rt->off_max_ns, at - set_at);
+                break;
+            }
+            if (at - set_at > 3 * kNsPerSec) {
+                rt->off_max_ns = std::max(rt->off_max_ns, at - set_at);
+                break;
+            }
+        }
+    }
+
+    std::string mode_, calibrator_;
+    static inline int g_saved_warned = 0;
+};
+
+// (a) +500 ppm, then -500 ppm (a 1000 ppm drop at once), then back.
+TEST_F(RealKernel, FrequencyStep)
+{
+    rk::RestoreGuard guard;
+    Harness h(percpu());
+    h.start();
+    sleep_ns(300 * kNsPerMs);
+    h.event("+500 ppm");
+    ASSERT_TRUE(set_freq(500 * kPpm));
+    sleep_ns(1200 * kNsPerMs);
+    h.event("-500 ppm");
+    ASSERT_TRUE(set_freq(-500 * kPpm));
+    sleep_ns(1200 * kNsPerMs);
+    h.event("freq restored");
+    ASSERT_TRUE(set_freq(rk::g_saved.freq));
+    sleep_ns(800 * kNsPerMs);
+    h.stop();
+    rk::restore_kernel();
+    report("frequency +500 then -500 ppm", h);
+}
+
+// (b) flips of +-500 ppm every 0.2-0.5 s for about 3 s.
+TEST_F(RealKernel, FrequencyFlips)
+{
+    rk::RestoreGuard guard;
+    Harness h(percpu());
+    std::mt19937 rng(12);
+    std::uniform_int_distribution<int> gap_ms(200, 500);
+    h.start();
+    sleep_ns(200 * kNsPerMs);
+    long sign = 1;
+    int flips = 0;
+    int64_t t0 = raw_ns(CLOCK_MONOTONIC);
+    while (raw_ns(CLOCK_MONOTONIC) - t0 < 3 * kNsPerSec) {
+        h.event(sign > 0 ? "flip to +500 ppm" : "flip to -500 ppm");
+        ASSERT_TRUE(set_freq(sign * 500 * kPpm));
+        flips++;
+        sign = -sign;
+        sleep_ns(gap_ms(rng) * kNsPerMs);
+    }
+    h.event("freq restored");
+    ASSERT_TRUE(set_freq(rk::g_saved.freq));
+    sleep_ns(600 * kNsPerMs);
+    h.stop();
+    rk::restore_kernel();
+    std::string what = "frequency flips +-500 ppm (" + std::to_string(flips) + " flips)";
+    report(what.c_str(), h);
+}
+
+// (c) ADJ_TICK +5% then -5% (chrony slews through the tick up to 10%), restored.
+TEST_F(RealKernel, TickChange)
+{
+    rk::RestoreGuard guard;
+    Harness h(percpu());
+    h.start();
+    sleep_ns(300 * kNsPerMs);
+    h.event("tick 10500");
+    ASSERT_TRUE(set_tick(10500));
+    sleep_ns(1000 * kNsPerMs);
+    h.event("tick 9500");
+    ASSERT_TRUE(set_tick(9500));
+    sleep_ns(1000 * kNsPerMs);
+    h.event("tick restored");
+    ASSERT_TRUE(set_tick(rk::g_saved.tick));
+    sleep_ns(800 * kNsPerMs);
+    h.stop();
+    rk::restore_kernel();
+    report("tick 10000 -> 10500 -> 9500 -> 10000 us", h);
+}
+
+// (d) REALTIME +1 s, then -1 s (net ~0), twice.
+TEST_F(RealKernel, RealtimeStep)
+{
+    rk::RestoreGuard guard;
+    Harness h(percpu());
+    RealtimeFollow rt;
+    h.start();
+    sleep_ns(300 * kNsPerMs);
+    for (int i = 0; i < 2; i++) {
+        realtime_step(h, kNsPerSec, &rt);
+        sleep_ns(500 * kNsPerMs);
+        realtime_step(h, -kNsPerSec, &rt);
+        sleep_ns(500 * kNsPerMs);
+    }
+    h.stop();
+    rk::restore_kernel();
+    struct fastclock_status st;
+    fastclock_status(&st);
+    report("REALTIME +-1 s steps", h, &rt);
+    if (thread_calibrator()) {
+        EXPECT_EQ(rt.first_outside, 0) << "thread calibrator: the first read after clock_settime returned was "
+                                       << rt.first_err_max << " ns off, outside the bound";
+    } else {
+        // Lazy: within one calibration interval (at most the steering one
+        // right after a step, 0.5 s otherwise), plus a millisecond.
+        EXPECT_LE(rt.off_max_ns, std::max<int64_t>(st.calibration_interval_ns, 500 * kNsPerMs) + kNsPerMs)
+            << "lazy calibrator: REALTIME followed later than one calibration interval";
+    }
+}
+
+// (e) clocksource switch to another one and back.
+TEST_F(RealKernel, ClocksourceSwitch)
+{
+    char avail[256] = {0}, cur[64] = {0};
+    std::string dir = rk::kClocksourceDir;
+    if (!rk::read_small((dir + "available_clocksource").c_str(), avail, sizeof avail) ||
+        !rk::read_small((dir + "current_clocksource").c_str(), cur, sizeof cur))
+        GTEST_SKIP() << "cannot read " << dir << "{available,current}_clocksource";
+    std::string other;
+    for (char *tok = std::strtok(avail, " "); tok; tok = std::strtok(nullptr, " "))
+        if (other.empty() && std::string(tok) != cur)
+            other = tok;
+    if (other.empty())
+        GTEST_SKIP() << "no clocksource other than " << cur << " is available (" << dir << "available_clocksource)";
+    if (access((dir + "current_clocksource").c_str(), W_OK) != 0)
+        GTEST_SKIP() << dir << "current_clocksource is not writable here: " << strerror(errno);
+    rk::RestoreGuard guard;
+    Harness h(percpu());
+    h.start();
+    sleep_ns(300 * kNsPerMs);
+    h.event("clocksource " + other);
+    rk::g_clocksource_touched.store(true);
+    ASSERT_TRUE(rk::write_clocksource(other.c_str())) << "switch to " << other << ": " << strerror(errno);
+    sleep_ns(1200 * kNsPerMs);
+    h.event(std::string("clocksource ") + cur);
+    ASSERT_TRUE(rk::write_clocksource(cur)) << "switch back to " << cur << ": " << strerror(errno);
+    rk::g_clocksource_touched.store(false);
+    sleep_ns(1000 * kNsPerMs);
+    h.stop();
+    rk::restore_kernel();
+    struct fastclock_status st;
+    fastclock_status(&st);
+    std::string what = std::string("clocksource ") + cur + " -> " + other + " -> " + cur;
+    report(what.c_str(), h);
+    EXPECT_EQ(mode_, st.mode) << "the mode changed: " << st.reason;
+}
+
+// 10 REALTIME steps must not leak descriptors (the calibrator's timerfd).
+TEST_F(RealKernel, NoFdLeakOnRealtimeSteps)
+{
+    if (!thread_calibrator())
+        GTEST_SKIP() << "the descriptor check needs the thread calibrator (calibrator is " << calibrator_ << ")";
+    rk::RestoreGuard guard;
+    int before = count_fds();
+    ASSERT_GT(before, 0);
+    Harness h(percpu());
+    RealtimeFollow rt;
+    h.start();
+    for (int i = 0; i < 5; i++) {
+        realtime_step(h, kNsPerSec, &rt);
+        sleep_ns(60 * kNsPerMs);
+        realtime_step(h, -kNsPerSec, &rt);
+        sleep_ns(60 * kNsPerMs);
+    }
+    sleep_ns(200 * kNsPerMs);
+    h.stop();
+    rk::restore_kernel();
+    int after = count_fds();
+    report("10 REALTIME steps (fd check)", h, &rt, before, after);
+    EXPECT_EQ(after, before) << "descriptors leaked across 10 REALTIME steps";
+}
+
+} // namespace
