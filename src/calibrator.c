@@ -17,7 +17,8 @@
  * close everything) and reuse the numbers, so nothing outside this thread
  * touches a descriptor of ours: wake-ups go through a futex, and the thread
  * reads its timerfd only after timerfd_gettime shows it is still its own
- * (a timer set for the year 36812); otherwise it makes a new one.
+ * (armed, with an interval nobody else would choose); otherwise it makes a
+ * new one and leaves the number alone.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -113,28 +114,50 @@ void fc_coarse_deactivate(void)
 
 #define FAR_FUTURE_S ((time_t)1 << 40) /* our timer never fires; only cancellation matters */
 
-static void arm_clock_set_timer(int tfd)
+/* The signature of our timer: an interval nobody else would choose (the
+ * timer never expires, so it is never used).  The expiry itself cannot
+ * identify it: the kernel clamps 2^40 s to KTIME_MAX (year 2262), and what
+ * timerfd_gettime reports as remaining shrinks with the time and with every
+ * REALTIME step.  The interval is reported back unchanged; to be sure of
+ * that on any kernel, the value read right after arming is the one compared. */
+#define SIGNATURE_S 977461ll
+#define SIGNATURE_NS 286331153l
+static struct timespec armed_interval; /* as timerfd_gettime reported it after arming */
+
+/* Arms tfd (ours) to wake on a REALTIME step; closes it and returns -1 if
+ * that fails, so that a descriptor we cannot recognise is never kept. */
+static int arm_clock_set_timer(int tfd)
 {
-    struct itimerspec its;
+    struct itimerspec its, cur;
     memset(&its, 0, sizeof its);
     its.it_value.tv_sec = FAR_FUTURE_S;
-    timerfd_settime(tfd, TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET, &its, 0);
+    its.it_interval.tv_sec = (time_t)SIGNATURE_S;
+    its.it_interval.tv_nsec = SIGNATURE_NS;
+    if (timerfd_settime(tfd, TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET, &its, 0) != 0 ||
+        timerfd_gettime(tfd, &cur) != 0 || (cur.it_value.tv_sec == 0 && cur.it_value.tv_nsec == 0) ||
+        (cur.it_interval.tv_sec == 0 && cur.it_interval.tv_nsec == 0)) {
+        close(tfd);
+        return -1;
+    }
+    armed_interval = cur.it_interval;
+    return tfd;
 }
 
-/* Is tfd still our timer?  A closed number fails; someone else's file is
- * not a timerfd (EINVAL); someone else's timerfd is not set that far out. */
+/* Is tfd still our timer?  A closed number fails (EBADF); someone else's
+ * file is not a timerfd (EINVAL); someone else's timerfd does not carry our
+ * interval, or is not armed. */
 static int still_our_timer(int tfd)
 {
     struct itimerspec cur;
-    return tfd >= 0 && timerfd_gettime(tfd, &cur) == 0 && cur.it_value.tv_sec > FAR_FUTURE_S / 2;
+    return tfd >= 0 && timerfd_gettime(tfd, &cur) == 0 && cur.it_interval.tv_sec == armed_interval.tv_sec &&
+           cur.it_interval.tv_nsec == armed_interval.tv_nsec &&
+           (cur.it_value.tv_sec != 0 || cur.it_value.tv_nsec != 0);
 }
 
 static int new_clock_set_timer(void)
 {
     int tfd = timerfd_create(CLOCK_REALTIME, TFD_CLOEXEC | TFD_NONBLOCK);
-    if (tfd >= 0)
-        arm_clock_set_timer(tfd);
-    return tfd;
+    return tfd >= 0 ? arm_clock_set_timer(tfd) : -1;
 }
 
 /* Start-up check: are the CPUs' counters in step?  If not, each CPU gets its
@@ -238,10 +261,13 @@ static void *calibrator_main(void *arg)
             int pr = ppoll(&pfd, 1, &to, 0);
             if (pr > 0 && (pfd.revents & (POLLIN | POLLNVAL | POLLERR))) {
                 if (still_our_timer(tfd)) {
+                    /* The only wake-up it has: CLOCK_REALTIME was set (or the
+                     * machine resumed), read() says ECANCELED.  Recalibrate now
+                     * whatever read() says, and re-arm: cancellation is one-shot. */
                     uint64_t v;
-                    if (read(tfd, &v, sizeof v) < 0 && errno == ECANCELED)
-                        force = 1; /* CLOCK_REALTIME was set (or the machine resumed): follow now */
-                    arm_clock_set_timer(tfd);
+                    (void)read(tfd, &v, sizeof v);
+                    force = 1;
+                    tfd = arm_clock_set_timer(tfd);
                 } else {
                     tfd = -1; /* the program closed it; the number is not ours to touch */
                 }
