@@ -178,6 +178,19 @@ public:
         n_events_.store(n + 1, std::memory_order_release);
     }
 
+    // A read by the disturbing thread itself (REALTIME steps), counted for
+    // the current change's convergence time.
+    void note(int64_t mono_at, int64_t err)
+    {
+        int n = n_events_.load(std::memory_order_acquire);
+        if (!n)
+            return;
+        Event &e = events_[size_t(n - 1)];
+        e.last_sample.store(mono_at, std::memory_order_relaxed);
+        if (err >= kConvergedNs)
+            e.last_bad.store(mono_at, std::memory_order_relaxed);
+    }
+
     Stats st;
 
     // Longest time from a change until the error stayed below 1 us (ns);
@@ -252,9 +265,12 @@ private:
             st.outside.fetch_add(1, std::memory_order_relaxed);
             if (err - bound > st.worst_excess.load()) {
                 st.worst_excess.store(err - bound);
+                char at[160];
+                std::snprintf(at, sizeof at, "%s, err %" PRId64 " ns, bound %" PRId64 " ns, %.3f ms after ",
+                              c == CLOCK_MONOTONIC ? "mono" : "real", err, bound,
+                              ev ? double(raw_ns(CLOCK_MONOTONIC) - ev->start_mono) / 1e6 : 0.0);
                 std::lock_guard<std::mutex> g(ev_mu_);
-                st.worst_excess_at = (c == CLOCK_MONOTONIC ? "mono" : "real") +
-                                     std::string(ev ? " after " + ev->what : " before any change");
+                st.worst_excess_at = at + (ev ? ev->what : std::string("start"));
             }
         }
         return err;
@@ -268,7 +284,9 @@ private:
             int64_t mono_at, real_at;
             int64_t em = check_one(CLOCK_MONOTONIC, fastclock_mono_ns, ev, &mono_at);
             int64_t er = check_one(CLOCK_REALTIME, fastclock_real_ns, ev, &real_at);
-            if (ev && (em >= 0 || er >= 0)) { // times on the MONOTONIC timeline
+            // Times on the MONOTONIC timeline; a check that overlapped the next
+            // change belongs to neither.
+            if (ev && (em >= 0 || er >= 0) && n_events_.load(std::memory_order_acquire) == n) {
                 ev->last_sample.store(mono_at, std::memory_order_relaxed);
                 if (std::max(em, er) >= kConvergedNs)
                     ev->last_bad.store(mono_at, std::memory_order_relaxed);
@@ -406,6 +424,7 @@ protected:
                 rt->first_err_max = std::max(rt->first_err_max, err);
             }
             int64_t at = raw_ns(CLOCK_MONOTONIC);
+            h.note(at, err);
             if (err <= b) { // off until this read (0: the first read was right)
                 if (i > 0)
                     rt->off_max_ns = std::max(rt->off_max_ns, at - set_at);
