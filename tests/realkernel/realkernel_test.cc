@@ -265,12 +265,16 @@ private:
             st.outside.fetch_add(1, std::memory_order_relaxed);
             if (err - bound > st.worst_excess.load()) {
                 st.worst_excess.store(err - bound);
+                // Named after the latest change now (ev may be older if one
+                // happened during this check).
+                std::lock_guard<std::mutex> g(ev_mu_);
+                int n = n_events_.load(std::memory_order_acquire);
+                const Event *last = n ? &events_[size_t(n - 1)] : nullptr;
                 char at[160];
                 std::snprintf(at, sizeof at, "%s, err %" PRId64 " ns, bound %" PRId64 " ns, %.3f ms after ",
                               c == CLOCK_MONOTONIC ? "mono" : "real", err, bound,
-                              ev ? double(raw_ns(CLOCK_MONOTONIC) - ev->start_mono) / 1e6 : 0.0);
-                std::lock_guard<std::mutex> g(ev_mu_);
-                st.worst_excess_at = at + (ev ? ev->what : std::string("start"));
+                              last ? double(raw_ns(CLOCK_MONOTONIC) - last->start_mono) / 1e6 : 0.0);
+                st.worst_excess_at = at + (last ? last->what : std::string("start"));
             }
         }
         return err;
