@@ -51,7 +51,7 @@ TEST(Granularity, CoarseClockStepsByItsResolution)
     ASSERT_EQ(clock_getres(CLOCK_MONOTONIC_COARSE, &res), 0);
     double res_ns = res.tv_sec * 1e9 + res.tv_nsec;
     int idx = -1;
-    for (int i = 0; i < SRC_NCLOCKS; i++)
+    for (int i = 0; i < src_nclocks; i++)
         if (src_clocks[i].id == CLOCK_MONOTONIC_COARSE)
             idx = i;
     ASSERT_GE(idx, 0);

@@ -267,25 +267,29 @@ TEST(FixtureLoad, BadKeysAndValuesAreRefused)
     ASSERT_NE(mkdtemp(dir), nullptr);
     std::string facts = std::string(dir) + "/doctor-facts";
     doctor_facts f;
-    // Writes the capture's doctor-facts and loads the capture.
-    auto load_facts = [&](const char *text) {
-        FILE *out = fopen(facts.c_str(), "w");
-        fputs(text, out);
-        fclose(out);
-        return clitest::load(dir, &f);
-    };
 
-    std::string err = load_facts("cpuid.invariant_tsc = maybe\n");
+    FILE *out = fopen(facts.c_str(), "w");
+    fputs("cpuid.invariant_tsc = maybe\n", out);
+    fclose(out);
+    std::string err = clitest::load(dir, &f);
     EXPECT_NE(err.find("cpuid.invariant_tsc = 'maybe' is not 0, 1 or unknown"), std::string::npos) << err;
 
-    err = load_facts("clock.CLOCK_MONOTONIC.libc_ns = fast\n");
+    out = fopen(facts.c_str(), "w");
+    fputs("clock.CLOCK_MONOTONIC.libc_ns = fast\n", out);
+    fclose(out);
+    err = clitest::load(dir, &f);
     EXPECT_NE(err.find("is not a number"), std::string::npos) << err;
 
-    err = load_facts("cpuid.invarient_tsc = 1\n");
+    out = fopen(facts.c_str(), "w");
+    fputs("cpuid.invarient_tsc = 1\n", out);
+    fclose(out);
+    err = clitest::load(dir, &f);
     EXPECT_NE(err.find("unknown key 'cpuid.invarient_tsc'"), std::string::npos) << err;
 
     // An empty capture is valid: everything is unknown, with reasons.
-    EXPECT_EQ(load_facts(""), "");
+    out = fopen(facts.c_str(), "w");
+    fclose(out);
+    EXPECT_EQ(clitest::load(dir, &f), "");
     EXPECT_EQ(f.cs_current_err, ENOENT);
     EXPECT_EQ(f.cpuinfo_err, ENOENT);
     EXPECT_EQ(f.invariant_tsc, TRI_UNKNOWN);
