@@ -206,32 +206,61 @@ int64_t fc_meta_bound(const struct fc_meta *m, int64_t mono_now)
     int64_t age = mono_now - m->published_mono_ns;
     if (age < 0)
         age = 0;
-    return m->error_bound_ns + (int64_t)((double)age * (double)m->bound_growth_ppb * 1e-9);
+    return m->error_bound_ns + (int64_t)((double)age * (double)m->bound_growth_ppb * 1e-9) +
+           fc_sync_exposure_ns(m->sync_generation, m->published_mono_ns, mono_now);
 }
 
+/*
+ * With the lock held, before leaving the global line: an upper bound on
+ * every value it has returned or will return.  A reader that read the line
+ * (its counter) before the replacement becomes visible may still return a
+ * value from it, and the writer cannot know when that is -- it may be
+ * preempted before publishing.  So first fence the line: republish it with
+ * its end cut to a point shortly ahead, check that the cut was visible
+ * before that point, and take the line's value there.
+ */
+#define FC_FENCE_NS 100000.0 /* the cut: 100 us ahead, grown if we were too slow */
 int64_t fc_cal_global_ceiling(void)
 {
-    uint64_t seq = atomic_load_explicit(&fc_latch.seq, memory_order_relaxed);
-    const struct fc_line *cur = &fc_latch.line[seq & 1];
-    const struct fc_meta *cm = &fc_latch.meta[seq & 1];
+    const struct fc_line *cur = fc_line_current(&fc_latch);
+    const struct fc_meta *cm = fc_meta_current(&fc_latch);
     if (cur->mult == 0)
         return cm->floor_ns;
-    /* Readers got at most the line's value now (or at its end).  That is
-     * exact even if the line ran ahead of the kernel (an unannounced rate
-     * change).  If the counter is now behind the line's base, "now" means
-     * nothing; but then no reader has used the line since the counter went
-     * back, and before that the line was within its bound of the kernel. */
-    int64_t used = (int64_t)(fc_now_counter(1) - cur->base_tsc);
-    int went_back = used < 0;
-    if (went_back || (uint64_t)used > cm->soft_span)
-        used = (int64_t)cm->soft_span;
-    int64_t v = fixed_to_ns(line_fixed(cur, used)) + 1;
-    if (went_back) {
+    /* If the counter is now behind the line's base, "now" means nothing; but
+     * then no reader has used the line since the counter went back, and
+     * before that the line was within its bound of the kernel. */
+    if ((int64_t)(fc_now_counter(1) - cur->base_tsc) < 0) {
+        int64_t v = fixed_to_ns(line_fixed(cur, (int64_t)cm->soft_span)) + 1;
         int64_t k = fc_kernel_ns(CLOCK_MONOTONIC);
         int64_t cap = k + fc_meta_bound(cm, k) + 1;
         if (v > cap)
             v = cap;
+        return v > cm->floor_ns ? v : cm->floor_ns;
     }
+    double rate = (double)cur->mult / (double)((int64_t)1 << FC_SHIFT);
+    const int64_t past = (int64_t)(FC_PAST_MARGIN_NS / rate) + 1; /* speculation window */
+    double fence_ns = FC_FENCE_NS;
+    uint64_t cut;
+    for (;;) {
+        struct fc_line l = *cur;
+        struct fc_meta m = *cm;
+        cut = fc_now_counter(1) + (uint64_t)(fence_ns / rate);
+        uint64_t span = cut - l.base_tsc;
+        if (span >= m.soft_span) {
+            cut = l.base_tsc + m.soft_span; /* the line ends sooner anyway */
+            break;
+        }
+        m.soft_span = span;
+        if (l.fast_span > span)
+            l.fast_span = span;
+        fc_line_publish(&fc_latch, &l, fc_line_base_frac(cur), &m);
+        cur = fc_line_current(&fc_latch);
+        cm = fc_meta_current(&fc_latch);
+        if ((int64_t)(cut - fc_now_counter(1)) > past)
+            break; /* visible before the cut: nobody reads past it */
+        fence_ns *= 4; /* preempted meanwhile: cut further ahead */
+    }
+    int64_t v = fixed_to_ns(line_fixed(cur, (int64_t)(cut - cur->base_tsc))) + 1;
     return v > cm->floor_ns ? v : cm->floor_ns;
 }
 
@@ -478,6 +507,7 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
         m.bound_growth_ppb = (int64_t)((unc + allowance) * 1e9) + 1;
         m.epoch = cm->epoch + 1;
         m.published_mono_ns = s->mono;
+        m.sync_generation = cs->sync_generation;
 
         /* A pivot in the future must still be ahead when readers can see the line. */
         if (pivot != P && t->cpu < 0 && fc_now_counter(1) + (uint64_t)past >= pivot && attempt < 3)
@@ -598,6 +628,7 @@ static int first_line(void)
     double ours = 0, kernel = 0;
     fc_latch.read_flags = fc_seam.counter ? 0 : fc_counter_choose(measured, &ours, &kernel);
     fc_sync_poll(s1.mono);
+    cs->sync_generation = fc_sync_generation();
     history_push(cs, &s1);
     build_and_publish(&fc_global_track, &s1, BUILD_FIRST);
     if (!fc_seam.counter)
@@ -613,6 +644,7 @@ int fc_track_start(const struct fc_track *t, double rate, double rate_unc)
     if (r != FC_SAMPLE_OK || (double)s.width * rate > FC_MAX_WIDTH_NS)
         return -1;
     memset(t->cs, 0, sizeof *t->cs);
+    t->cs->sync_generation = fc_sync_generation();
     t->cs->rate = rate;
     t->cs->rate_unc = rate_unc > 1e-6 ? rate_unc : 1e-6; /* this CPU's rate is not measured yet */
     history_push(t->cs, &s);
@@ -667,11 +699,17 @@ int fc_track_recalibrate(const struct fc_track *t)
         return track_failure(t, 0, 0);
     }
     cs->noisy_in_a_row = 0;
-    if (fc_sync_poll(s.mono) && cs->n > 1) {
-        /* NTP just changed the kernel's rate: the history describes the old one. */
-        cs->hist[0] = cs->hist[cs->n - 1];
-        cs->n = 1;
-        cs->rate_unc = cs->rate_unc > 1e-3 ? cs->rate_unc : 1e-3;
+    int gen_restart = 0;
+    fc_sync_poll(s.mono);
+    uint64_t gen = fc_sync_generation();
+    if (gen != cs->sync_generation) {
+        /* adjtimex changed the kernel's rate (whichever poll saw it first):
+         * the history describes the old rate, and the rate we keep is off by
+         * up to the change until two new samples measure it. */
+        cs->sync_generation = gen;
+        gen_restart = 1;
+        double change = 1.5 * fc_sync_last_change() + 1e-4; /* with the kernel's catch-up */
+        cs->rate_unc = cs->rate_unc > change ? cs->rate_unc : change;
     }
 
     if (cs->n == 0) {
@@ -707,11 +745,25 @@ int fc_track_recalibrate(const struct fc_track *t)
         return FC_RECAL_OK;
     }
 
+    if (gen_restart) {
+        /* Start over from this sample alone: one from before the change
+         * would give a slope across it, with a falsely small uncertainty. */
+        cs->n = 0;
+        history_push(cs, &s);
+        build_and_publish(t, &s, BUILD_CONTINUE);
+        return FC_RECAL_OK;
+    }
     history_push(cs, &s);
     double old_rate = cs->rate;
     if (update_rate(cs)) {
         double jump = fc_fabs(cs->rate / old_rate - 1.0);
-        if (jump > 0.05 || (jump > 1e-3 && note_reset_and_check(cs, s.mono))) {
+        /* A jump the kernel's own recent rate change explains (adjtimex tick
+         * or frequency, applied over the following ticks) is not the counter. */
+        double kernel_change = fc_sync_recent_change(s.mono);
+        if (kernel_change > 0 && jump <= 2.0 * kernel_change + 2e-3) {
+            double change = 1.5 * kernel_change + 1e-4;
+            cs->rate_unc = cs->rate_unc > change ? cs->rate_unc : change;
+        } else if (jump > 0.05 || (jump > 1e-3 && note_reset_and_check(cs, s.mono))) {
             if (t->cpu < 0)
                 return track_failure(t, "the counter's rate keeps changing against CLOCK_MONOTONIC "
                                         "(it is not invariant in practice)", s.mono);

@@ -47,6 +47,7 @@ struct fc_cal_state {
     int64_t last_ok_mono;    /* kernel MONOTONIC at the last published line */
     int64_t failing_since;   /* kernel MONOTONIC of the first failure since, or 0 */
     int resume_lapsed;       /* after a suspend: the old line had lapsed before the resume */
+    uint64_t sync_generation; /* the kernel's rate settings the history describes */
     uint64_t calibrations;
 };
 

@@ -40,7 +40,11 @@
 #include "sync.h"
 #include "warp.h"
 
-#define ADJTIMEX_POLL_NS 50000000LL
+/* adjtimex every millisecond while the counter answers: a rate change is
+ * seen within 1 ms, and the error bound covers what 1000 ppm can do in the
+ * time since the last look (sync.c).  ~1 us of CPU per poll. */
+#define ADJTIMEX_POLL_NS 1000000LL
+#define IDLE_POLL_NS 50000000LL
 #define DECIDE_AFTER_NS 1000000LL
 #define COARSE_TICK_NS 1000000LL
 #define WARP_NS_PER_PAIR 1000000LL  /* start-up check: ~1 ms per CPU pair ... */
@@ -239,7 +243,7 @@ static void *calibrator_main(void *arg)
             if (mode == FC_MODE_SYSTEM)
                 fc_coarse_deactivate();
             /* Not decided yet (the first read wakes us), paused, or system. */
-            sleep_until_woken(seen, mode == FC_MODE_SYSTEM ? -1 : ADJTIMEX_POLL_NS);
+            sleep_until_woken(seen, mode == FC_MODE_SYSTEM ? -1 : IDLE_POLL_NS);
             continue;
         }
         int64_t now = fastclock_mono_ns();

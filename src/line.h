@@ -59,6 +59,7 @@ struct fc_meta {
     int64_t floor_ns;     /* mode system: no MONOTONIC read returns less */
     uint64_t epoch;
     int64_t published_mono_ns;
+    uint64_t sync_generation; /* the kernel's rate settings the line was built for (sync.c) */
 } __attribute__((aligned(64)));
 
 /* How ordered reads read the counter (global latch only; written once by the

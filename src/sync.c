@@ -26,6 +26,10 @@
 
 #define STEERING_HOLD_NS (5LL * FC_NS_PER_SEC)
 #define MAXFREQ_PPM 500.0
+#define NOMINAL_TICK_US 10000L            /* USER_HZ 100 */
+#define TICK_ALLOWANCE 0.1                /* adjtimex accepts tick within +-10% */
+#define TICK_HOLD_NS (600LL * FC_NS_PER_SEC)
+#define RECENT_CHANGE_NS (5LL * FC_NS_PER_SEC)
 #define NTP_PHASE_LIMIT_NS (16LL * FC_NS_PER_SEC) /* the kernel's cap on maxerror */
 
 static struct {
@@ -37,6 +41,14 @@ static struct {
     _Atomic int status;
     _Atomic int64_t sampled_mono;
     _Atomic int64_t steering_until;
+    /* Changes of the kernel's rate settings, counted, so that no poll can
+     * swallow one another reader needs to see (calibration restarts its
+     * history on any new generation). */
+    _Atomic uint64_t generation;
+    _Atomic int64_t clean_before_mono; /* the last poll that still saw the previous generation */
+    _Atomic int64_t tick_seen_until;   /* tick away from nominal, or changed, recently */
+    _Atomic double last_change;        /* size of the last change, as a rate fraction */
+    _Atomic int64_t last_change_mono;
 } sync_state;
 
 static int kernel_adjtimex(struct timex *tx)
@@ -62,11 +74,25 @@ int fc_sync_poll(int64_t now)
 
     int changed = 0;
     if (atomic_load_explicit(&sync_state.known, memory_order_relaxed)) {
-        changed = tx.freq != atomic_load_explicit(&sync_state.freq, memory_order_relaxed) ||
-                  tx.tick != atomic_load_explicit(&sync_state.tick, memory_order_relaxed) ||
+        long old_freq = atomic_load_explicit(&sync_state.freq, memory_order_relaxed);
+        long old_tick = atomic_load_explicit(&sync_state.tick, memory_order_relaxed);
+        changed = tx.freq != old_freq || tx.tick != old_tick ||
                   ((tx.status ^ atomic_load_explicit(&sync_state.status, memory_order_relaxed)) &
                    (STA_PLL | STA_FLL | STA_UNSYNC | STA_FREQHOLD));
+        if (changed) {
+            double d = (double)(tx.freq - old_freq) / 65536e6 + (double)(tx.tick - old_tick) / NOMINAL_TICK_US;
+            atomic_store_explicit(&sync_state.last_change, d < 0 ? -d : d, memory_order_relaxed);
+            atomic_store_explicit(&sync_state.last_change_mono, now, memory_order_relaxed);
+            atomic_store_explicit(&sync_state.clean_before_mono,
+                                  atomic_load_explicit(&sync_state.sampled_mono, memory_order_relaxed),
+                                  memory_order_relaxed);
+            atomic_fetch_add_explicit(&sync_state.generation, 1, memory_order_release);
+            if (tx.tick != old_tick)
+                atomic_store_explicit(&sync_state.tick_seen_until, now + TICK_HOLD_NS, memory_order_relaxed);
+        }
     }
+    if (tx.tick != NOMINAL_TICK_US)
+        atomic_store_explicit(&sync_state.tick_seen_until, now + TICK_HOLD_NS, memory_order_relaxed);
     if (changed || offset != 0)
         atomic_store_explicit(&sync_state.steering_until, now + STEERING_HOLD_NS, memory_order_relaxed);
 
@@ -127,6 +153,65 @@ void fc_sync_get(int64_t now, struct fc_sync_snapshot *out)
     out->tai_offset_s = atomic_load_explicit(&sync_state.tai, memory_order_relaxed);
     out->freq_scaled = atomic_load_explicit(&sync_state.freq, memory_order_relaxed);
     out->tick_us = atomic_load_explicit(&sync_state.tick, memory_order_relaxed);
+}
+
+uint64_t fc_sync_generation(void)
+{
+    return atomic_load_explicit(&sync_state.generation, memory_order_acquire);
+}
+
+double fc_sync_last_change(void)
+{
+    return atomic_load_explicit(&sync_state.last_change, memory_order_relaxed);
+}
+
+/* The kernel applies a new tick or frequency over the following ticks, so a
+ * rate jump of the size of a change seen in the last few seconds is the
+ * kernel's doing, not the counter's. */
+double fc_sync_recent_change(int64_t now)
+{
+    if (now - atomic_load_explicit(&sync_state.last_change_mono, memory_order_relaxed) > RECENT_CHANGE_NS)
+        return 0.0;
+    return atomic_load_explicit(&sync_state.last_change, memory_order_relaxed);
+}
+
+/*
+ * The error a line may have picked up from kernel rate changes it was not
+ * built for.  Up to the last poll that still saw the line's generation the
+ * kernel's settings were the line's; after it, adjtimex may have changed the
+ * frequency (by up to 1000 ppm: -500 to +500) and, where a daemon uses the
+ * tick, the tick (by up to 10%), at any moment.  A change undone between two
+ * polls is not seen; it adds at most its rate x one poll interval.
+ */
+int64_t fc_sync_exposure_ns(uint64_t line_generation, int64_t published_mono, int64_t now)
+{
+    if (!atomic_load_explicit(&sync_state.known, memory_order_acquire))
+        return 0;
+    uint64_t gen = atomic_load_explicit(&sync_state.generation, memory_order_acquire);
+    int64_t clean;
+    if (gen == line_generation)
+        clean = atomic_load_explicit(&sync_state.sampled_mono, memory_order_relaxed);
+    else if (gen == line_generation + 1)
+        clean = atomic_load_explicit(&sync_state.clean_before_mono, memory_order_relaxed);
+    else
+        clean = published_mono;
+    if (clean < published_mono)
+        clean = published_mono;
+    int64_t exposed = now - clean;
+    if (exposed <= 0)
+        return 0;
+    /* 1000 ppm between two frequency settings, and half again for the
+     * kernel's own catch-up of the error it accumulated meanwhile
+     * (timekeeping_adjust overshoots the new rate for a few ticks). */
+    double a = 3.0 * MAXFREQ_PPM * 1e-6;
+    /* A daemon may slew through the tick (chrony does, up to 8.3%), and so
+     * may whoever changed it recently.  An unsynchronised kernel whose tick
+     * was never seen to move is assumed to keep it: a first change by hand
+     * is outside the bound for up to one poll interval. */
+    if (atomic_load_explicit(&sync_state.tick_seen_until, memory_order_relaxed) > now ||
+        atomic_load_explicit(&sync_state.synchronized, memory_order_relaxed))
+        a += TICK_ALLOWANCE;
+    return (int64_t)((double)exposed * a) + 1;
 }
 
 void fc_sync_reset_for_tests(void)

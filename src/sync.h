@@ -28,6 +28,15 @@ void fc_sync_get(int64_t mono_now_ns, struct fc_sync_snapshot *out);
  * 0 when nothing steers the kernel, else the largest frequency change
  * adjtimex allows (2 x 500 ppm) plus any tick adjustment. */
 double fc_sync_rate_allowance(void);
+/* Counts changes of the kernel's rate settings seen by any poll. */
+uint64_t fc_sync_generation(void);
+/* Size of the last change seen, as a fraction of the rate (freq and tick). */
+double fc_sync_last_change(void);
+/* That size if the change was seen in the last few seconds, else 0. */
+double fc_sync_recent_change(int64_t mono_now_ns);
+/* Error a line built at line_generation, published at published_mono, may
+ * have picked up by now from rate changes not yet seen (see sync.c). */
+int64_t fc_sync_exposure_ns(uint64_t line_generation, int64_t published_mono, int64_t now);
 void fc_sync_reset_for_tests(void);
 
 #endif
