@@ -60,7 +60,10 @@
 #define FC_SAMPLE_TRIES 8
 #define FC_SUSPEND_NS 1000000LL            /* BOOTTIME - MONOTONIC growth that means a suspend */
 #define FC_GIVE_UP_NS (15LL * FC_NS_PER_SEC) /* a track failing this long is not trusted */
-#define FC_FIRST_BASELINE_NS 20000LL        /* first rate: two samples this far apart */
+#define FC_FIRST_BASELINE_NS 20000LL
+/* The kernel's clock may change rate a little without adjtimex showing it:
+ * a clocksource switch (tsc <-> kvm-clock measured ~1.5 ppm apart). */
+#define FC_UNSEEN_RATE 5e-6        /* first rate: two samples this far apart */
 
 int64_t fc_cal_max_interval_ns = 500000000LL;
 
@@ -504,7 +507,7 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
             l.tai_offset = cur->tai_offset;
         }
         m.error_bound_ns = (int64_t)(fc_fabs((double)err_at_pivot_ns) + 2.0 * sigma_ns(s, rate) + 2.0) + 1;
-        m.bound_growth_ppb = (int64_t)((unc + allowance) * 1e9) + 1;
+        m.bound_growth_ppb = (int64_t)((unc + allowance + FC_UNSEEN_RATE) * 1e9) + 1;
         m.epoch = cm->epoch + 1;
         m.published_mono_ns = s->mono;
         m.sync_generation = cs->sync_generation;

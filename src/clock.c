@@ -457,6 +457,10 @@ FC_API int fastclock_status(struct fastclock_status *out)
         out->counter_hz = ps.mean_hz;
         out->cpus_calibrated = ps.calibrated;
         out->calibration_interval_ns = fc_percpu_interval_ns();
+    } else if (mode == FC_MODE_TSC) {
+        /* Trusted, first line not published yet (~20 us after the decision). */
+        out->counter = "clock_gettime (first line pending)";
+        out->calibrator = fc_calibrator_running() ? "thread" : "lazy";
     } else {
         out->counter = "clock_gettime";
         out->calibrator = "none";
