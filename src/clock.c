@@ -45,12 +45,15 @@
 
 struct fc_latch fc_latch;
 struct fc_coarse fc_coarse;
-__thread int64_t fc_last_second[FC_TAI + 1] __attribute__((tls_model("initial-exec")));
+__thread struct fc_sec_cache fc_sec_cache[FC_TAI + 1] __attribute__((tls_model("initial-exec")));
 
 __attribute__((noinline)) int64_t fc_new_second(enum fc_kind kind, int64_t ns)
 {
     int64_t sec = ns / FC_NS_PER_SEC - (ns % FC_NS_PER_SEC < 0);
-    fc_last_second[kind] = sec;
+    struct fc_sec_cache *c = &fc_sec_cache[kind];
+    c->sec = sec;
+    atomic_signal_fence(memory_order_seq_cst);
+    c->sec_ns = sec * FC_NS_PER_SEC;
     return sec;
 }
 static _Atomic uint64_t fallback_reads;

@@ -69,19 +69,29 @@ FC_INLINE void fc_ns_to_ts(int64_t ns, struct timespec *ts)
 /*
  * Splitting ns into seconds is a division by 10^9: a chain of multiplies
  * after the counter read that costs as much as the rest of a read.  Each
- * thread remembers the second it last returned per timeline, so most splits
- * only subtract and compare.  Thread-local, so nothing shared is written;
- * a signal handler that changes it between our load and our check only
- * makes the check fail over to the division.
+ * thread remembers, per timeline, the second it last returned and that
+ * second in ns, so most splits are one subtraction and a compare.
+ * Thread-local, so nothing shared is written.  A signal handler may rewrite
+ * the pair between our loads: sec_ns is loaded before and after sec, and a
+ * change sends this split to the division (the handler runs to completion,
+ * so equal loads mean sec belongs to them).
  */
-FC_HIDDEN extern __thread int64_t fc_last_second[FC_TAI + 1] __attribute__((tls_model("initial-exec")));
+struct fc_sec_cache {
+    int64_t sec;
+    int64_t sec_ns;
+};
+FC_HIDDEN extern __thread struct fc_sec_cache fc_sec_cache[FC_TAI + 1] __attribute__((tls_model("initial-exec")));
 FC_HIDDEN int64_t fc_new_second(enum fc_kind kind, int64_t ns);
 
 FC_INLINE int64_t fc_split_seconds(enum fc_kind kind, int64_t ns, int64_t *rem_ns)
 {
-    int64_t sec = fc_last_second[kind];
-    uint64_t rem = (uint64_t)(ns - sec * FC_NS_PER_SEC);
-    if (FC_UNLIKELY(rem >= (uint64_t)FC_NS_PER_SEC)) {
+    struct fc_sec_cache *c = &fc_sec_cache[kind];
+    int64_t base = c->sec_ns;
+    atomic_signal_fence(memory_order_seq_cst);
+    int64_t sec = c->sec;
+    atomic_signal_fence(memory_order_seq_cst);
+    uint64_t rem = (uint64_t)(ns - base);
+    if (FC_UNLIKELY(rem >= (uint64_t)FC_NS_PER_SEC || base != c->sec_ns)) {
         sec = fc_new_second(kind, ns);
         rem = (uint64_t)(ns - sec * FC_NS_PER_SEC);
     }

@@ -1,6 +1,10 @@
 /*
- * libfastclock-preload.so: clock_gettime, gettimeofday, time and
- * timespec_get for unmodified programs, through LD_PRELOAD.
+ * libfastclock-preload.so: clock_gettime, gettimeofday and timespec_get for
+ * unmodified programs, through LD_PRELOAD.
+ *
+ * Not time(): glibc binds it straight to the vDSO's __vdso_time (an IFUNC),
+ * a load from the vvar page; any definition here would add a jump to that
+ * (0.5 ns, measured) and could only give the same kernel seconds.
  *
  * Symbols.  The definitions here are unversioned.  The dynamic linker lets
  * an unversioned definition satisfy a versioned reference (clock_gettime@
@@ -68,7 +72,6 @@ const int fc_default_lazy = 1;
 
 typedef int (*gettime_fn)(clockid_t, struct timespec *);
 typedef int (*gettimeofday_fn)(struct timeval *, void *);
-typedef time_t (*time_fn)(time_t *);
 typedef int (*timespec_get_fn)(struct timespec *, int);
 
 /* The next definitions (libc's, usually); NULL until the constructor has
@@ -76,8 +79,13 @@ typedef int (*timespec_get_fn)(struct timespec *, int);
  * results.  Written once, before main. */
 static _Atomic(gettime_fn) next_gettime;
 static _Atomic(gettimeofday_fn) next_gettimeofday;
-static _Atomic(time_fn) next_time;
 static _Atomic(timespec_get_fn) next_timespec_get;
+/* Without a calibrator thread (the shim's default) no ticker ever serves the
+ * coarse clocks, and fastclock's coarse clocks are the kernel's: the vDSO
+ * answers them directly, through this (set by the constructor; NULL with
+ * FASTCLOCK_CALIBRATOR=thread or without a vDSO; the next definition once
+ * the shim knows it is a pass-through). */
+static _Atomic(gettime_fn) coarse_direct;
 
 /* Read on every call; each bit is set at most once (never cleared), so the
  * line stays shared-clean. */
@@ -110,12 +118,6 @@ static time_t kernel_time(time_t *t)
     return s;
 }
 
-static time_t pass_time(time_t *t)
-{
-    time_fn f = atomic_load_explicit(&next_time, memory_order_relaxed);
-    return f ? f(t) : kernel_time(t);
-}
-
 static int pass_timespec_get(struct timespec *ts, int base)
 {
     timespec_get_fn f = atomic_load_explicit(&next_timespec_get, memory_order_relaxed);
@@ -141,6 +143,11 @@ static int pass_through(void)
 {
     if (!fc_system_from_start())
         return 0;
+    /* A pure pass-through hands the coarse clocks on too (to libc, or to
+     * whatever is interposed after us), not straight to the vDSO. */
+    gettime_fn next = atomic_load_explicit(&next_gettime, memory_order_relaxed);
+    if (next && atomic_load_explicit(&coarse_direct, memory_order_relaxed))
+        atomic_store_explicit(&coarse_direct, next, memory_order_relaxed);
     atomic_fetch_or_explicit(&shim_flags, SHIM_PASS, memory_order_relaxed);
     return 1;
 }
@@ -235,8 +242,6 @@ FC_INLINE int fine(enum fc_kind kind, clockid_t id, void *out, enum shape shape,
  * stopped (in the child of a process that had a calibrator thread) needs
  * the core's clamp.  In pass-through, libc answers.
  */
-typedef time_t (*vdso_time_fn)(time_t *);
-static _Atomic(vdso_time_fn) vdso_time;     /* __vdso_time, from the constructor */
 static _Atomic(gettime_fn) vdso_gettime;    /* __vdso_clock_gettime, likewise */
 /* Set once the mode is decided and a calibrator thread, if any, was told
  * that the coarse clocks are in use (it then serves them from memory). */
@@ -264,6 +269,9 @@ static SHIM_COLD int coarse_slow(enum fc_kind kind, clockid_t id, struct timespe
 
 FC_INLINE int coarse(enum fc_kind kind, clockid_t id, struct timespec *ts)
 {
+    gettime_fn direct = atomic_load_explicit(&coarse_direct, memory_order_relaxed);
+    if (FC_LIKELY(direct != 0))
+        return direct(id, ts); /* coarse ids never fail: no -errno to convert */
     /* fastclock_*_coarse_ns, inlined: a ticking calibrator keeps both values. */
     int64_t mono = atomic_load_explicit(&fc_coarse.mono, memory_order_acquire);
     if (FC_LIKELY(mono != 0))
@@ -279,22 +287,6 @@ FC_INLINE int coarse(enum fc_kind kind, clockid_t id, struct timespec *ts)
     if (FC_LIKELY(vdso != 0))
         return vdso(id, ts); /* coarse ids never fail: no -errno to convert */
     return fc_kernel_gettime(id, ts);
-}
-
-static time_t time_slow(time_t *t)
-{
-    if (!atomic_load_explicit(&coarse_asked, memory_order_relaxed)) {
-        int saved = errno;
-        int pass = pass_through(); /* decides the mode if nobody has */
-        errno = saved;
-        if (pass)
-            return pass_time(t);
-    }
-    struct timespec ts;
-    coarse(FC_REAL, CLOCK_REALTIME_COARSE, &ts);
-    if (t)
-        *t = ts.tv_sec;
-    return ts.tv_sec;
 }
 
 /* ------------------------------------------------------------ the interposed symbols */
@@ -361,24 +353,6 @@ SHIM_API int gettimeofday(struct timeval *restrict tv, void *restrict tz)
     if (FC_UNLIKELY(!tv))
         return 0;
     return fine(FC_REAL, CLOCK_REALTIME, tv, AS_TIMEVAL, flagged_real_tv);
-}
-
-/* The kernel's time() is its coarse REALTIME in seconds; so is this one. */
-SHIM_API time_t time(time_t *t)
-{
-    if (FC_LIKELY(atomic_load_explicit(&fc_coarse.mono, memory_order_acquire) != 0)) {
-        struct timespec ts;
-        stored(FC_REAL, AS_TIMESPEC, &ts, atomic_load_explicit(&fc_coarse.real, memory_order_relaxed));
-        if (t)
-            *t = ts.tv_sec;
-        return ts.tv_sec;
-    }
-    if (FC_UNLIKELY(atomic_load_explicit(&shim_flags, memory_order_relaxed) & SHIM_PASS))
-        return pass_time(t);
-    vdso_time_fn f = atomic_load_explicit(&vdso_time, memory_order_relaxed);
-    if (FC_LIKELY(f != 0) && FC_LIKELY(atomic_load_explicit(&coarse_asked, memory_order_relaxed)))
-        return f(t);
-    return time_slow(t); /* first use, or no __vdso_time (not x86-64) */
 }
 
 SHIM_API int timespec_get(struct timespec *ts, int base)
@@ -460,16 +434,17 @@ __attribute__((constructor)) static void fc_preload_loaded(void)
     atomic_store_explicit(&next_gettimeofday,
                           (gettimeofday_fn)next_symbol("gettimeofday", (void *)gettimeofday),
                           memory_order_relaxed);
-    atomic_store_explicit(&next_time, (time_fn)next_symbol("time", (void *)time), memory_order_relaxed);
     atomic_store_explicit(&next_timespec_get,
                           (timespec_get_fn)next_symbol("timespec_get", (void *)timespec_get),
                           memory_order_relaxed);
 #if defined(__x86_64__)
-    atomic_store_explicit(&vdso_time, (vdso_time_fn)fc_vdso_sym("__vdso_time", "LINUX_2.6"),
-                          memory_order_relaxed);
     atomic_store_explicit(&vdso_gettime, (gettime_fn)fc_vdso_sym("__vdso_clock_gettime", "LINUX_2.6"),
                           memory_order_relaxed);
 #endif
+    if (!fc_calibrator_running() && fc_calibrator_pref() != FC_CAL_THREAD) {
+        atomic_store_explicit(&coarse_direct, atomic_load_explicit(&vdso_gettime, memory_order_relaxed),
+                              memory_order_relaxed);
+    }
     if (env_flag("FASTCLOCK_UNORDERED")) {
         atomic_fetch_or_explicit(&shim_flags, SHIM_UNORDERED, memory_order_relaxed);
         fc_set_default_unordered(1); /* fastclock_status().ordered tells the truth */
