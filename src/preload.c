@@ -87,6 +87,8 @@ static _Atomic(timespec_get_fn) next_timespec_get;
  * FASTCLOCK_CALIBRATOR=thread or without a vDSO; the next definition once
  * the shim knows it is a pass-through). */
 static _Atomic(gettime_fn) coarse_direct;
+static _Atomic(gettime_fn) vdso_gettime; /* __vdso_clock_gettime, from the constructor */
+static _Atomic(gettimeofday_fn) vdso_gettimeofday; /* __vdso_gettimeofday, likewise */
 
 /* Read on every call; each bit is set at most once (never cleared), so the
  * line stays shared-clean. */
@@ -163,7 +165,7 @@ FC_INLINE int stored(enum fc_kind kind, enum shape shape, void *out, int64_t ns)
     if (shape == AS_TIMEVAL) {
         struct timeval *tv = out;
         tv->tv_sec = (time_t)sec;
-        tv->tv_usec = (suseconds_t)(rem / 1000);
+        tv->tv_usec = (suseconds_t)((uint32_t)rem / 1000u); /* rem is in [0, 1e9): unsigned is two instructions */
         return 0;
     }
     struct timespec *ts = out;
@@ -174,13 +176,21 @@ FC_INLINE int stored(enum fc_kind kind, enum shape shape, void *out, int64_t ns)
 
 /* Mode system from the start: the kernel answers the clocks the shim serves,
  * straight from the vDSO (through libc it would cost a second call: 0.75x
- * for the coarse clocks, measured); every other id still goes to libc. */
+ * for the coarse clocks, measured); every other id still goes to libc.  The
+ * served ids never fail, so there is no -errno to convert. */
 static int pass_fine(enum shape shape, clockid_t id, void *out)
 {
+    gettime_fn vdso = atomic_load_explicit(&vdso_gettime, memory_order_relaxed);
     switch (shape) {
     case AS_TIMEVAL: return fc_kernel_gettimeofday(out, 0);
-    case AS_TIMESPEC_GET: return fc_kernel_gettime(CLOCK_REALTIME, out) == 0 ? TIME_UTC : 0;
-    default: return fc_kernel_gettime(id, out);
+    case AS_TIMESPEC_GET:
+        if (FC_LIKELY(vdso != 0))
+            return vdso(CLOCK_REALTIME, out) == 0 ? TIME_UTC : 0;
+        return fc_kernel_gettime(CLOCK_REALTIME, out) == 0 ? TIME_UTC : 0;
+    default:
+        if (FC_LIKELY(vdso != 0))
+            return vdso(id, out);
+        return fc_kernel_gettime(id, out);
     }
 }
 
@@ -242,7 +252,6 @@ FC_INLINE int fine(enum fc_kind kind, clockid_t id, void *out, enum shape shape,
  * stopped (in the child of a process that had a calibrator thread) needs
  * the core's clamp.  In pass-through, libc answers.
  */
-static _Atomic(gettime_fn) vdso_gettime;    /* __vdso_clock_gettime, likewise */
 /* Set once the mode is decided and a calibrator thread, if any, was told
  * that the coarse clocks are in use (it then serves them from memory). */
 static _Atomic int coarse_asked;
@@ -329,15 +338,31 @@ static __attribute__((noinline)) int gettime_other(clockid_t id, struct timespec
 }
 
 /* Only tail calls: no frame, no saved registers before the clock is read. */
+/* The ids fastclock serves, as a bit mask. */
+#define SERVED_IDS ((1u << CLOCK_REALTIME) | (1u << CLOCK_MONOTONIC) | (1u << CLOCK_MONOTONIC_COARSE) | \
+                    (1u << CLOCK_REALTIME_COARSE) | (1u << CLOCK_BOOTTIME) | (1u << CLOCK_TAI))
+
 SHIM_API int clock_gettime(clockid_t id, struct timespec *ts)
 {
     SHIM_MAYBE_NULL(ts);
     if (FC_UNLIKELY(!ts))
         return gettime_null(id);
+    if (FC_UNLIKELY(atomic_load_explicit(&shim_flags, memory_order_relaxed) & SHIM_PASS)) {
+        /* Mode system: one jump into the vDSO for the served clocks, as libc
+         * would make (before any frame of ours); the rest to libc. */
+        gettime_fn vdso = atomic_load_explicit(&vdso_gettime, memory_order_relaxed);
+        if (FC_LIKELY(vdso != 0) && (unsigned)id < 32 && ((SERVED_IDS >> id) & 1))
+            return vdso(id, ts);
+    }
     if (FC_LIKELY(id == CLOCK_MONOTONIC))
         return gettime_mono(ts);
     if (FC_LIKELY(id == CLOCK_REALTIME))
         return gettime_real(ts);
+    if (id == CLOCK_MONOTONIC_COARSE || id == CLOCK_REALTIME_COARSE) {
+        gettime_fn direct = atomic_load_explicit(&coarse_direct, memory_order_relaxed);
+        if (FC_LIKELY(direct != 0))
+            return direct(id, ts); /* the kernel's coarse clocks: never fail */
+    }
     if (id == CLOCK_MONOTONIC_COARSE)
         return gettime_mono_coarse(ts);
     if (id == CLOCK_REALTIME_COARSE)
@@ -352,6 +377,11 @@ SHIM_API int gettimeofday(struct timeval *restrict tv, void *restrict tz)
         return pass_gettimeofday(tv, tz); /* the kernel's timezone comes with the kernel's time */
     if (FC_UNLIKELY(!tv))
         return 0;
+    if (FC_UNLIKELY(atomic_load_explicit(&shim_flags, memory_order_relaxed) & SHIM_PASS)) {
+        gettimeofday_fn vdso = atomic_load_explicit(&vdso_gettimeofday, memory_order_relaxed);
+        if (FC_LIKELY(vdso != 0))
+            return vdso(tv, 0); /* mode system: one jump into the vDSO, as libc makes */
+    }
     return fine(FC_REAL, CLOCK_REALTIME, tv, AS_TIMEVAL, flagged_real_tv);
 }
 
@@ -439,6 +469,8 @@ __attribute__((constructor)) static void fc_preload_loaded(void)
                           memory_order_relaxed);
 #if defined(__x86_64__)
     atomic_store_explicit(&vdso_gettime, (gettime_fn)fc_vdso_sym("__vdso_clock_gettime", "LINUX_2.6"),
+                          memory_order_relaxed);
+    atomic_store_explicit(&vdso_gettimeofday, (gettimeofday_fn)fc_vdso_sym("__vdso_gettimeofday", "LINUX_2.6"),
                           memory_order_relaxed);
 #endif
     if (!fc_calibrator_running() && fc_calibrator_pref() != FC_CAL_THREAD) {
