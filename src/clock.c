@@ -218,6 +218,9 @@ __attribute__((noinline)) int64_t fc_slow_read(enum fc_kind kind, int ordered)
     fc_direct_fn f = atomic_load_explicit(&fc_direct_gettime, memory_order_relaxed);
     if (FC_LIKELY(f != 0))
         return direct_ns(f, fc_kind_clock(kind));
+    /* tsc-percpu's reads, every one of them (the global line routes them here). */
+    if (FC_LIKELY(atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_PERCPU))
+        return fc_percpu_read(kind);
     return slow_read(kind, ordered);
 }
 

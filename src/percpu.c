@@ -47,6 +47,9 @@ static _Atomic(struct fc_cpu_slot *) slots;
 static _Atomic int nslots;
 static double seed_rate, seed_unc;
 static _Atomic int64_t warp_cycles_plus1; /* 0: check not run */
+/* The global line's ceiling when mode tsc-percpu began (0 when it began at
+ * the decision): written before the mode, read by every per-CPU read. */
+static _Atomic int64_t switch_floor;
 
 /* Per-thread clamp: the largest MONOTONIC value this thread was given. */
 static __thread int64_t tls_last __attribute__((tls_model("initial-exec")));
@@ -252,9 +255,8 @@ int64_t fc_percpu_read(enum fc_kind kind)
     }
     /* Never below what the global line gave before the switch, nor below what
      * this thread saw on another CPU. */
-    uint64_t gseq = atomic_load_explicit(&fc_latch.seq, memory_order_acquire);
-    int64_t floor = FC_LOAD(&fc_latch.meta[gseq & 1].floor_ns);
-    if (mono < floor)
+    int64_t floor = atomic_load_explicit(&switch_floor, memory_order_relaxed);
+    if (FC_UNLIKELY(mono < floor))
         mono = floor;
     return tls_clamp(mono) + offset;
 }
@@ -295,7 +297,9 @@ void fc_percpu_switch_from_tsc(const char *why)
         return; /* a reader is recalibrating; the next check will switch */
     /* Readers of the global line got at most its value now: per-CPU reads
      * start no lower. */
-    fc_mode_enter(FC_MODE_PERCPU, msg, fc_cal_global_ceiling());
+    int64_t ceiling = fc_cal_global_ceiling();
+    atomic_store_explicit(&switch_floor, ceiling, memory_order_relaxed);
+    fc_mode_enter(FC_MODE_PERCPU, msg, ceiling); /* publishes fc_mode with release */
     fc_cal_unlock();
 }
 
@@ -367,6 +371,7 @@ void fc_percpu_reset_for_tests(void)
     if (base)
         munmap(base, (size_t)n * sizeof(struct fc_cpu_slot));
     atomic_store(&warp_cycles_plus1, 0);
+    atomic_store(&switch_floor, 0);
     tls_last = 0;
     seed_rate = seed_unc = 0;
 }
