@@ -46,6 +46,10 @@
 
 struct fc_latch fc_latch;
 struct fc_coarse fc_coarse;
+/* fastclock_inline.h's view of it (mono and real first, as the block there
+ * says): a pointer, so a copy relocation in a non-PIE program copies the
+ * address, never the block itself. */
+FC_API const void *const fastclock_coarse_v1 = &fc_coarse;
 __thread struct fc_sec_cache fc_sec_cache[FC_TAI + 1] __attribute__((tls_model("initial-exec")));
 
 __attribute__((noinline)) int64_t fc_new_second(enum fc_kind kind, int64_t ns)

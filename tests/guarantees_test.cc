@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "fastclock.h"
+#include "fastclock_inline.h"
 #include "test_util.h"
 
 using namespace fctest;
@@ -376,6 +377,25 @@ TEST(Gettimeofday, MatchesTheKernelAndToleratesNulls)
 }
 
 // ---- coarse clocks and ticks --------------------------------------------
+
+// fastclock_inline.h reads the same published values as the functions (or
+// calls them when nothing is published), and keeps their order.
+TEST(Coarse, InlineHeaderReadsTheSameClock)
+{
+    int64_t prev = 0;
+    for (int i = 0; i < 200000; i++) {
+        int64_t a = fastclock_mono_coarse_ns_inline();
+        int64_t b = fastclock_mono_coarse_ns();
+        int64_t c = fastclock_mono_coarse_ns_inline();
+        ASSERT_LE(prev, a);
+        ASSERT_LE(a, b);
+        ASSERT_LE(b, c);
+        prev = c;
+        int64_t r = fastclock_real_coarse_ns_inline(), k = kernel_ns(CLOCK_REALTIME);
+        ASSERT_LE(r, k + 1000000) << "never ahead of the kernel's REALTIME beyond the bound";
+        ASSERT_GE(r, k - 50000000) << "no more than a tick and the ticker's lag behind";
+    }
+}
 
 TEST(Coarse, MonotonicNeverAheadAndAbout1msFresh)
 {

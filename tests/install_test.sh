@@ -9,10 +9,12 @@ cmake --install "$build_dir" --prefix "$work/prefix" >/dev/null
 mkdir "$work/app"
 cat > "$work/app/main.c" <<'C'
 #include <fastclock.h>
+#include <fastclock_inline.h>
 #include <stdio.h>
 int main(void) {
     struct fastclock_status st;
     if (fastclock_status(&st) != 0 || fastclock_mono_ns() <= 0) return 1;
+    if (fastclock_mono_coarse_ns_inline() <= 0 || fastclock_real_coarse_ns_inline() <= 0) return 2;
     printf("%s\n", st.mode);
     return 0;
 }
