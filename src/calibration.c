@@ -47,7 +47,6 @@
 #include <string.h>
 
 #include "fmt.h"
-#include "mode.h"
 #include "sync.h"
 
 #define FC_MAX_SLEW 500e-6
@@ -78,6 +77,14 @@ static struct {
     _Atomic uint64_t realtime_steps, rate_resets;
     _Atomic double rate;
 } stats;
+
+/* Set by the calibrator thread while it runs: lines may then live longer. */
+static _Atomic int thread_present;
+
+void fc_cal_set_thread_present(int present)
+{
+    atomic_store_explicit(&thread_present, present, memory_order_relaxed);
+}
 
 /* For fastclock_ticks_to_ns: the global rate in fixed point, or 0. */
 static _Atomic int64_t ticks_mult;
@@ -282,10 +289,21 @@ void fc_cal_publish_system(int64_t floor_ns)
     fc_line_publish(&fc_latch, &l, 0, &m);
 }
 
-void fc_cal_fail_to_system(const char *reason)
+/* Why the global track failed (calibration's word for mode.c, which decides
+ * what follows: written under the lock, read by its holder). */
+static char failure_reason[256];
+
+static int global_failed(const char *reason)
 {
-    /* Nothing the line returned exceeds its value now (or at its end). */
-    fc_mode_enter(FC_MODE_SYSTEM, reason, fc_cal_global_ceiling());
+    struct fc_buf b;
+    fc_buf_init(&b, failure_reason, sizeof failure_reason);
+    fc_buf_str(&b, reason);
+    return FC_RECAL_FAILED;
+}
+
+const char *fc_cal_failure_reason(void)
+{
+    return failure_reason;
 }
 
 void fc_cal_set_ticks_rate(double rate)
@@ -383,7 +401,7 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
      * past soft_span a reader recalibrates or asks the kernel.  It is cut
      * so that the rate's uncertainty cannot grow the error past the target. */
     double unc = cs->rate_unc > 1e-12 ? cs->rate_unc : 1e-12;
-    int thread = fc_calibrator_running();
+    int thread = atomic_load_explicit(&thread_present, memory_order_relaxed);
     double soft_ns = thread ? 2.0 * (double)interval + (allowance > 0 ? 0 : 20e6) : (double)interval;
     if (soft_ns > FC_TARGET_ERR_NS / unc) soft_ns = FC_TARGET_ERR_NS / unc;
     if (soft_ns < (double)interval) soft_ns = (double)interval;
@@ -593,22 +611,19 @@ static int first_line(void)
         return FC_RECAL_SKIPPED;
     int r = fc_cal_sample(&s1, FC_SAMPLE_TRIES, -1);
     if (r == FC_SAMPLE_BACKWARDS || (r == FC_SAMPLE_OK && s1.t <= s0.t)) {
-        fc_cal_fail_to_system("the time-stamp counter went backwards between two calibration samples");
-        return FC_RECAL_FAILED;
+        return global_failed("the time-stamp counter went backwards between two calibration samples");
     }
     if (r != FC_SAMPLE_OK) {
         if (++cs->noisy_in_a_row > 50) {
-            fc_cal_fail_to_system("calibration cannot converge: reads of the kernel clock are too slow "
-                                  "or too often interrupted");
-            return FC_RECAL_FAILED;
+            return global_failed("calibration cannot converge: reads of the kernel clock are too slow "
+                                 "or too often interrupted");
         }
         return FC_RECAL_SKIPPED;
     }
     double measured = (double)(s1.mono - s0.mono) / (double)(s1.t - s0.t);
     double w0 = (double)s0.width * measured, w1 = (double)s1.width * measured;
     if (!(measured > 0) || measured > 1e6) {
-        fc_cal_fail_to_system("the counter's rate against CLOCK_MONOTONIC is not plausible");
-        return FC_RECAL_FAILED;
+        return global_failed("the counter's rate against CLOCK_MONOTONIC is not plausible");
     }
     if (w0 > FC_MAX_WIDTH_NS || w1 > FC_MAX_WIDTH_NS) {
         /* A slow kernel clock (or a preempted bracket): start over from here. */
@@ -620,23 +635,18 @@ static int first_line(void)
             fc_buf_str(&b, "calibration cannot converge: every read of the kernel clock took over ");
             fc_buf_fixed(&b, (w0 > w1 ? w0 : w1) / 1000.0, 1);
             fc_buf_str(&b, " us (the machine is too busy or the kernel clock is a slow device)");
-            fc_cal_fail_to_system(msg);
-            return FC_RECAL_FAILED;
+            return global_failed(msg);
         }
         return FC_RECAL_SKIPPED;
     }
     cs->noisy_in_a_row = 0;
     cs->rate = measured;
     cs->rate_unc = (w0 + w1) * 0.5 / (double)(s1.mono - s0.mono) + 1e-9;
-    double ours = 0, kernel = 0;
-    fc_latch.read_flags = fc_seam.counter ? 0 : fc_counter_choose(measured, &ours, &kernel);
+    fc_latch.read_flags = fc_seam.counter ? 0 : fc_counter_choose(measured);
     fc_sync_poll(s1.mono);
     cs->sync_generation = fc_sync_generation();
     history_push(cs, &s1);
     build_and_publish(&fc_global_track, &s1, BUILD_FIRST);
-    if (!fc_seam.counter)
-        ours = fc_counter_cost_of_read(measured); /* the whole ordered read, now that it can run */
-    fc_note_costs(ours, kernel);
     return FC_RECAL_OK;
 }
 
@@ -669,10 +679,8 @@ static int note_reset_and_check(struct fc_cal_state *cs, int64_t mono_now)
  * mono_now 0: read the kernel's clock here (only failures need it). */
 static int track_failure(const struct fc_track *t, const char *global_reason, int64_t mono_now)
 {
-    if (t->cpu < 0 && global_reason) {
-        fc_cal_fail_to_system(global_reason);
-        return FC_RECAL_FAILED;
-    }
+    if (t->cpu < 0 && global_reason)
+        return global_failed(global_reason);
     if (!mono_now)
         mono_now = fc_kernel_ns(CLOCK_MONOTONIC);
     if (!t->cs->failing_since)

@@ -85,9 +85,11 @@ enum fc_recal_result {
 int fc_track_recalibrate(const struct fc_track *t);
 int fc_cal_recalibrate(void); /* the global track; publishes the first line when due */
 
-/* With the lock held: leave mode tsc for good, keeping MONOTONIC from going back. */
 void fc_cal_set_ticks_rate(double rate_ns_per_tick);
-void fc_cal_fail_to_system(const char *reason);
+/* After FC_RECAL_FAILED on the global track: why (mode.c says what follows). */
+const char *fc_cal_failure_reason(void);
+/* The calibrator thread runs (1) or not: lines may live longer with it. */
+void fc_cal_set_thread_present(int present);
 /* Publish a global line that routes every read to the slow path (mode
  * system, or tsc-percpu), with a MONOTONIC floor. */
 void fc_cal_publish_system(int64_t floor_ns);

@@ -190,7 +190,7 @@ static void startup_warp_check(void)
     fc_buf_str(&b, " disagree by ");
     fc_buf_i64(&b, w.max_warp_cycles);
     fc_buf_str(&b, " cycles (user-space check_tsc_warp)");
-    fc_percpu_switch_from_tsc(why);
+    fc_mode_switch_to_percpu(why);
 }
 
 /* Pin this thread to each allowed CPU in turn and calibrate it there. */
@@ -306,7 +306,7 @@ static void *calibrator_main(void *arg)
             if (mode == FC_MODE_TSC) {
                 if (fc_cal_trylock()) {
                     if (atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_TSC)
-                        fc_cal_recalibrate();
+                        fc_mode_recalibrate();
                     fc_cal_unlock();
                 }
             } else {
@@ -339,6 +339,7 @@ void fc_calibrator_start(void)
     atomic_store_explicit(&thread_running, 1, memory_order_relaxed);
     if (pthread_create(&cal_thread, &attr, calibrator_main, 0) != 0)
         atomic_store_explicit(&thread_running, 0, memory_order_relaxed);
+    fc_cal_set_thread_present(fc_calibrator_running());
     pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, 0);
 }
@@ -347,6 +348,7 @@ void fc_calibrator_after_fork_child(void)
 {
     /* The thread does not exist in the child: readers calibrate from now on. */
     atomic_store_explicit(&thread_running, 0, memory_order_relaxed);
+    fc_cal_set_thread_present(0);
     atomic_store_explicit(fc_global_track.lock, 0, memory_order_relaxed);
     fc_percpu_after_fork_child();
     if (atomic_load_explicit(&fc_coarse.mono, memory_order_relaxed) != 0)
@@ -361,6 +363,7 @@ void fc_calibrator_stop(void)
     fc_calibrator_wake();
     pthread_join(cal_thread, 0);
     atomic_store_explicit(&thread_running, 0, memory_order_relaxed);
+    fc_cal_set_thread_present(0);
     fc_coarse_deactivate();
 }
 

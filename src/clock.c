@@ -157,7 +157,7 @@ static FC_COLD int64_t slow_read(enum fc_kind kind, int ordered)
             /* No line yet: publish the first one if its baseline is long enough. */
             if (atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_TSC &&
                 atomic_load_explicit(&fc_latch.seq, memory_order_acquire) == f.seq)
-                fc_cal_recalibrate();
+                fc_mode_recalibrate();
             fc_cal_unlock();
             continue;
         }
@@ -177,7 +177,7 @@ static FC_COLD int64_t slow_read(enum fc_kind kind, int ordered)
             /* This reader recalibrates (no calibrator thread, or it is late). */
             if (atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_TSC &&
                 atomic_load_explicit(&fc_latch.seq, memory_order_acquire) == f.seq)
-                fc_cal_recalibrate();
+                fc_mode_recalibrate();
             fc_cal_unlock();
             continue;
         }
@@ -200,7 +200,7 @@ void fc_first_line_now(void)
         if (atomic_load_explicit(&fc_mode, memory_order_acquire) != FC_MODE_TSC ||
             fc_line_current(&fc_latch)->mult != 0 || !fc_cal_trylock())
             return;
-        int r = fc_cal_recalibrate();
+        int r = fc_mode_recalibrate();
         fc_cal_unlock();
         if (r != FC_RECAL_SKIPPED)
             return;
@@ -447,7 +447,14 @@ FC_API int fastclock_status(struct fastclock_status *out)
     out->realtime_steps = st.realtime_steps;
     out->last_calibration_age_ns = -1;
     out->max_warp_cycles = ps.max_warp_cycles;
-    fc_measured_costs(&out->read_ns, &out->kernel_read_ns);
+    fc_counter_costs(&out->read_ns, &out->kernel_read_ns);
+    if (out->read_ns == 0 && out->kernel_read_ns > 0 && mode == FC_MODE_TSC && f.l.mult != 0 && !fc_seam.counter) {
+        /* The whole ordered read, measured once, the first time it is asked. */
+        struct fc_cal_stats cs;
+        fc_cal_stats(&cs);
+        out->read_ns = (double)fc_counter_time_calls(fastclock_mono_ns) * cs.rate_ns_per_tick / 16.0;
+        fc_counter_note_read_cost(out->read_ns);
+    }
     out->last_error_ns = st.last_err_ns;
     out->max_error_ns = st.max_err_ns;
     out->sample_width_ns = st.last_width_ns;

@@ -43,7 +43,37 @@ static uint64_t kernel_read(void)
     return (uint64_t)ts.tv_nsec;
 }
 
-uint32_t fc_counter_choose(double ns_per_tick, double *ordered_ns, double *kernel_ns)
+/* Measured costs, ns per read (0: not measured): written with the first line. */
+static _Atomic double read_cost_ns, kernel_cost_ns;
+
+void fc_counter_costs(double *ours, double *kernel)
+{
+    *ours = atomic_load_explicit(&read_cost_ns, memory_order_relaxed);
+    *kernel = atomic_load_explicit(&kernel_cost_ns, memory_order_relaxed);
+}
+
+void fc_counter_note_read_cost(double ns)
+{
+    atomic_store_explicit(&read_cost_ns, ns, memory_order_relaxed);
+}
+
+/* Ticks for BATCH calls of fn, best of BATCHES batches. */
+uint64_t fc_counter_time_calls(int64_t (*fn)(void))
+{
+    volatile uint64_t sink = 0;
+    uint64_t ticks;
+    BEST_OF((uint64_t)fn(), ticks);
+    (void)sink;
+    return ticks;
+}
+
+void fc_counter_reset_for_tests(void)
+{
+    atomic_store(&read_cost_ns, 0.0);
+    atomic_store(&kernel_cost_ns, 0.0);
+}
+
+uint32_t fc_counter_choose(double ns_per_tick)
 {
     volatile uint64_t sink = 0;
     uint64_t lfence, rdtscp = UINT64_MAX, kernel;
@@ -62,16 +92,7 @@ uint32_t fc_counter_choose(double ns_per_tick, double *ordered_ns, double *kerne
     }
     if ((double)kernel < KERNEL_MARGIN * (double)ordered)
         flags |= FC_READ_ORDERED_KERNEL;
-    *ordered_ns = (double)ordered * ns_per_tick / BATCH;
-    *kernel_ns = (double)kernel * ns_per_tick / BATCH;
+    /* The whole read's cost is measured by clock.c once it can run. */
+    atomic_store_explicit(&kernel_cost_ns, (double)kernel * ns_per_tick / BATCH, memory_order_relaxed);
     return flags;
-}
-
-double fc_counter_cost_of_read(double ns_per_tick)
-{
-    volatile uint64_t sink = 0;
-    uint64_t ticks;
-    BEST_OF((uint64_t)fastclock_mono_ns(), ticks);
-    (void)sink;
-    return (double)ticks * ns_per_tick / BATCH;
 }

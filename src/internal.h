@@ -40,18 +40,7 @@ FC_HIDDEN extern struct fc_coarse fc_coarse;
 /* Slow path: initialisation, mode system, calibration due, expired lines. */
 FC_HIDDEN int64_t fc_slow_read(enum fc_kind kind, int ordered);
 
-/* ---- reference clock (refclock.c) ---------------------------------------
- * The kernel's clocks, reached through the vDSO or a raw system call, never
- * through the symbol clock_gettime (which the preload shim replaces). */
-typedef int (*fc_gettime_fn)(clockid_t, struct timespec *);
-FC_HIDDEN int fc_kernel_gettime(clockid_t id, struct timespec *ts);
-FC_HIDDEN int fc_kernel_gettimeofday(struct timeval *tv, void *tz);
-FC_HIDDEN int64_t fc_kernel_ns(clockid_t id);
-FC_HIDDEN void fc_refclock_init(void);
-FC_HIDDEN int fc_refclock_has_vdso(void);
-/* The vDSO's clock_gettime (returns -errno), or NULL without a vDSO. */
-FC_HIDDEN fc_gettime_fn fc_refclock_vdso_gettime(void);
-FC_HIDDEN void *fc_vdso_sym(const char *name, const char *version);
+#include "refclock.h"
 
 FC_INLINE int64_t fc_ts_to_ns(const struct timespec *ts)
 {

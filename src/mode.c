@@ -39,7 +39,6 @@
 #include "sync.h"
 
 _Atomic int fc_mode;
-struct fc_seam fc_seam;
 
 /*
  * Until the mode is decided, the kernel answers every read directly, and the
@@ -59,8 +58,6 @@ static __thread uint32_t deferred_reads __attribute__((tls_model("initial-exec")
 enum fc_mode_pref { PREF_AUTO, PREF_TSC, PREF_PERCPU, PREF_SYSTEM };
 
 static _Atomic int mode_forced;
-/* Costs measured when the ordered instruction was chosen, ns per read. */
-static _Atomic double read_ns, kernel_read_ns;
 static _Atomic int calibrator_pref = -1;
 static _Atomic int default_unordered;
 
@@ -183,17 +180,6 @@ enum fc_calibrator_pref fc_calibrator_pref(void)
     return (enum fc_calibrator_pref)p;
 }
 
-void fc_measured_costs(double *ours, double *kernel)
-{
-    *ours = atomic_load_explicit(&read_ns, memory_order_relaxed);
-    *kernel = atomic_load_explicit(&kernel_read_ns, memory_order_relaxed);
-}
-
-void fc_note_costs(double ours, double kernel)
-{
-    atomic_store_explicit(&read_ns, ours, memory_order_relaxed);
-    atomic_store_explicit(&kernel_read_ns, kernel, memory_order_relaxed);
-}
 
 /* The vDSO's convention without a vDSO: -errno, errno untouched on success. */
 static int syscall_gettime(clockid_t id, struct timespec *ts)
@@ -299,6 +285,52 @@ void fc_mode_enter(int mode, const char *reason, int64_t floor_ns)
     }
     atomic_store_explicit(&fc_mode, mode, memory_order_release);
     fc_calibrator_wake();
+}
+
+/* With the lock held: the global track's recalibration, and what follows a
+ * failure (calibration says why; the mode leaves tsc for good, its floor
+ * above anything the line returned). */
+int fc_mode_recalibrate(void)
+{
+    int r = fc_cal_recalibrate();
+    if (r == FC_RECAL_FAILED)
+        fc_mode_fail_to_system(fc_cal_failure_reason());
+    return r;
+}
+
+void fc_mode_fail_to_system(const char *reason)
+{
+    fc_mode_enter(FC_MODE_SYSTEM, reason, fc_cal_global_ceiling());
+}
+
+/* The calibrator thread's warp check found the CPUs' counters apart: one
+ * line per CPU from now on, or, if that is impossible, the kernel's clocks. */
+void fc_mode_switch_to_percpu(const char *why)
+{
+    char msg[512], setup_why[256];
+    struct fc_buf b;
+    fc_buf_init(&b, msg, sizeof msg);
+    fc_buf_str(&b, why);
+    int ok = fc_percpu_setup(setup_why, sizeof setup_why) == 0;
+    if (!ok) {
+        fc_buf_str(&b, ", and per-CPU calibration is not possible: ");
+        fc_buf_str(&b, setup_why);
+    } else {
+        fc_buf_str(&b, ": each CPU's counter is calibrated separately");
+    }
+    if (!fc_cal_trylock())
+        return; /* a reader is recalibrating; the next check will switch */
+    if (atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_TSC) {
+        /* Readers of the global line got at most its ceiling: per-CPU reads start no lower. */
+        int64_t ceiling = fc_cal_global_ceiling();
+        if (ok) {
+            fc_percpu_set_floor(ceiling);
+            fc_mode_enter(FC_MODE_PERCPU, msg, ceiling);
+        } else {
+            fc_mode_enter(FC_MODE_SYSTEM, msg, ceiling);
+        }
+    }
+    fc_cal_unlock();
 }
 
 /* ---- the decision -------------------------------------------------------- */
@@ -542,8 +574,7 @@ void fc_reset_for_tests(void)
     atomic_store(&fc_direct_gettime, (fc_direct_fn)0);
     atomic_store(&read_before_decision, 0);
     atomic_store(&mode_forced, 0);
-    atomic_store(&read_ns, 0.0);
-    atomic_store(&kernel_read_ns, 0.0);
+    fc_counter_reset_for_tests();
     atomic_store(&reason_used, 0);
     atomic_store(&reason_ptr, (const char *)0);
     atomic_store(&calibrator_pref, -1);

@@ -52,10 +52,12 @@ FC_HIDDEN extern _Atomic int fc_ticks_raw;
 FC_HIDDEN uint64_t fc_ticks_slow(void);
 FC_HIDDEN int64_t fc_ticks_to_ns(uint64_t ticks);
 
-/* ns per read of the ordered read and of the kernel's clock, measured when
- * the ordered instruction was chosen (0 when not measured). */
-FC_HIDDEN void fc_measured_costs(double *ours, double *kernel);
-FC_HIDDEN void fc_note_costs(double ours, double kernel);
+/* With the lock held: recalibrate the global line; on failure, mode system. */
+FC_HIDDEN int fc_mode_recalibrate(void);
+/* With the lock held: leave the counter for the kernel's clocks, for good. */
+FC_HIDDEN void fc_mode_fail_to_system(const char *reason);
+/* Calibrator thread: the warp check found a warp (takes the lock itself). */
+FC_HIDDEN void fc_mode_switch_to_percpu(const char *why);
 
 /* Flavour the process uses by default for the fine clocks (the preload shim
  * with FASTCLOCK_UNORDERED=1 sets unordered); reported by fastclock_status. */

@@ -27,7 +27,6 @@
 #include "calibration.h"
 #include "fmt.h"
 #include "kernel.h"
-#include "mode.h"
 
 #define RETRY_AFTER_GIVE_UP_NS (15LL * FC_NS_PER_SEC)
 #define MAX_SLOTS 4096
@@ -277,30 +276,9 @@ void fc_percpu_maintain_cpu(int cpu, int force)
     fc_track_unlock(&t);
 }
 
-void fc_percpu_switch_from_tsc(const char *why)
+void fc_percpu_set_floor(int64_t floor_ns)
 {
-    char msg[512], setup_why[256];
-    struct fc_buf b;
-    fc_buf_init(&b, msg, sizeof msg);
-    fc_buf_str(&b, why);
-    if (fc_percpu_setup(setup_why, sizeof setup_why) != 0) {
-        fc_buf_str(&b, ", and per-CPU calibration is not possible: ");
-        fc_buf_str(&b, setup_why);
-        if (fc_cal_trylock()) {
-            fc_cal_fail_to_system(msg);
-            fc_cal_unlock();
-        }
-        return;
-    }
-    fc_buf_str(&b, ": each CPU's counter is calibrated separately");
-    if (!fc_cal_trylock())
-        return; /* a reader is recalibrating; the next check will switch */
-    /* Readers of the global line got at most its value now: per-CPU reads
-     * start no lower. */
-    int64_t ceiling = fc_cal_global_ceiling();
-    atomic_store_explicit(&switch_floor, ceiling, memory_order_relaxed);
-    fc_mode_enter(FC_MODE_PERCPU, msg, ceiling); /* publishes fc_mode with release */
-    fc_cal_unlock();
+    atomic_store_explicit(&switch_floor, floor_ns, memory_order_relaxed);
 }
 
 double fc_percpu_seed_rate(void)

@@ -14,8 +14,9 @@ int fc_percpu_setup(char *why, size_t why_size);
 int64_t fc_percpu_read(enum fc_kind kind);
 /* Calibrator thread, pinned to `cpu`: start or refresh that CPU's line. */
 void fc_percpu_maintain_cpu(int cpu, int force);
-/* Calibrator thread: leave the global line for per-CPU lines (a warp was found). */
-void fc_percpu_switch_from_tsc(const char *why);
+/* Before mode tsc-percpu begins: no per-CPU read returns less (the global
+ * line's ceiling). */
+void fc_percpu_set_floor(int64_t floor_ns);
 /* ns per tick measured on one CPU at setup (0 before). */
 double fc_percpu_seed_rate(void);
 /* Shortest interval any calibrated CPU wants now. */

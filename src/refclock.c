@@ -7,6 +7,8 @@
  * Everything here is async-signal-safe.
  */
 #define _GNU_SOURCE
+#include "refclock.h"
+
 #include "internal.h"
 
 #include <elf.h>

@@ -54,14 +54,14 @@ void fc_test_pause_calibrator(int paused)
 
 void fc_test_switch_to_percpu(const char *why)
 {
-    fc_percpu_switch_from_tsc(why);
+    fc_mode_switch_to_percpu(why);
 }
 
 int fc_test_recalibrate(void)
 {
     if (!fc_cal_trylock())
         return -1;
-    int r = fc_cal_recalibrate();
+    int r = fc_mode_recalibrate();
     fc_cal_unlock();
     return r;
 }
@@ -70,6 +70,6 @@ void fc_test_fail_to_system(const char *why)
 {
     while (!fc_cal_trylock())
         fc_cpu_relax();
-    fc_cal_fail_to_system(why);
+    fc_mode_fail_to_system(why);
     fc_cal_unlock();
 }

@@ -1,0 +1,23 @@
+/* The reference: the kernel's own clocks (refclock.c), reached through the
+ * vDSO or a raw system call, never through the symbol clock_gettime (which
+ * the preload shim replaces).  Async-signal-safe. */
+#ifndef FC_REFCLOCK_H
+#define FC_REFCLOCK_H
+
+#include <stdint.h>
+#include <sys/time.h>
+#include <time.h>
+
+#define FC_REFCLOCK_HIDDEN __attribute__((visibility("hidden")))
+
+typedef int (*fc_gettime_fn)(clockid_t, struct timespec *);
+FC_REFCLOCK_HIDDEN int fc_kernel_gettime(clockid_t id, struct timespec *ts);
+FC_REFCLOCK_HIDDEN int fc_kernel_gettimeofday(struct timeval *tv, void *tz);
+FC_REFCLOCK_HIDDEN int64_t fc_kernel_ns(clockid_t id);
+FC_REFCLOCK_HIDDEN void fc_refclock_init(void);
+FC_REFCLOCK_HIDDEN int fc_refclock_has_vdso(void);
+/* The vDSO's clock_gettime (returns -errno), or NULL without a vDSO. */
+FC_REFCLOCK_HIDDEN fc_gettime_fn fc_refclock_vdso_gettime(void);
+FC_REFCLOCK_HIDDEN void *fc_vdso_sym(const char *name, const char *version);
+
+#endif
