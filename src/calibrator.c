@@ -5,7 +5,9 @@
  * what readers cannot see cheaply:
  *   - a REALTIME step wakes it at once (timerfd with TFD_TIMER_CANCEL_ON_SET,
  *     which also fires on resume from suspend);
- *   - adjtimex, polled every 50 ms, shows NTP changing the kernel's rate;
+ *   - adjtimex, polled every 10 ms (4 ms while steered), shows the kernel's
+ *     rate changing; the error bound charges for the time between polls;
+ *   - it decides the mode a millisecond after the process first reads the time;
  *   - a cross-CPU warp check at start-up (a few ms) decides whether the
  *     global line is good enough or each CPU needs its own (tsc-percpu);
  *   - in tsc-percpu mode it visits every CPU in turn to calibrate it there;

@@ -90,6 +90,29 @@ FC_INLINE int64_t fc_line_offset(const struct fc_line *l, enum fc_kind kind)
     }
 }
 
+/* What a reader takes from a line, loaded inside its seqlock window. */
+struct fc_line_view {
+    uint64_t base, span, c;
+    int64_t mult, base_ns, off;
+};
+
+FC_INLINE void fc_line_view_load(const struct fc_line *l, enum fc_kind kind, struct fc_line_view *v)
+{
+    v->span = FC_LOAD(&l->fast_span);
+    v->base = FC_LOAD(&l->base_tsc);
+    v->mult = FC_LOAD(&l->mult);
+    v->base_ns = FC_LOAD(&l->base_ns);
+    v->c = FC_LOAD(&l->frac_c);
+    v->off = fc_line_offset(l, kind);
+}
+
+/* MONOTONIC at counter t, without the kind's offset.  Exact: t - base <
+ * span, and span is capped so (t - base) * mult + frac fits in 64 bits. */
+FC_INLINE int64_t fc_line_view_mono(const struct fc_line_view *v, uint64_t t)
+{
+    return v->base_ns + (int64_t)((t * (uint64_t)v->mult + v->c) >> FC_SHIFT);
+}
+
 /*
  * The read path: the global line, now.  Returns 0 when the line cannot
  * answer (none yet, routed elsewhere, or run out): the caller's slow path
@@ -107,29 +130,24 @@ FC_INLINE int64_t fc_line_offset(const struct fc_line *l, enum fc_kind kind)
  */
 FC_INLINE int fc_line_read(const struct fc_latch *latch, enum fc_kind kind, int ordered, int64_t *out)
 {
-    uint64_t seq, t, base, span, c;
-    int64_t mult, base_ns, off;
+    uint64_t seq, t;
+    struct fc_line_view v;
     do {
         seq = atomic_load_explicit(&latch->seq, memory_order_acquire);
         const struct fc_line *l = &latch->line[seq & 1];
         /* One base register for the fields (otherwise GCC hoists a pointer
          * per field out of the loop and spills callee-saved registers). */
         __asm__("" : "+r"(l));
-        span = FC_LOAD(&l->fast_span);
         uint32_t flags = ordered ? FC_LOAD(&latch->read_flags) : 0;
-        if (FC_UNLIKELY(span == 0 || (flags & FC_READ_ORDERED_KERNEL)))
+        fc_line_view_load(l, kind, &v);
+        if (FC_UNLIKELY(v.span == 0 || (flags & FC_READ_ORDERED_KERNEL)))
             return 0;
-        base = FC_LOAD(&l->base_tsc);
-        mult = FC_LOAD(&l->mult);
-        base_ns = FC_LOAD(&l->base_ns);
-        c = FC_LOAD(&l->frac_c);
-        off = fc_line_offset(l, kind);
         t = ordered ? fc_counter_fenced(flags) : fc_counter_unordered();
         atomic_thread_fence(memory_order_acquire);
     } while (FC_UNLIKELY(seq != atomic_load_explicit(&latch->seq, memory_order_relaxed)));
-    if (FC_UNLIKELY(t - base >= span))
+    if (FC_UNLIKELY(t - v.base >= v.span))
         return 0;
-    *out = base_ns + (int64_t)((t * (uint64_t)mult + c) >> FC_SHIFT) + off;
+    *out = fc_line_view_mono(&v, t) + v.off;
     return 1;
 }
 
@@ -138,24 +156,19 @@ FC_INLINE int fc_line_read(const struct fc_latch *latch, enum fc_kind kind, int 
 FC_INLINE int fc_line_read_at(const struct fc_latch *latch, enum fc_kind kind, uint64_t t, int64_t *mono,
                               int64_t *offset)
 {
-    uint64_t seq, base, span, c;
-    int64_t mult, base_ns, off;
+    uint64_t seq;
+    struct fc_line_view v;
     do {
         seq = atomic_load_explicit(&latch->seq, memory_order_acquire);
         const struct fc_line *l = &latch->line[seq & 1];
         __asm__("" : "+r"(l));
-        span = FC_LOAD(&l->fast_span);
-        base = FC_LOAD(&l->base_tsc);
-        mult = FC_LOAD(&l->mult);
-        base_ns = FC_LOAD(&l->base_ns);
-        c = FC_LOAD(&l->frac_c);
-        off = fc_line_offset(l, kind);
+        fc_line_view_load(l, kind, &v);
         atomic_thread_fence(memory_order_acquire);
     } while (FC_UNLIKELY(seq != atomic_load_explicit(&latch->seq, memory_order_relaxed)));
-    if (FC_UNLIKELY(t - base >= span))
+    if (FC_UNLIKELY(t - v.base >= v.span))
         return 0;
-    *mono = base_ns + (int64_t)((t * (uint64_t)mult + c) >> FC_SHIFT);
-    *offset = off;
+    *mono = fc_line_view_mono(&v, t);
+    *offset = v.off;
     return 1;
 }
 
