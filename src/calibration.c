@@ -47,6 +47,7 @@
 #include <string.h>
 
 #include "fmt.h"
+#include "percpu.h"
 #include "sync.h"
 
 #define FC_MAX_SLEW 500e-6
@@ -557,6 +558,80 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
     atomic_store_explicit(&stats.last_width_ns, (int64_t)((double)s->width * rate), memory_order_relaxed);
 }
 
+/* ------------------------------------------------------------------ lazy warp check */
+
+/*
+ * Without a calibrator thread nobody can run check_tsc_warp (it needs two
+ * threads pinned to two CPUs), but the lazy calibrator's own samples land on
+ * whatever CPUs the readers run on.  Each sample is tagged with its CPU
+ * (rdtscp before and after, where the CPU has it) and compared with a
+ * recent one from another CPU: with one counter, the counter and the kernel
+ * advance together between them, up to the rate's uncertainty and what the
+ * kernel's rate may have done; the rest is the two counters' disagreement.
+ * It costs two rdtscp per calibration and nothing at start-up.
+ */
+#define WARP_SLOTS 64
+#define WARP_RECENT_NS 50000000LL   /* compare with samples at most 50 ms old */
+#define WARP_FOUND_NS 2000.0        /* a disagreement beyond this: per-CPU lines */
+static struct {
+    int cpu;          /* -1: empty */
+    uint64_t t, width;
+    int64_t mono, boot_off;
+    uint64_t sync_generation;
+} warp_seen[WARP_SLOTS];
+static int64_t warp_max_cycles = -1;
+static int warp_cpu_a, warp_cpu_b;
+
+static void warp_forget(void)
+{
+    for (int i = 0; i < WARP_SLOTS; i++)
+        warp_seen[i].cpu = -1;
+    warp_max_cycles = -1;
+}
+
+/* Returns 1 when s (taken on cpu) shows the counters apart. */
+static int warp_note(const struct fc_cal_state *cs, const struct fc_sample *s, int cpu)
+{
+    int found = 0;
+    double rate = cs->rate, allow_rate = cs->rate_unc + FC_UNSEEN_RATE + fc_sync_rate_allowance();
+    for (int i = 0; i < WARP_SLOTS; i++) {
+        const typeof(warp_seen[0]) *e = &warp_seen[i];
+        if (e->cpu < 0 || e->cpu == cpu || s->mono - e->mono > WARP_RECENT_NS ||
+            e->sync_generation != cs->sync_generation || !s->offsets_ok ||
+            s->boot_off - e->boot_off > FC_SUSPEND_NS || e->boot_off - s->boot_off > FC_SUSPEND_NS)
+            continue;
+        /* Counter ticks the kernel's time says passed, against the ticks seen. */
+        double dt_ns = (double)(s->mono - e->mono);
+        double apart = fc_fabs((double)(int64_t)(s->t - e->t) - dt_ns / rate);
+        double slack = (double)(s->width + e->width) + fc_fabs(dt_ns) * allow_rate / rate + 2.0 / rate;
+        int64_t cycles = apart > slack ? (int64_t)(apart - slack) : 0;
+        if (cycles > warp_max_cycles) {
+            warp_max_cycles = cycles;
+            warp_cpu_a = e->cpu;
+            warp_cpu_b = cpu;
+        }
+        if ((double)cycles * rate > WARP_FOUND_NS)
+            found = 1;
+    }
+    int slot = cpu % WARP_SLOTS;
+    warp_seen[slot].cpu = cpu;
+    warp_seen[slot].t = s->t;
+    warp_seen[slot].width = s->width;
+    warp_seen[slot].mono = s->mono;
+    warp_seen[slot].boot_off = s->boot_off;
+    warp_seen[slot].sync_generation = cs->sync_generation;
+    if (warp_max_cycles >= 0)
+        fc_percpu_note_warp_check(warp_max_cycles);
+    return found;
+}
+
+int64_t fc_cal_lazy_warp(int *cpu_a, int *cpu_b)
+{
+    *cpu_a = warp_cpu_a;
+    *cpu_b = warp_cpu_b;
+    return warp_max_cycles;
+}
+
 /* ------------------------------------------------------------------ entry points */
 
 /* The decision's sample: checks that the counter and the kernel can be read
@@ -694,7 +769,15 @@ int fc_track_recalibrate(const struct fc_track *t)
 {
     struct fc_cal_state *cs = t->cs;
     struct fc_sample s;
+    /* The lazy global track notes the CPU of its samples (warp check). */
+    int lazy_warp = t->cpu < 0 && !atomic_load_explicit(&thread_present, memory_order_relaxed) &&
+                    (fc_seam.counter ? fc_seam.counter_aux != 0 : fc_counter_has_rdtscp());
+    uint32_t aux0 = 0, aux1 = 1;
+    if (lazy_warp)
+        fc_now_counter_aux(&aux0);
     int r = fc_cal_sample(&s, FC_SAMPLE_TRIES, t->cpu);
+    if (lazy_warp)
+        fc_now_counter_aux(&aux1);
     if (r == FC_SAMPLE_BACKWARDS)
         return track_failure(t, "the time-stamp counter went backwards between two ordered reads", 0);
     if (r == FC_SAMPLE_ERROR) {
@@ -764,6 +847,8 @@ int fc_track_recalibrate(const struct fc_track *t)
         build_and_publish(t, &s, BUILD_CONTINUE);
         return FC_RECAL_OK;
     }
+    if (lazy_warp && aux0 == aux1 && warp_note(cs, &s, FC_AUX_CPU(aux0)))
+        return FC_RECAL_WARP; /* the line stays until mode.c moves to per-CPU lines */
     history_push(cs, &s);
     double old_rate = cs->rate;
     if (update_rate(cs)) {
@@ -813,6 +898,7 @@ int64_t fc_cal_ticks_to_ns(int64_t ticks)
 
 void fc_cal_reset_for_tests(void)
 {
+    warp_forget();
     memset(&global_state, 0, sizeof global_state);
     atomic_store(&stats.calibrations, 0);
     atomic_store(&stats.last_err_ns, 0);

@@ -79,7 +79,8 @@ int fc_track_start(const struct fc_track *t, double rate, double rate_unc);
 enum fc_recal_result {
     FC_RECAL_OK = 0,
     FC_RECAL_SKIPPED = -1,   /* no sample this time; the line stays */
-    FC_RECAL_FAILED = -2,    /* the track cannot be trusted (global: mode is now system) */
+    FC_RECAL_FAILED = -2,    /* the track cannot be trusted (global: mode.c leaves tsc) */
+    FC_RECAL_WARP = -3,      /* global, lazy: samples on two CPUs disagree (mode.c: tsc-percpu) */
 };
 /* With the track's lock held: sample and publish a corrected line. */
 int fc_track_recalibrate(const struct fc_track *t);
@@ -88,6 +89,9 @@ int fc_cal_recalibrate(void); /* the global track; publishes the first line when
 void fc_cal_set_ticks_rate(double rate_ns_per_tick);
 /* After FC_RECAL_FAILED on the global track: why (mode.c says what follows). */
 const char *fc_cal_failure_reason(void);
+/* The lazy warp check's largest disagreement so far, in cycles (-1: no two
+ * CPUs compared yet), and the CPUs that showed it. */
+int64_t fc_cal_lazy_warp(int *cpu_a, int *cpu_b);
 /* The calibrator thread runs (1) or not: lines may live longer with it. */
 void fc_cal_set_thread_present(int present);
 /* Publish a global line that routes every read to the slow path (mode

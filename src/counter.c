@@ -45,6 +45,12 @@ static uint64_t kernel_read(void)
 
 /* Measured costs, ns per read (0: not measured): written with the first line. */
 static _Atomic double read_cost_ns, kernel_cost_ns;
+static _Atomic int rdtscp_present;
+
+int fc_counter_has_rdtscp(void)
+{
+    return atomic_load_explicit(&rdtscp_present, memory_order_relaxed);
+}
 
 void fc_counter_costs(double *ours, double *kernel)
 {
@@ -71,6 +77,7 @@ void fc_counter_reset_for_tests(void)
 {
     atomic_store(&read_cost_ns, 0.0);
     atomic_store(&kernel_cost_ns, 0.0);
+    atomic_store(&rdtscp_present, 0);
 }
 
 uint32_t fc_counter_choose(double ns_per_tick)
@@ -78,6 +85,7 @@ uint32_t fc_counter_choose(double ns_per_tick)
     volatile uint64_t sink = 0;
     uint64_t lfence, rdtscp = UINT64_MAX, kernel;
     int has_rdtscp = fc_seam.cpu ? fc_seam.cpu->has_rdtscp : fc_cpu_has_rdtscp();
+    atomic_store_explicit(&rdtscp_present, has_rdtscp, memory_order_relaxed);
     BEST_OF(fc_counter_lfence(), lfence);
     if (has_rdtscp)
         BEST_OF(fc_counter_rdtscp_only(), rdtscp);

@@ -109,6 +109,8 @@ void fc_counter_note_read_cost(double ns);
 /* The costs measured: the ordered read, the kernel's clock (0: not yet). */
 void fc_counter_costs(double *ours, double *kernel);
 void fc_counter_reset_for_tests(void);
+/* 1 when the CPU has rdtscp (known once fc_counter_choose ran). */
+int fc_counter_has_rdtscp(void);
 
 #endif
 
@@ -122,5 +124,7 @@ void fc_counter_note_read_cost(double ns);
 /* The costs measured: the ordered read, the kernel's clock (0: not yet). */
 void fc_counter_costs(double *ours, double *kernel);
 void fc_counter_reset_for_tests(void);
+/* 1 when the CPU has rdtscp (known once fc_counter_choose ran). */
+int fc_counter_has_rdtscp(void);
 
 #endif

@@ -290,11 +290,28 @@ void fc_mode_enter(int mode, const char *reason, int64_t floor_ns)
 /* With the lock held: the global track's recalibration, and what follows a
  * failure (calibration says why; the mode leaves tsc for good, its floor
  * above anything the line returned). */
+static void switch_to_percpu_locked(const char *why);
+
 int fc_mode_recalibrate(void)
 {
     int r = fc_cal_recalibrate();
     if (r == FC_RECAL_FAILED)
         fc_mode_fail_to_system(fc_cal_failure_reason());
+    if (r == FC_RECAL_WARP) {
+        int a, b;
+        int64_t cycles = fc_cal_lazy_warp(&a, &b);
+        char why[256];
+        struct fc_buf w;
+        fc_buf_init(&w, why, sizeof why);
+        fc_buf_str(&w, "the TSCs of CPU ");
+        fc_buf_i64(&w, a);
+        fc_buf_str(&w, " and CPU ");
+        fc_buf_i64(&w, b);
+        fc_buf_str(&w, " disagree by ");
+        fc_buf_i64(&w, cycles);
+        fc_buf_str(&w, " cycles (the lazy calibrator's samples on each)");
+        switch_to_percpu_locked(why);
+    }
     return r;
 }
 
@@ -303,14 +320,16 @@ void fc_mode_fail_to_system(const char *reason)
     fc_mode_enter(FC_MODE_SYSTEM, reason, fc_cal_global_ceiling());
 }
 
-/* The calibrator thread's warp check found the CPUs' counters apart: one
- * line per CPU from now on, or, if that is impossible, the kernel's clocks. */
-void fc_mode_switch_to_percpu(const char *why)
+/* A warp check found the CPUs' counters apart: one line per CPU from now on,
+ * or, if that is impossible, the kernel's clocks.  With the lock held. */
+static void switch_to_percpu_locked(const char *why)
 {
     char msg[512], setup_why[256];
     struct fc_buf b;
     fc_buf_init(&b, msg, sizeof msg);
     fc_buf_str(&b, why);
+    if (atomic_load_explicit(&fc_mode, memory_order_acquire) != FC_MODE_TSC)
+        return;
     int ok = fc_percpu_setup(setup_why, sizeof setup_why) == 0;
     if (!ok) {
         fc_buf_str(&b, ", and per-CPU calibration is not possible: ");
@@ -318,18 +337,22 @@ void fc_mode_switch_to_percpu(const char *why)
     } else {
         fc_buf_str(&b, ": each CPU's counter is calibrated separately");
     }
+    /* Readers of the global line got at most its ceiling: per-CPU reads start no lower. */
+    int64_t ceiling = fc_cal_global_ceiling();
+    if (ok) {
+        fc_percpu_set_floor(ceiling);
+        fc_mode_enter(FC_MODE_PERCPU, msg, ceiling);
+    } else {
+        fc_mode_enter(FC_MODE_SYSTEM, msg, ceiling);
+    }
+}
+
+/* The calibrator thread's warp check (it takes the lock itself). */
+void fc_mode_switch_to_percpu(const char *why)
+{
     if (!fc_cal_trylock())
         return; /* a reader is recalibrating; the next check will switch */
-    if (atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_TSC) {
-        /* Readers of the global line got at most its ceiling: per-CPU reads start no lower. */
-        int64_t ceiling = fc_cal_global_ceiling();
-        if (ok) {
-            fc_percpu_set_floor(ceiling);
-            fc_mode_enter(FC_MODE_PERCPU, msg, ceiling);
-        } else {
-            fc_mode_enter(FC_MODE_SYSTEM, msg, ceiling);
-        }
-    }
+    switch_to_percpu_locked(why);
     fc_cal_unlock();
 }
 

@@ -409,6 +409,40 @@ TEST_F(Faults, DistrustedButInvariantTscIsCalibratedPerCpu)
     EXPECT_NE(reason().find("rdtscp"), std::string::npos) << reason();
 }
 
+// Without a calibrator thread nothing can run check_tsc_warp, but the lazy
+// calibrator's samples land on whichever CPU the readers use: counters 10^6
+// cycles apart show up there, and the process moves to per-CPU lines.
+TEST_F(Faults, LazyCalibratorFindsAWarpBetweenCpus)
+{
+    sim.cpu_offset[1] = 1000000;
+    install();
+    int64_t prev = 0;
+    for (int i = 0; i < 400 && mode() == "tsc"; i++) {
+        sim.cpu = int((uint32_t(i) * 2654435761u) >> 31); // readers on both CPUs, irregularly
+        sim_advance_ns(2e6);
+        int64_t v = fastclock_mono_ns();
+        EXPECT_GE(v, prev) << "read " << i;
+        prev = v;
+    }
+    struct fastclock_status st;
+    fastclock_status(&st);
+    EXPECT_STREQ(st.mode, "tsc-percpu") << st.reason;
+    EXPECT_NE(std::string(st.reason).find("lazy calibrator"), std::string::npos) << st.reason;
+    EXPECT_GT(st.max_warp_cycles, 900000);
+    // Counters in step: compared, nothing found, still one line.
+    sim = Sim();
+    install();
+    for (int i = 0; i < 400; i++) {
+        sim.cpu = int((uint32_t(i) * 2654435761u) >> 31); // irregular, as real readers are
+        sim_advance_ns(2e6);
+        fastclock_mono_ns();
+    }
+    fastclock_status(&st);
+    EXPECT_STREQ(st.mode, "tsc") << st.reason;
+    EXPECT_GE(st.max_warp_cycles, 0) << "the lazy check compared two CPUs";
+    EXPECT_LT(st.max_warp_cycles, 2000);
+}
+
 TEST_F(Faults, TrustedTscUsedEvenWhenTheKernelReadsHpet)
 {
     root = sysroot("hpet", "tsc hpet acpi_pm");
