@@ -593,6 +593,10 @@ static void warp_forget(void)
 static int warp_note(const struct fc_cal_state *cs, const struct fc_sample *s, int cpu)
 {
     int found = 0;
+    /* The kernel phases a new tick or frequency in over the following ticks:
+     * its rate is not what any sample says until then.  Compare nothing. */
+    if (fc_sync_recent_change(s->mono) > 0)
+        return 0;
     double rate = cs->rate, allow_rate = cs->rate_unc + FC_UNSEEN_RATE + fc_sync_rate_allowance();
     for (int i = 0; i < WARP_SLOTS; i++) {
         const typeof(warp_seen[0]) *e = &warp_seen[i];

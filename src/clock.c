@@ -496,5 +496,7 @@ FC_API int fastclock_status(struct fastclock_status *out)
 
 FC_API const char *fastclock_version(void)
 {
-    return "0.1.0";
+#define FC_STR_(x) #x
+#define FC_STR(x) FC_STR_(x)
+    return FC_STR(FASTCLOCK_VERSION_MAJOR) "." FC_STR(FASTCLOCK_VERSION_MINOR) "." FC_STR(FASTCLOCK_VERSION_PATCH);
 }

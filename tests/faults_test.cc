@@ -36,6 +36,7 @@ struct Sim {
     // adjtimex as a time daemon would leave it.
     bool synced = false;
     long freq_scaled = 0;          // ppm << 16
+    long tick_us = 10000;          // adjtimex tick
     long maxerror_us = 16000000, esterror_us = 16000000;
     uint64_t true_tick_of_last_read = 0;
     uint64_t per_read = 52;     // counter advance per counter read (20 ns at 2.6 GHz)
@@ -79,7 +80,7 @@ int sim_adjtimex(struct timex *tx)
         return TIME_OK;
     tx->status = sim.synced ? STA_PLL : STA_UNSYNC;
     tx->freq = sim.freq_scaled;
-    tx->tick = 10000;
+    tx->tick = sim.tick_us;
     tx->maxerror = sim.maxerror_us;
     tx->esterror = sim.esterror_us;
     tx->tai = 37;
@@ -441,6 +442,34 @@ TEST_F(Faults, LazyCalibratorFindsAWarpBetweenCpus)
     EXPECT_STREQ(st.mode, "tsc") << st.reason;
     EXPECT_GE(st.max_warp_cycles, 0) << "the lazy check compared two CPUs";
     EXPECT_LT(st.max_warp_cycles, 2000);
+}
+
+// chrony slews through the tick: the kernel's rate changes by up to 10% at
+// once.  Announced through adjtimex, it is the kernel's doing: the mode stays,
+// and no read goes back, with the lazy calibrator (readers recalibrate).
+TEST_F(Faults, TickChangesNeverStepBackLazily)
+{
+    install();
+    warm_up(200, 1e6);
+    int64_t prev = fastclock_mono_ns();
+    long back = 0;
+    int64_t worst = 0;
+    const long ticks[] = {10500, 9500, 10000, 9000, 11000, 10000};
+    for (long tick : ticks) {
+        sim.tick_us = tick;
+        sim_set_rate((1.0 / 2.6) * double(tick) / 10000.0);
+        for (int i = 0; i < 3000; i++) {
+            sim_advance_ns(double((i * 7919) % 200000)); // irregular gaps up to 0.2 ms
+            int64_t v = fastclock_mono_ns();
+            if (v < prev) {
+                back++;
+                worst = std::max(worst, prev - v);
+            }
+            prev = v;
+        }
+    }
+    EXPECT_EQ(back, 0) << "largest step back " << worst << " ns";
+    EXPECT_EQ(mode(), "tsc") << reason();
 }
 
 TEST_F(Faults, TrustedTscUsedEvenWhenTheKernelReadsHpet)

@@ -371,6 +371,10 @@ protected:
             unsettled ? " (NOT settled at end of window)" : "", conv ? " (worst: " : "",
             conv ? (which + ")").c_str() : "");
         std::string out(line, size_t(n < 0 ? 0 : std::min<int>(n, sizeof line - 1)));
+        struct fastclock_status end;
+        fastclock_status(&end);
+        if (mode_ != end.mode)
+            out += std::string(" | mode at the end: ") + end.mode + " (" + end.reason + ")";
         if (excess > 0)
             out += " [worst excess: " + s.worst_excess_at + "]";
         if (rt) {
