@@ -38,6 +38,7 @@
 #ifndef FASTCLOCK_H
 #define FASTCLOCK_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <time.h>
 #include <sys/time.h>
@@ -114,15 +115,26 @@ struct fastclock_status {
 };
 
 /* Fills *out; returns 0, or -1 with errno EFAULT for a NULL pointer.
- * (In C++, name the type `struct fastclock_status`: the function hides it.) */
+ * (In C++, name the type `struct fastclock_status`: the function hides it.)
+ *
+ * ABI: new fields are only ever added at the end.  A call compiled against
+ * this header passes sizeof(struct fastclock_status) through the macro, and
+ * the library writes no more than that: a program built against an older,
+ * smaller struct keeps working with a newer library (fields it does not know
+ * are not written), and one built against a newer header gets zeros for
+ * fields an older library does not have.  fastclock_status_sized takes the
+ * size explicitly (e.g. from another language); the plain symbol
+ * fastclock_status remains for binaries built before the macro. */
 #if defined(__cplusplus) && defined(__GNUC__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wshadow"
 #endif
 int fastclock_status(struct fastclock_status *out);
+int fastclock_status_sized(struct fastclock_status *out, size_t size);
 #if defined(__cplusplus) && defined(__GNUC__)
 #pragma GCC diagnostic pop
 #endif
+#define fastclock_status(out) fastclock_status_sized((out), sizeof(struct fastclock_status))
 
 /* An interval that contains true UTC now, in the spirit of AWS ClockBound:
  * fastclock's own error against the kernel's REALTIME plus the kernel's

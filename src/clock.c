@@ -415,7 +415,33 @@ FC_API int fastclock_real_bounded(int64_t *earliest_ns, int64_t *latest_ns)
     return ks.known && ks.synchronized ? 0 : 1;
 }
 
+static int status_fill(struct fastclock_status *out);
+
+/* The plain symbol, for binaries built before the sizing macro (fastclock.h). */
+#undef fastclock_status
 FC_API int fastclock_status(struct fastclock_status *out)
+{
+    return fastclock_status_sized(out, sizeof *out);
+}
+
+FC_API int fastclock_status_sized(struct fastclock_status *out, size_t size)
+{
+    if (!out) {
+        errno = EFAULT;
+        return -1;
+    }
+    struct fastclock_status full;
+    int r = status_fill(&full);
+    if (r == 0) {
+        size_t n = size < sizeof full ? size : sizeof full;
+        memcpy(out, &full, n);
+        if (size > sizeof full) /* a newer caller: fields this library lacks are zero */
+            memset((char *)out + sizeof full, 0, size - sizeof full);
+    }
+    return r;
+}
+
+static int status_fill(struct fastclock_status *out)
 {
     if (!out) {
         errno = EFAULT;

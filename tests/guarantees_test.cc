@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cerrno>
 #include <csignal>
+#include <cstddef>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -51,6 +52,28 @@ TEST(Mode, DecidedWithAReason)
     EXPECT_TRUE(std::string(st.mode) == "tsc" || std::string(st.mode) == "system");
     std::printf("mode %s (%s calibrator): %s\n", st.mode, st.calibrator, st.reason);
     EXPECT_EQ(fastclock_status(nullptr), -1);
+    EXPECT_EQ(errno, EFAULT);
+}
+
+// The struct grows at its end only, and the library writes no more than the
+// caller's size: an older (smaller) caller is never overrun, a newer
+// (larger) one gets zeros for what this library lacks.
+TEST(Mode, StatusIsSizedByItsCaller)
+{
+    struct fastclock_status full;
+    ASSERT_EQ(fastclock_status(&full), 0);
+    size_t old_size = offsetof(struct fastclock_status, read_ns); // as if built before read_ns
+    unsigned char buf[sizeof(struct fastclock_status) + 64];
+    memset(buf, 0xA5, sizeof buf);
+    ASSERT_EQ(fastclock_status_sized(reinterpret_cast<struct fastclock_status *>(buf), old_size), 0);
+    for (size_t i = old_size; i < sizeof buf; i++)
+        ASSERT_EQ(buf[i], 0xA5) << "byte " << i << " written past the caller's struct";
+    EXPECT_STREQ(reinterpret_cast<struct fastclock_status *>(buf)->mode, full.mode);
+    memset(buf, 0xA5, sizeof buf);
+    ASSERT_EQ(fastclock_status_sized(reinterpret_cast<struct fastclock_status *>(buf), sizeof buf), 0);
+    for (size_t i = sizeof(struct fastclock_status); i < sizeof buf; i++)
+        ASSERT_EQ(buf[i], 0) << "byte " << i << ": fields this library lacks must read as zero";
+    EXPECT_EQ(fastclock_status_sized(nullptr, sizeof full), -1);
     EXPECT_EQ(errno, EFAULT);
 }
 
