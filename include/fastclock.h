@@ -20,18 +20,27 @@
  *     intervals measured by one thread, where they cost about half as much;
  *     never where another thread's reads are compared (a JVM).
  *   - |fastclock - kernel| stays within the bound reported in
- *     fastclock_status().error_bound_ns (about 100 ns p99 on a quiet
- *     machine), at any uptime: the scale is re-calibrated continuously and
- *     corrections are slewed, never stepped backwards.
+ *     fastclock_status().error_bound_ns at that moment (the error is ~20 ns
+ *     p99 on a quiet machine; the bound also covers what adjtimex may have
+ *     changed since the library last looked: ~15 us with the calibrator
+ *     thread, < 1 ms without), at any uptime: the scale is re-calibrated
+ *     continuously and corrections are slewed, never stepped backwards.
+ *     Outside the bound: a first hand-made tick change on an unsynchronised
+ *     kernel, for up to one poll interval (10 ms).
  *   - CLOCK_REALTIME follows the kernel's steps (settimeofday, leap seconds)
- *     within one calibration interval (immediately while the background
- *     calibrator runs).
+ *     within one calibration interval (0.5 s) without the calibrator thread,
+ *     and with it as soon as the thread wakes (timerfd; milliseconds under
+ *     load).  Until then REALTIME is off by the step.
  * Mode "tsc-percpu" (CPUs whose counters disagree): one line per CPU,
  * selected by rdtscp; monotonic within a thread; across threads within the
  * reported error bound.
  * Mode "system" has the kernel's own guarantees.
  *
- * Environment:
+ * The mode is decided by trust alone (never by cost), and only once the
+ * process reads the time often (32 reads, or 1 ms after the first with the
+ * calibrator thread); until then the kernel's vDSO answers every read.
+ *
+ * Environment (read with secure_getenv: setuid programs ignore it):
  *   FASTCLOCK_MODE=auto|tsc|percpu|system   (default auto; forced modes still refuse when unsafe)
  *   FASTCLOCK_CALIBRATOR=auto|thread|lazy
  */
