@@ -70,10 +70,19 @@ class MonotonicTest {
      * every read is ordered after the other thread's previous read.  Returns
      * {hand-offs, backward steps, worst step}.
      */
+    /** Hand-offs a run must see before its time may end (a busy machine needs longer). */
+    static final long MIN_HANDOFFS = 10_000;
+    static final long MAX_EXTRA_NS = 8_000_000_000L;
+
     static long[] pingPong(LongSupplier clock, long slack) throws Exception {
         AtomicReference<Baton> baton = new AtomicReference<>(new Baton(Long.MIN_VALUE, -1));
         AtomicLong handoffs = new AtomicLong(), back = new AtomicLong(), worst = new AtomicLong();
-        long deadline = System.nanoTime() + RUN_NS;
+        AtomicLong sofar = new AtomicLong();
+        long start = System.nanoTime();
+        long deadline = start + RUN_NS, hardDeadline = deadline + MAX_EXTRA_NS;
+        // Done when the time is up and enough hand-offs happened, or at the hard deadline.
+        java.util.function.LongPredicate done =
+                now -> now > hardDeadline || (now > deadline && sofar.get() >= MIN_HANDOFFS);
         Thread[] threads = new Thread[2];
         List<Throwable> failures = new ArrayList<>();
         for (int i = 0; i < 2; i++) {
@@ -85,7 +94,7 @@ class MonotonicTest {
                         Baton b = baton.get();
                         if (b.owner == me) {
                             if ((++spins & 63) == 0) {
-                                if (System.nanoTime() > deadline)
+                                if (done.test(System.nanoTime()))
                                     break;
                                 Thread.yield(); // the other thread may be off-CPU (2 busy cores)
                             }
@@ -98,8 +107,11 @@ class MonotonicTest {
                             worstHere = Math.max(worstHere, b.value - t);
                         }
                         baton.set(new Baton(t, me));
-                        if ((++n & 255) == 0 && System.nanoTime() > deadline)
-                            break;
+                        if ((++n & 255) == 0) {
+                            sofar.addAndGet(256);
+                            if (done.test(System.nanoTime()))
+                                break;
+                        }
                     }
                     handoffs.addAndGet(n);
                     back.addAndGet(backHere);
