@@ -44,7 +44,7 @@ static void usage(FILE *f)
             "                                lazy, no thread; thread follows REALTIME steps at once)\n"
             "  --unordered                   sets FASTCLOCK_UNORDERED=1: no counter fence, about\n"
             "                                twice as fast, but monotonic within a thread only:\n"
-            "                                a read after another thread's can be ~20 ns earlier;\n"
+            "                                a read after another thread's can be ~200 ns earlier;\n"
             "                                not for JVMs or programs that compare threads' times\n"
             "  -h, --help                    this text\n"
             "\n"

@@ -15,8 +15,9 @@
  *     within a thread only: the CPU may execute the counter read early, so a
  *     read ordered after another thread's read by a lock can come out earlier
  *     by up to the CPU's out-of-order window around the counter read
- *     (measured: at most 20 ns on an AMD EPYC KVM guest, with and without a
- *     competing CPU hog; tests/guarantees_test.cc prints it).  Use them for
+ *     (measured on an AMD EPYC KVM guest: at most 20 ns when the threads
+ *     synchronise through a mutex, up to 186 ns through a lock-free atomic
+ *     hand-off; tests/guarantees_test.cc and the Java MonotonicTest print it).  Use them for
  *     intervals measured by one thread, where they cost about half as much;
  *     never where another thread's reads are compared (a JVM).
  *   - |fastclock - kernel| stays within the bound reported in

@@ -16,9 +16,9 @@
  *     atomic, a fork) never returns a smaller MONOTONIC value, in every mode;
  *   unordered (*_unordered): monotonic within a thread; across threads a
  *     read may come out earlier than one that happened before it by up to
- *     the CPU's out-of-order window around the counter read (measured at
- *     most 20 ns on an AMD EPYC KVM guest, under a lock, with and without a
- *     CPU hog; 10 ns through the shim in a JVM);
+ *     the CPU's out-of-order window around the counter read (measured on an
+ *     AMD EPYC KVM guest: at most 20 ns through a mutex, with and without a
+ *     CPU hog; up to 186 ns through a lock-free atomic hand-off in a JVM);
  *   coarse: monotonic across threads, at most ~1 ms (ticker) or one kernel
  *     tick (no ticker) behind the fine clocks, never ahead of them;
  *   mixing flavours of one clock in a thread: each value is within the
