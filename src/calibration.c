@@ -87,6 +87,46 @@ void fc_cal_set_thread_present(int present)
     atomic_store_explicit(&thread_present, present, memory_order_relaxed);
 }
 
+/*
+ * Fallback reads (the kernel answers while another thread recalibrates) and
+ * the global line's writer.  A kernel value a fallback returns may lie above
+ * the next line (anchored at its sample; after a rate change its rate lags
+ * the kernel's).  So:
+ *   - a fallback notes its value in `noted` (seq_cst), then looks at
+ *     `publishing`; if it is down it returns its value and records it in
+ *     `returned`; if it is up it returns max(old line's ceiling, `returned`);
+ *   - the writer raises `publishing`, then reads `noted` and lifts the new
+ *     line above it before publishing.
+ * Dekker: a fallback that saw `publishing` down noted its value before the
+ * writer read `noted`, so every returned value is under the new line; and
+ * max(ceiling, returned) is at least every value returned so far, and under
+ * the new line too.  Nobody waits.
+ */
+static struct {
+    _Atomic int64_t noted __attribute__((aligned(64))); /* every value a fallback meant to return */
+    _Atomic int64_t returned;                           /* the values fallbacks did return */
+    _Atomic int publishing;                             /* the writer is publishing a line */
+} fallback;
+
+static void atomic_max64(_Atomic int64_t *p, int64_t v)
+{
+    int64_t cur = atomic_load_explicit(p, memory_order_relaxed);
+    while (v > cur && !atomic_compare_exchange_weak_explicit(p, &cur, v, memory_order_seq_cst, memory_order_relaxed)) {
+    }
+}
+
+int64_t fc_cal_fallback_value(int64_t mono, int64_t ceiling)
+{
+    atomic_max64(&fallback.noted, mono);
+    atomic_thread_fence(memory_order_seq_cst);
+    if (!atomic_load_explicit(&fallback.publishing, memory_order_seq_cst)) {
+        atomic_max64(&fallback.returned, mono);
+        return mono;
+    }
+    int64_t r = atomic_load_explicit(&fallback.returned, memory_order_acquire);
+    return r > ceiling ? r : ceiling;
+}
+
 /* For fastclock_ticks_to_ns: the global rate in fixed point, or 0. */
 static _Atomic int64_t ticks_mult;
 
@@ -420,6 +460,7 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
     int64_t measured_err = 0;
     int measured = 0;
 
+    int continue_old = 0;
     for (int attempt = 0;; attempt++) {
         const uint64_t now = t->cpu < 0 ? fc_now_counter(1) : s->t + s->width;
         uint64_t P = now - (uint64_t)past;
@@ -488,12 +529,18 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
         int64_t h_ticks = (int64_t)(h / rate) + 1;
         mult = mult_k - (int64_t)(e / h_ticks);
 
-        if (valid && !jumped && mult < cur->mult) {
+        if (valid && !jumped && mult < cur->mult && continue_old) {
+            /* The pivot kept passing before we could publish (a preempted
+             * writer): continue the old line exactly; the next calibration
+             * corrects it.  Publishing the shallower line now would put it
+             * below values the old line already gave. */
+            mult = cur->mult;
+        } else if (valid && !jumped && mult < cur->mult) {
             /* Shallower than the old line: meet it at a pivot after the
              * publication, so no reader of the old line sees a later time. */
             double rel = (double)(cur->mult - mult) / (double)cur->mult;
             double ahead_ns = 5.0 / (rel > 1e-15 ? rel : 1e-15);
-            if (ahead_ns < 20e3) ahead_ns = 20e3;
+            if (ahead_ns < 200e3) ahead_ns = 200e3; /* beyond a short preemption of the writer */
             if (ahead_ns > 10e6) ahead_ns = 10e6;
             pivot = now + (uint64_t)(ahead_ns / rate);
             base = line_fixed(cur, (int64_t)(pivot - cur->base_tsc));
@@ -531,15 +578,42 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
         m.published_mono_ns = s->mono;
         m.sync_generation = cs->sync_generation;
 
-        /* A pivot in the future must still be ahead when readers can see the line. */
-        if (pivot != P && t->cpu < 0 && fc_now_counter(1) + (uint64_t)past >= pivot && attempt < 3)
+        /* A pivot in the future must still be ahead when readers can see the
+         * line; after three misses, continue the old line instead. */
+        if (pivot != P && t->cpu < 0 && fc_now_counter(1) + (uint64_t)past >= pivot) {
+            if (attempt >= 2)
+                continue_old = 1;
             continue;
+        }
         break;
     }
 
     if (has_line && s->offsets_ok && abs64(s->real_off - cur->real_offset) > 1000 && t->cpu < 0)
         atomic_fetch_add_explicit(&stats.realtime_steps, 1, memory_order_relaxed);
+    if (t->cpu < 0) {
+        /* Kernel values handed out by fallback reads must not lie above the
+         * new line (it is anchored at its sample; its rate may lag a kernel
+         * whose rate just changed).  Handshake with fallback_note: either we
+         * see a reader's value here, or it sees `publishing` and returns the
+         * old line's ceiling instead. */
+        atomic_store_explicit(&fallback.publishing, 1, memory_order_seq_cst);
+        atomic_thread_fence(memory_order_seq_cst);
+        int64_t hwm = atomic_load_explicit(&fallback.noted, memory_order_seq_cst);
+        uint64_t at = fc_now_counter(1);
+        __int128 v = (((__int128)l.base_ns << FC_SHIFT) + (__int128)base_frac) + (__int128)l.mult * (int64_t)(at - l.base_tsc);
+        if (hwm > 0 && v < ns_to_fixed(hwm) + ns_to_fixed(1)) {
+            /* Raise the whole line (a forward step): nothing it returns is
+             * below what a fallback read returned. */
+            __int128 lift = ns_to_fixed(hwm) + ns_to_fixed(1) - v;
+            __int128 b = ((__int128)l.base_ns << FC_SHIFT) + (__int128)base_frac + lift;
+            l.base_ns = (int64_t)(b >> FC_SHIFT);
+            base_frac = (uint64_t)(b - ((__int128)l.base_ns << FC_SHIFT));
+            m.error_bound_ns += fixed_to_ns(lift) + 1;
+        }
+    }
     fc_line_publish(t->latch, &l, base_frac, &m);
+    if (t->cpu < 0)
+        atomic_store_explicit(&fallback.publishing, 0, memory_order_seq_cst);
     cs->calibrations++;
     cs->last_ok_mono = s->mono;
     cs->failing_since = 0;
@@ -571,7 +645,7 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
  * It costs two rdtscp per calibration and nothing at start-up.
  */
 #define WARP_SLOTS 64
-#define WARP_RECENT_NS 50000000LL   /* compare with samples at most 50 ms old */
+#define WARP_RECENT_NS 1000000000LL /* compare with samples at most 1 s old (lazy lines last 0.5 s) */
 #define WARP_FOUND_NS 2000.0        /* a disagreement beyond this: per-CPU lines */
 static struct {
     int cpu;          /* -1: empty */
@@ -903,6 +977,9 @@ int64_t fc_cal_ticks_to_ns(int64_t ticks)
 void fc_cal_reset_for_tests(void)
 {
     warp_forget();
+    atomic_store(&fallback.noted, 0);
+    atomic_store(&fallback.returned, 0);
+    atomic_store(&fallback.publishing, 0);
     memset(&global_state, 0, sizeof global_state);
     atomic_store(&stats.calibrations, 0);
     atomic_store(&stats.last_err_ns, 0);

@@ -89,6 +89,12 @@ int fc_cal_recalibrate(void); /* the global track; publishes the first line when
 void fc_cal_set_ticks_rate(double rate_ns_per_tick);
 /* After FC_RECAL_FAILED on the global track: why (mode.c says what follows). */
 const char *fc_cal_failure_reason(void);
+/* A fallback read of the global line (the kernel answers while another
+ * thread recalibrates) wants to return MONOTONIC value `mono`; `ceiling` is
+ * the old line's own value at the reader's counter.  Returns what it may
+ * return without any later line undercutting it (see calibration.c).
+ * Async-signal-safe, never waits. */
+int64_t fc_cal_fallback_value(int64_t mono, int64_t ceiling);
 /* The lazy warp check's largest disagreement so far, in cycles (-1: no two
  * CPUs compared yet), and the CPUs that showed it. */
 int64_t fc_cal_lazy_warp(int *cpu_a, int *cpu_b);

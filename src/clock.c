@@ -133,6 +133,13 @@ static int fallback_read(enum fc_kind kind, const struct fc_full *f, int64_t *ou
         floor += off;
         if (k < floor)
             k = floor;
+        /* No later line may undercut this: calibration.c's handshake with
+         * the line's writer says what may be returned.  (Before the first
+         * line there is no ceiling: the kernel's value stands.) */
+        if (f->l.mult != 0)
+            k = fc_cal_fallback_value(k - off, floor - off) + off;
+        if (atomic_load_explicit(&fc_latch.seq, memory_order_seq_cst) != f->seq)
+            return 0;
     }
     *out = k;
     return 1;
