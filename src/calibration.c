@@ -108,6 +108,8 @@ static struct {
     _Atomic int publishing;                             /* the writer is publishing a line */
 } fallback;
 
+#define FALLBACK_SPINS 256 /* ~10 us of pause */
+
 static void atomic_max64(_Atomic int64_t *p, int64_t v)
 {
     int64_t cur = atomic_load_explicit(p, memory_order_relaxed);
@@ -122,6 +124,14 @@ int64_t fc_cal_fallback_value(int64_t mono, int64_t ceiling)
     if (!atomic_load_explicit(&fallback.publishing, memory_order_seq_cst)) {
         atomic_max64(&fallback.returned, mono);
         return mono;
+    }
+    /* The writer is publishing (a few instructions): let it finish and read
+     * the new line instead.  If it does not (preempted, or this is a signal
+     * handler that interrupted it), a value it is sure to cover. */
+    for (int i = 0; i < FALLBACK_SPINS; i++) {
+        fc_cpu_relax();
+        if (!atomic_load_explicit(&fallback.publishing, memory_order_acquire))
+            return FC_FALLBACK_RETRY;
     }
     int64_t r = atomic_load_explicit(&fallback.returned, memory_order_acquire);
     return r > ceiling ? r : ceiling;
@@ -880,7 +890,7 @@ int fc_track_recalibrate(const struct fc_track *t)
          * up to the change until two new samples measure it. */
         cs->sync_generation = gen;
         gen_restart = 1;
-        double change = 1.5 * fc_sync_last_change() + 1e-4; /* with the kernel's catch-up */
+        double change = 3.0 * fc_sync_last_change() + 1e-4; /* with the kernel's catch-up (measured >1.5x) */
         cs->rate_unc = cs->rate_unc > change ? cs->rate_unc : change;
     }
 
@@ -935,7 +945,7 @@ int fc_track_recalibrate(const struct fc_track *t)
          * or frequency, applied over the following ticks) is not the counter. */
         double kernel_change = fc_sync_recent_change(s.mono);
         if (kernel_change > 0 && jump <= 2.0 * kernel_change + 2e-3) {
-            double change = 1.5 * kernel_change + 1e-4;
+            double change = 3.0 * kernel_change + 1e-4;
             cs->rate_unc = cs->rate_unc > change ? cs->rate_unc : change;
         } else if (jump > 0.05 || (jump > 1e-3 && note_reset_and_check(cs, s.mono))) {
             if (t->cpu < 0)

@@ -136,8 +136,12 @@ static int fallback_read(enum fc_kind kind, const struct fc_full *f, int64_t *ou
         /* No later line may undercut this: calibration.c's handshake with
          * the line's writer says what may be returned.  (Before the first
          * line there is no ceiling: the kernel's value stands.) */
-        if (f->l.mult != 0)
-            k = fc_cal_fallback_value(k - off, floor - off) + off;
+        if (f->l.mult != 0) {
+            int64_t v = fc_cal_fallback_value(k - off, floor - off);
+            if (v == FC_FALLBACK_RETRY)
+                return 0;
+            k = v + off;
+        }
         if (atomic_load_explicit(&fc_latch.seq, memory_order_seq_cst) != f->seq)
             return 0;
     }
