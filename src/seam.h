@@ -23,7 +23,6 @@ struct fc_seam {
     int (*adjtimex)(struct timex *);                     /* NULL: the kernel's */
     const struct fc_cpu_info *cpu;                       /* NULL: CPUID */
     const char *sysroot;                                 /* NULL: the live /sys */
-    int skip_speed_check;
     int skip_warp_check;
     int ncpus;                                           /* 0: from sysfs */
 };

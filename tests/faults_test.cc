@@ -182,7 +182,6 @@ protected:
         seam.ncpus = 8;
         seam.cpu = &cpu;
         seam.sysroot = root.c_str();
-        seam.skip_speed_check = 1;
         fc_test_reset(&seam);
     }
     std::string mode()
@@ -686,7 +685,6 @@ TEST_F(Faults, UncalibratableCpuIsReadThroughTheKernel)
     seam.adjtimex = sim_adjtimex;
     seam.cpu = &cpu;
     seam.sysroot = root.c_str();
-    seam.skip_speed_check = 1;
     seam.ncpus = 8;
     slow_cpu = -1;
     fc_test_reset(&seam);
