@@ -99,18 +99,6 @@ static inline uint64_t fc_counter_lfence(void) { return 0; }
 static inline uint64_t fc_counter_rdtscp_only(void) { return 0; }
 static inline uint64_t fc_counter_rdtscp(uint32_t *aux) { *aux = 0; return 0; }
 static inline void fc_cpu_relax(void) {}
-/* counter.c: the ordered read's instruction (FC_READ_* of line.h), chosen
- * by measuring it against the kernel's clock (whose cost it keeps). */
-uint32_t fc_counter_choose(double ns_per_tick);
-/* Counter ticks for 16 calls of fn, best of a few batches; and the cost of a
- * whole read that a caller measured with it, kept for fastclock_status. */
-uint64_t fc_counter_time_calls(int64_t (*fn)(void));
-void fc_counter_note_read_cost(double ns);
-/* The costs measured: the ordered read, the kernel's clock (0: not yet). */
-void fc_counter_costs(double *ours, double *kernel);
-void fc_counter_reset_for_tests(void);
-/* 1 when the CPU has rdtscp (known once fc_counter_choose ran). */
-int fc_counter_has_rdtscp(void);
 
 #endif
 
