@@ -66,7 +66,7 @@ static _Atomic int default_unordered;
  * mode tsc lasts; afterwards synthesised from MONOTONIC at the last rate,
  * starting above every raw value handed out); ns of MONOTONIC otherwise. */
 _Atomic int fc_ticks_raw;            /* read by fastclock_ticks' fast path */
-static _Atomic int ticks_in_ns;
+_Atomic int fc_ticks_in_ns;             /* ticks count ns of MONOTONIC (system at the decision) */
 static _Atomic int ticks_synth;
 static _Atomic uint64_t synth_base_t, synth_tpn; /* ticks per ns << 32 */
 static _Atomic int64_t synth_base_mono;
@@ -239,7 +239,7 @@ void fc_decide_now(void)
  * a millisecond for reads that raced this switch). */
 static void ticks_leave_raw(int64_t floor_ns)
 {
-    if (atomic_load_explicit(&ticks_in_ns, memory_order_relaxed) ||
+    if (atomic_load_explicit(&fc_ticks_in_ns, memory_order_relaxed) ||
         atomic_load_explicit(&ticks_synth, memory_order_relaxed))
         return;
     struct fc_cal_stats st;
@@ -272,7 +272,7 @@ void fc_mode_enter(int mode, const char *reason, int64_t floor_ns)
         int at_start = old == FC_MODE_INITIALIZING;
         atomic_store_explicit(&fc_ticks_raw, 0, memory_order_relaxed);
         if (at_start && mode == FC_MODE_SYSTEM)
-            atomic_store_explicit(&ticks_in_ns, 1, memory_order_relaxed);
+            atomic_store_explicit(&fc_ticks_in_ns, 1, memory_order_relaxed);
         else
             ticks_leave_raw(floor_ns);
         fc_cal_publish_system(floor_ns);
@@ -565,7 +565,7 @@ uint64_t fc_ticks_slow(void)
     if (mode == FC_MODE_TSC && !atomic_load_explicit(&ticks_synth, memory_order_acquire))
         return fc_now_counter(0); /* an injected counter (tests) */
     int64_t mono = fastclock_mono_ns();
-    if (atomic_load_explicit(&ticks_in_ns, memory_order_relaxed) ||
+    if (atomic_load_explicit(&fc_ticks_in_ns, memory_order_relaxed) ||
         !atomic_load_explicit(&ticks_synth, memory_order_acquire))
         return (uint64_t)mono;
     int64_t d = mono - atomic_load_explicit(&synth_base_mono, memory_order_relaxed);
@@ -580,7 +580,7 @@ int64_t fc_ticks_to_ns(uint64_t ticks)
 {
     fc_decide_now();
     fc_first_line_now(); /* the rate */
-    if (atomic_load_explicit(&ticks_in_ns, memory_order_relaxed))
+    if (atomic_load_explicit(&fc_ticks_in_ns, memory_order_relaxed))
         return (int64_t)ticks;
     return fc_cal_ticks_to_ns((int64_t)ticks);
 }
@@ -603,7 +603,7 @@ void fc_reset_for_tests(void)
     atomic_store(&calibrator_pref, -1);
     atomic_store(&default_unordered, 0);
     atomic_store(&fc_ticks_raw, 0);
-    atomic_store(&ticks_in_ns, 0);
+    atomic_store(&fc_ticks_in_ns, 0);
     atomic_store(&ticks_synth, 0);
     atomic_store_explicit(&fc_coarse.mono, 0, memory_order_relaxed);
     atomic_store_explicit(&fc_coarse.real, 0, memory_order_relaxed);
