@@ -467,12 +467,9 @@ __attribute__((constructor)) static void fc_preload_loaded(void)
     atomic_store_explicit(&next_timespec_get,
                           (timespec_get_fn)next_symbol("timespec_get", (void *)timespec_get),
                           memory_order_relaxed);
-#if defined(__x86_64__)
-    atomic_store_explicit(&vdso_gettime, (gettime_fn)fc_vdso_sym("__vdso_clock_gettime", "LINUX_2.6"),
-                          memory_order_relaxed);
-    atomic_store_explicit(&vdso_gettimeofday, (gettimeofday_fn)fc_vdso_sym("__vdso_gettimeofday", "LINUX_2.6"),
-                          memory_order_relaxed);
-#endif
+    /* The core's vDSO pointers (refclock.c finds them, per architecture). */
+    atomic_store_explicit(&vdso_gettime, fc_refclock_vdso_gettime(), memory_order_relaxed);
+    atomic_store_explicit(&vdso_gettimeofday, fc_refclock_vdso_gettimeofday(), memory_order_relaxed);
     if (!fc_calibrator_running() && fc_calibrator_pref() != FC_CAL_THREAD) {
         atomic_store_explicit(&coarse_direct, atomic_load_explicit(&vdso_gettime, memory_order_relaxed),
                               memory_order_relaxed);

@@ -33,10 +33,9 @@
 #define FC_VDSO_VERSION ""
 #endif
 
-typedef int (*fc_gtod_fn)(struct timeval *, void *);
 
 static _Atomic(fc_gettime_fn) vdso_gettime;
-static _Atomic(fc_gtod_fn) vdso_gtod;
+static _Atomic(fc_gettimeofday_fn) vdso_gtod;
 static _Atomic int refclock_ready;
 
 /* Does version index `ndx` of the vDSO name `want`? */
@@ -135,7 +134,7 @@ void fc_refclock_init(void)
         return;
     atomic_store_explicit(&vdso_gettime, (fc_gettime_fn)fc_vdso_sym(FC_VDSO_GETTIME, FC_VDSO_VERSION),
                           memory_order_relaxed);
-    atomic_store_explicit(&vdso_gtod, (fc_gtod_fn)fc_vdso_sym(FC_VDSO_GTOD, FC_VDSO_VERSION),
+    atomic_store_explicit(&vdso_gtod, (fc_gettimeofday_fn)fc_vdso_sym(FC_VDSO_GTOD, FC_VDSO_VERSION),
                           memory_order_relaxed);
     atomic_store_explicit(&refclock_ready, 1, memory_order_release);
 }
@@ -150,6 +149,12 @@ fc_gettime_fn fc_refclock_vdso_gettime(void)
 {
     fc_refclock_init();
     return atomic_load_explicit(&vdso_gettime, memory_order_relaxed);
+}
+
+fc_gettimeofday_fn fc_refclock_vdso_gettimeofday(void)
+{
+    fc_refclock_init();
+    return atomic_load_explicit(&vdso_gtod, memory_order_relaxed);
 }
 
 int fc_kernel_gettime(clockid_t id, struct timespec *ts)
@@ -174,7 +179,7 @@ int fc_kernel_gettimeofday(struct timeval *tv, void *tz)
 {
     if (FC_UNLIKELY(!atomic_load_explicit(&refclock_ready, memory_order_acquire)))
         fc_refclock_init();
-    fc_gtod_fn f = atomic_load_explicit(&vdso_gtod, memory_order_relaxed);
+    fc_gettimeofday_fn f = atomic_load_explicit(&vdso_gtod, memory_order_relaxed);
     if (FC_LIKELY(f != 0)) {
         int r = f(tv, tz);
         if (FC_LIKELY(r == 0))

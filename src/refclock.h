@@ -16,8 +16,11 @@ FC_REFCLOCK_HIDDEN int fc_kernel_gettimeofday(struct timeval *tv, void *tz);
 FC_REFCLOCK_HIDDEN int64_t fc_kernel_ns(clockid_t id);
 FC_REFCLOCK_HIDDEN void fc_refclock_init(void);
 FC_REFCLOCK_HIDDEN int fc_refclock_has_vdso(void);
-/* The vDSO's clock_gettime (returns -errno), or NULL without a vDSO. */
+/* The vDSO's clock_gettime and gettimeofday (return -errno), or NULL
+ * without a vDSO. */
+typedef int (*fc_gettimeofday_fn)(struct timeval *, void *);
 FC_REFCLOCK_HIDDEN fc_gettime_fn fc_refclock_vdso_gettime(void);
+FC_REFCLOCK_HIDDEN fc_gettimeofday_fn fc_refclock_vdso_gettimeofday(void);
 FC_REFCLOCK_HIDDEN void *fc_vdso_sym(const char *name, const char *version);
 
 #endif

@@ -93,23 +93,17 @@ int count_fds()
     return n - 1; // the directory's own descriptor
 }
 
-bool set_freq(long freq)
+// One adjtimex setting: the frequency (ADJ_FREQUENCY) or the tick (ADJ_TICK).
+bool set_timex(unsigned mode, long value)
 {
     struct timex tx;
     memset(&tx, 0, sizeof tx);
-    tx.modes = ADJ_FREQUENCY;
-    tx.freq = freq;
+    tx.modes = mode;
+    (mode == ADJ_TICK ? tx.tick : tx.freq) = value;
     return adjtimex(&tx) >= 0;
 }
-
-bool set_tick(long tick)
-{
-    struct timex tx;
-    memset(&tx, 0, sizeof tx);
-    tx.modes = ADJ_TICK;
-    tx.tick = tick;
-    return adjtimex(&tx) >= 0;
-}
+bool set_freq(long freq) { return set_timex(ADJ_FREQUENCY, freq); }
+bool set_tick(long tick) { return set_timex(ADJ_TICK, tick); }
 
 // ---------------------------------------------------------------- measurement
 
