@@ -131,7 +131,6 @@ void fc_calibrator_after_fork_child(void);
 void fc_calibrator_wake(void);
 void fc_calibrator_stop(void);      /* tests: joins the thread */
 void fc_calibrator_pause(int paused); /* tests: a stalled calibrator */
-void fc_clock_was_set(void);        /* REALTIME was stepped: recalibrate now */
 /* Coarse clocks served from memory by the calibrator. */
 void fc_coarse_request(void);
 void fc_coarse_deactivate(void);

@@ -61,7 +61,6 @@ static _Atomic int thread_running;   /* 1 while the thread serves this process *
 static _Atomic int thread_stop;
 static _Atomic int thread_paused;    /* tests: a stalled calibrator */
 static _Atomic int coarse_wanted;
-static _Atomic int clock_set_pending;
 static _Atomic int wake_seq; /* futex word: bumped by every wake-up request */
 
 int fc_calibrator_running(void)
@@ -83,12 +82,6 @@ static void sleep_until_woken(int seen, int64_t timeout_ns)
 {
     struct timespec to = {.tv_sec = timeout_ns / FC_NS_PER_SEC, .tv_nsec = timeout_ns % FC_NS_PER_SEC};
     syscall(SYS_futex, &wake_seq, FUTEX_WAIT_PRIVATE, seen, timeout_ns >= 0 ? &to : 0, 0, 0);
-}
-
-void fc_clock_was_set(void)
-{
-    atomic_store_explicit(&clock_set_pending, 1, memory_order_release);
-    fc_calibrator_wake();
 }
 
 void fc_calibrator_pause(int paused)
@@ -286,8 +279,6 @@ static void *calibrator_main(void *arg)
         } else {
             sleep_until_woken(seen, timeout_ns);
         }
-        if (atomic_exchange_explicit(&clock_set_pending, 0, memory_order_acq_rel))
-            force = 1;
         if (atomic_load_explicit(&thread_paused, memory_order_acquire))
             continue;
         mode = atomic_load_explicit(&fc_mode, memory_order_acquire);
@@ -373,5 +364,4 @@ void fc_calibrator_reset_for_tests(void)
 {
     atomic_store(&coarse_wanted, 0);
     atomic_store(&thread_paused, 0);
-    atomic_store(&clock_set_pending, 0);
 }

@@ -139,12 +139,6 @@ void fc_refclock_init(void)
     atomic_store_explicit(&refclock_ready, 1, memory_order_release);
 }
 
-int fc_refclock_has_vdso(void)
-{
-    fc_refclock_init();
-    return atomic_load_explicit(&vdso_gettime, memory_order_relaxed) != 0;
-}
-
 fc_gettime_fn fc_refclock_vdso_gettime(void)
 {
     fc_refclock_init();

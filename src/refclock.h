@@ -15,7 +15,6 @@ FC_REFCLOCK_HIDDEN int fc_kernel_gettime(clockid_t id, struct timespec *ts);
 FC_REFCLOCK_HIDDEN int fc_kernel_gettimeofday(struct timeval *tv, void *tz);
 FC_REFCLOCK_HIDDEN int64_t fc_kernel_ns(clockid_t id);
 FC_REFCLOCK_HIDDEN void fc_refclock_init(void);
-FC_REFCLOCK_HIDDEN int fc_refclock_has_vdso(void);
 /* The vDSO's clock_gettime and gettimeofday (return -errno), or NULL
  * without a vDSO. */
 typedef int (*fc_gettimeofday_fn)(struct timeval *, void *);

@@ -21,11 +21,6 @@ void fc_test_start_calibrator(void)
     fc_calibrator_start();
 }
 
-void fc_test_set_max_interval(int64_t ns)
-{
-    fc_cal_max_interval_ns = ns;
-}
-
 void fc_test_current_line(struct fc_test_line *out)
 {
     uint64_t seq = atomic_load(&fc_latch.seq);

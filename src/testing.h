@@ -17,8 +17,6 @@ extern "C" {
 void fc_test_reset(const struct fc_seam *seam);
 /* Start the background calibrator (the constructor normally does). */
 void fc_test_start_calibrator(void);
-/* Longest interval between calibrations, ns (default 0.5 s). */
-void fc_test_set_max_interval(int64_t ns);
 /* Current line's error bound and spans, for assertions. */
 struct fc_test_line {
     uint64_t base_tsc, soft_span, base_frac;
