@@ -3,8 +3,10 @@
  *
  * It keeps lines fresh so that readers never calibrate, and it reacts to
  * what readers cannot see cheaply:
- *   - a REALTIME step wakes it at once (timerfd with TFD_TIMER_CANCEL_ON_SET,
- *     which also fires on resume from suspend);
+ *   - a REALTIME step wakes it (timerfd with TFD_TIMER_CANCEL_ON_SET, which
+ *     also fires on resume from suspend) to refresh the line's offsets and
+ *     the coarse clocks; fine wall reads do not wait for it (wall.h checks
+ *     the kernel's offset on every read);
  *   - adjtimex, polled every 10 ms (4 ms while steered), shows the kernel's
  *     rate changing; the error bound charges for the time between polls;
  *   - it decides the mode a millisecond after the process first reads the time;

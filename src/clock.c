@@ -21,6 +21,11 @@
  *     CPU hog; up to 186 ns through a lock-free atomic hand-off in a JVM);
  *   coarse: monotonic across threads, at most ~1 ms (ticker) or one kernel
  *     tick (no ticker) behind the fine clocks, never ahead of them;
+ *   wall clocks (REALTIME, TAI): the MONOTONIC value of the same read plus
+ *     the kernel's exact offset, checked on every read (wall.h), so the
+ *     first read that starts after clock_settime returns is on the new
+ *     timeline, in every mode, with either calibrator; ordered wall reads
+ *     are the vDSO's own where the kernel's clocksource is the TSC;
  *   mixing flavours of one clock in a thread: each value is within the
  *     reported error bound of the kernel, so a fine read after a coarse one
  *     is never earlier, and ordered and unordered reads of one line agree
@@ -40,6 +45,7 @@
 #include "mode.h"
 #include "percpu.h"
 #include "sync.h"
+#include "wall.h"
 
 #define FC_API __attribute__((visibility("default")))
 #define FC_COLD __attribute__((noinline, cold))
@@ -73,13 +79,17 @@ FC_INLINE int64_t direct_ns(fc_direct_fn f, clockid_t id)
     return fc_ts_to_ns(&ts);
 }
 
-/* The line answers; else, in mode system (and before the decision), one
- * jump into the vDSO right here -- an extra call layer cost 4% (measured);
- * else the slow path. */
+/* The line answers (wall clocks: plus the kernel's offset, wall.h), unless
+ * the kernel's clock reads the counter itself; else, in mode system (and
+ * before the decision), one jump into the vDSO right here -- an extra call
+ * layer cost 4% (measured); else the slow path. */
 FC_INLINE int64_t fc_read(enum fc_kind kind, int ordered)
 {
     int64_t v;
-    if (FC_LIKELY(fc_line_read(&fc_latch, kind, ordered, &v)))
+    fc_gettime_fn w = fc_wall_route(kind, ordered);
+    if (w != 0)
+        return direct_ns(w, fc_kind_clock(kind));
+    if (FC_LIKELY(fc_read_line(kind, ordered, &v)))
         return v;
     fc_direct_fn f = atomic_load_explicit(&fc_direct_gettime, memory_order_relaxed);
     if (FC_LIKELY(f != 0))
@@ -167,6 +177,8 @@ static FC_COLD int64_t slow_read(enum fc_kind kind, int ordered)
 {
     if (ordered && (FC_LOAD(&fc_latch.read_flags) & FC_READ_ORDERED_KERNEL))
         return fc_kernel_ns(fc_kind_clock(kind)); /* chosen before any line: nothing to clamp */
+    if (fc_kind_is_wall(kind)) /* MONOTONIC, in whatever way this mode reads it, plus the offset */
+        return slow_read(FC_MONO, ordered) + fc_wall_offset(kind);
     for (int attempt = 0;; attempt++) {
         int mode = atomic_load_explicit(&fc_mode, memory_order_acquire);
         if (mode == FC_MODE_UNINIT) {
@@ -240,7 +252,7 @@ __attribute__((noinline)) int64_t fc_slow_read(enum fc_kind kind, int ordered)
     if (FC_LIKELY(f != 0))
         return direct_ns(f, fc_kind_clock(kind));
     /* tsc-percpu's reads, every one of them (the global line routes them here). */
-    if (FC_LIKELY(atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_PERCPU))
+    if (FC_LIKELY(!fc_kind_is_wall(kind) && atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_PERCPU))
         return fc_percpu_read(kind);
     return slow_read(kind, ordered);
 }
@@ -357,7 +369,10 @@ static __attribute__((noinline)) int gettime_other(clockid_t id, struct timespec
 FC_INLINE int gettime_fine(enum fc_kind kind, clockid_t id, struct timespec *ts)
 {
     int64_t ns;
-    if (FC_UNLIKELY(!fc_line_read(&fc_latch, kind, 1, &ns)))
+    fc_gettime_fn w = fc_wall_route(kind, 1);
+    if (w != 0)
+        return w(id, ts); /* the served ids never fail: no -errno to convert */
+    if (FC_UNLIKELY(!fc_read_line(kind, 1, &ns)))
         return gettime_slow(id, ts, kind);
     split_ts(kind, ns, ts);
     return 0;
@@ -390,7 +405,10 @@ FC_API int fastclock_gettimeofday(struct timeval *tv, void *tz)
     if (FC_UNLIKELY(!tv))
         return 0;
     int64_t ns, rem;
-    if (FC_UNLIKELY(!fc_line_read(&fc_latch, FC_REAL, 1, &ns)))
+    fc_gettimeofday_fn w = atomic_load_explicit(&fc_wall_direct_tv, memory_order_relaxed);
+    if (w != 0)
+        return w(tv, 0); /* never fails with a valid tv */
+    if (FC_UNLIKELY(!fc_read_line(FC_REAL, 1, &ns)))
         return gettimeofday_slow(tv);
     tv->tv_sec = (time_t)fc_split_seconds(FC_REAL, ns, &rem);
     tv->tv_usec = (suseconds_t)((uint32_t)rem / 1000u); /* rem is in [0, 1e9): unsigned is two instructions */

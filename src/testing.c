@@ -5,6 +5,7 @@
 #include "calibration.h"
 #include "mode.h"
 #include "percpu.h"
+#include "wall.h"
 
 void fc_test_reset(const struct fc_seam *seam)
 {
@@ -13,6 +14,8 @@ void fc_test_reset(const struct fc_seam *seam)
         fc_seam = *seam;
     else
         memset(&fc_seam, 0, sizeof fc_seam);
+    fc_wall_init();
+    fc_wall_choose(0);
     fc_cal_max_interval_ns = 500000000LL;
 }
 

@@ -1,0 +1,100 @@
+/* The wall clocks' offset check (wall.h): the cold refresh and the choices
+ * made once. */
+#define _GNU_SOURCE
+#include "wall.h"
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+__thread struct fc_wall_cache fc_wall_cache __attribute__((tls_model("initial-exec"))) = {
+    INT64_MIN, 0, INT64_MIN, 0};
+_Atomic(fc_gettime_fn) fc_wall_kernel;
+_Atomic(fc_gettime_fn) fc_wall_direct;
+_Atomic(fc_gettimeofday_fn) fc_wall_direct_tv;
+
+/* Without a vDSO: the system call, in the vDSO's -errno convention. */
+static int syscall_gettime(clockid_t id, struct timespec *ts)
+{
+    long r = syscall(SYS_clock_gettime, id, ts);
+    return r == 0 ? 0 : -1;
+}
+
+void fc_wall_init(void)
+{
+    fc_gettime_fn f = fc_seam.kernel_gettime ? fc_seam.kernel_gettime : fc_refclock_vdso_gettime();
+    atomic_store_explicit(&fc_wall_kernel, f ? f : syscall_gettime, memory_order_relaxed);
+    /* Tests install a new simulated kernel: this thread's cache described the old one. */
+    fc_wall_cache.coarse_real = INT64_MIN;
+    fc_wall_cache.tai_coarse = INT64_MIN;
+}
+
+void fc_wall_choose(int kernel_reads_counter)
+{
+    /* A simulated kernel (tests) is never routed to: the line is under test. */
+    fc_gettime_fn g = 0;
+    fc_gettimeofday_fn tv = 0;
+    if (kernel_reads_counter && !fc_seam.kernel_gettime) {
+        g = fc_refclock_vdso_gettime();
+        tv = fc_refclock_vdso_gettimeofday();
+        if (!g || !tv)
+            g = 0, tv = 0;
+    }
+    atomic_store_explicit(&fc_wall_direct_tv, tv, memory_order_relaxed);
+    atomic_store_explicit(&fc_wall_direct, g, memory_order_relaxed);
+}
+
+/*
+ * MONOTONIC_COARSE, REALTIME_COARSE, MONOTONIC_COARSE: if both MONOTONIC
+ * values agree, no timekeeping update came between them (every update moves
+ * MONOTONIC on, a step included: the kernel first forwards the time to now),
+ * so REALTIME - MONOTONIC of that update is exact.  Three vDSO calls, about
+ * once per tick per thread.  (A step that lands exactly on the REALTIME_COARSE
+ * value a thread last saw, to the nanosecond, would go unseen until the next
+ * tick.)
+ */
+int64_t fc_wall_refresh(enum fc_kind kind)
+{
+    fc_gettime_fn f = atomic_load_explicit(&fc_wall_kernel, memory_order_relaxed);
+    if (!f) {
+        fc_wall_init();
+        f = atomic_load_explicit(&fc_wall_kernel, memory_order_relaxed);
+    }
+    struct fc_wall_cache *c = &fc_wall_cache;
+    for (int i = 0; i < 8; i++) {
+        struct timespec m1, r, m2;
+        if (f(CLOCK_MONOTONIC_COARSE, &m1) != 0 || f(CLOCK_REALTIME_COARSE, &r) != 0 ||
+            f(CLOCK_MONOTONIC_COARSE, &m2) != 0)
+            break;
+        int64_t mono = fc_ts_to_ns(&m1), real = fc_ts_to_ns(&r);
+        if (mono != fc_ts_to_ns(&m2))
+            continue; /* an update came in between */
+        int64_t off = real - mono;
+        if (kind == FC_TAI) {
+            /* TAI - REALTIME is whole seconds; one fine pair pins it. */
+            struct timespec tai, rt;
+            int64_t secs = 0;
+            if (f(CLOCK_TAI, &tai) == 0 && f(CLOCK_REALTIME, &rt) == 0) {
+                int64_t d = fc_ts_to_ns(&tai) - fc_ts_to_ns(&rt);
+                secs = (d >= 0 ? d + FC_NS_PER_SEC / 2 : d - FC_NS_PER_SEC / 2) / FC_NS_PER_SEC;
+            }
+            c->tai_coarse = INT64_MIN;
+            atomic_signal_fence(memory_order_seq_cst);
+            c->tai_offset = off + secs * FC_NS_PER_SEC;
+            atomic_signal_fence(memory_order_seq_cst);
+            c->tai_coarse = real;
+            return c->tai_offset;
+        }
+        c->coarse_real = INT64_MIN;
+        atomic_signal_fence(memory_order_seq_cst);
+        c->real_offset = off;
+        atomic_signal_fence(memory_order_seq_cst);
+        c->coarse_real = real;
+        return off;
+    }
+    /* The coarse clocks cannot be read (or kept moving): the fine ones,
+     * bracketed, uncached. */
+    int64_t m1 = fc_kernel_ns(CLOCK_MONOTONIC);
+    int64_t k = fc_kernel_ns(fc_kind_clock(kind));
+    int64_t m2 = fc_kernel_ns(CLOCK_MONOTONIC);
+    return k - (m1 + (m2 - m1) / 2);
+}

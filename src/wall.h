@@ -1,0 +1,109 @@
+/*
+ * The wall clocks (REALTIME, TAI) on the read path: the line's MONOTONIC
+ * plus the kernel's own REALTIME - MONOTONIC offset, checked on every read.
+ *
+ * Why: a REALTIME step (clock_settime, a leap second, resume) changes the
+ * offset, not the rate.  The calibrator thread is woken by the step, but on
+ * a busy machine it may not run for a scheduler tick or more, and a lazy
+ * process has no thread at all.  So every wall read asks the vDSO for
+ * CLOCK_REALTIME_COARSE -- a seqlock read of kernel memory, no counter, no
+ * system call -- and compares it with the value this thread last saw.  The
+ * same value means no timekeeping update since, hence the same offset; a
+ * new one (every tick, and every step) sends the thread to fc_wall_refresh,
+ * which reads the exact offset from the coarse pair (REALTIME_COARSE minus
+ * MONOTONIC_COARSE of one update).  The first read that starts after
+ * clock_settime returns is therefore on the new timeline, with either
+ * calibrator, in every mode: the value is the line's MONOTONIC (within the
+ * reported bound) plus the kernel's exact offset.
+ *
+ * Cost: the coarse vDSO call, ~5-7 ns.  Where the kernel's own fine clock
+ * reads the same counter (clocksource tsc), the vDSO's REALTIME costs less
+ * than line + check, so ordered wall reads go straight to it
+ * (fc_wall_direct; the choice is structural, not a timing race, so every
+ * process decides the same).  Unordered wall reads always use the line:
+ * bare rdtsc + check is well under the vDSO's fenced read.
+ *
+ * TAI adds the kernel's TAI - UTC seconds, read at each refresh: a change of
+ * that alone (adjtimex ADJ_TAI, by hand) is seen at the next tick.
+ *
+ * Per-thread state only (initial-exec TLS, as fc_sec_cache), so nothing
+ * shared is written; async-signal-safe (see fc_wall_offset); fork keeps the
+ * forking thread's cache, which stays exact.
+ */
+#ifndef FC_WALL_H
+#define FC_WALL_H
+
+#include "internal.h"
+
+struct fc_wall_cache {
+    int64_t coarse_real; /* REALTIME_COARSE that real_offset belongs to (INT64_MIN: none) */
+    int64_t real_offset; /* REALTIME - MONOTONIC, exact */
+    int64_t tai_coarse;  /* likewise for tai_offset */
+    int64_t tai_offset;  /* TAI - MONOTONIC */
+};
+FC_HIDDEN extern __thread struct fc_wall_cache fc_wall_cache __attribute__((tls_model("initial-exec")));
+
+/* The kernel clock the check reads: the vDSO's clock_gettime (-errno
+ * convention), or the seam's kernel in tests; set by fc_wall_init. */
+FC_HIDDEN extern _Atomic(fc_gettime_fn) fc_wall_kernel;
+/* Ordered wall reads go here when non-NULL (the vDSO's clock_gettime and
+ * gettimeofday): the kernel's clock reads the counter itself. */
+FC_HIDDEN extern _Atomic(fc_gettime_fn) fc_wall_direct;
+FC_HIDDEN extern _Atomic(fc_gettimeofday_fn) fc_wall_direct_tv;
+
+/* At init (and when tests install a seam): which kernel clock to check. */
+FC_HIDDEN void fc_wall_init(void);
+/* At the mode decision: the kernel's clocksource is the counter we read
+ * (1), or something else (0). */
+FC_HIDDEN void fc_wall_choose(int kernel_reads_counter);
+/* Cold: the kernel updated its timekeeping since this thread last looked. */
+FC_HIDDEN int64_t fc_wall_refresh(enum fc_kind kind);
+
+FC_INLINE int fc_kind_is_wall(enum fc_kind kind) { return kind == FC_REAL || kind == FC_TAI; }
+
+/*
+ * kind's offset from MONOTONIC, as the kernel has it now.  The cache is
+ * loaded coarse, offset, coarse: a signal handler that refreshed it in
+ * between left either a different coarse value (refresh again) or offsets
+ * that belong to the coarse value we read (fc_wall_refresh writes coarse
+ * last, after invalidating it).
+ */
+FC_INLINE int64_t fc_wall_offset(enum fc_kind kind)
+{
+    struct timespec ts;
+    fc_gettime_fn f = atomic_load_explicit(&fc_wall_kernel, memory_order_relaxed);
+    if (FC_UNLIKELY(f == 0 || f(CLOCK_REALTIME_COARSE, &ts) != 0))
+        return fc_wall_refresh(kind);
+    int64_t kc = fc_ts_to_ns(&ts);
+    struct fc_wall_cache *c = &fc_wall_cache;
+    const int64_t *coarse = kind == FC_TAI ? &c->tai_coarse : &c->coarse_real;
+    int64_t c0 = *coarse;
+    atomic_signal_fence(memory_order_seq_cst);
+    int64_t off = kind == FC_TAI ? c->tai_offset : c->real_offset;
+    atomic_signal_fence(memory_order_seq_cst);
+    if (FC_LIKELY(kc == c0 && kc == *coarse))
+        return off;
+    return fc_wall_refresh(kind);
+}
+
+/* Ordered wall reads that the kernel answers (NULL: the line does). */
+FC_INLINE fc_gettime_fn fc_wall_route(enum fc_kind kind, int ordered)
+{
+    if (!fc_kind_is_wall(kind) || !ordered)
+        return 0;
+    return atomic_load_explicit(&fc_wall_direct, memory_order_relaxed);
+}
+
+/* The global line's answer for any kind (0: it cannot answer). */
+FC_INLINE int fc_read_line(enum fc_kind kind, int ordered, int64_t *out)
+{
+    if (!fc_kind_is_wall(kind))
+        return fc_line_read(&fc_latch, kind, ordered, out);
+    int64_t mono;
+    if (FC_UNLIKELY(!fc_line_read(&fc_latch, FC_MONO, ordered, &mono)))
+        return 0;
+    *out = mono + fc_wall_offset(kind);
+    return 1;
+}
+
+#endif
