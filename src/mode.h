@@ -50,6 +50,7 @@ FC_HIDDEN int fc_system_from_start(void);
 /* fastclock_ticks() and fastclock_ticks_to_ns(): raw counter reads while 1. */
 FC_HIDDEN extern _Atomic int fc_ticks_raw;
 FC_HIDDEN extern _Atomic int fc_ticks_in_ns;
+FC_HIDDEN extern _Atomic(fc_direct_fn) fc_ticks_direct; /* where ticks in ns are read; NULL until then */
 FC_HIDDEN uint64_t fc_ticks_slow(void);
 FC_HIDDEN int64_t fc_ticks_to_ns(uint64_t ticks);
 

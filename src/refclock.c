@@ -145,6 +145,18 @@ fc_gettime_fn fc_refclock_vdso_gettime(void)
     return atomic_load_explicit(&vdso_gettime, memory_order_relaxed);
 }
 
+static int syscall_gettime(clockid_t id, struct timespec *ts)
+{
+    long r = syscall(SYS_clock_gettime, id, ts);
+    return r == 0 ? 0 : -errno;
+}
+
+fc_gettime_fn fc_refclock_direct(void)
+{
+    fc_gettime_fn f = fc_refclock_vdso_gettime();
+    return f ? f : syscall_gettime;
+}
+
 fc_gettimeofday_fn fc_refclock_vdso_gettimeofday(void)
 {
     fc_refclock_init();

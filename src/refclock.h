@@ -21,5 +21,8 @@ typedef int (*fc_gettimeofday_fn)(struct timeval *, void *);
 FC_REFCLOCK_HIDDEN fc_gettime_fn fc_refclock_vdso_gettime(void);
 FC_REFCLOCK_HIDDEN fc_gettimeofday_fn fc_refclock_vdso_gettimeofday(void);
 FC_REFCLOCK_HIDDEN void *fc_vdso_sym(const char *name, const char *version);
+/* The vDSO's clock_gettime, or without a vDSO the system call in the same
+ * convention (-errno, errno untouched on success): never NULL. */
+FC_REFCLOCK_HIDDEN fc_gettime_fn fc_refclock_direct(void);
 
 #endif

@@ -3,26 +3,16 @@
 #define _GNU_SOURCE
 #include "wall.h"
 
-#include <sys/syscall.h>
-#include <unistd.h>
-
 __thread struct fc_wall_cache fc_wall_cache __attribute__((tls_model("initial-exec"))) = {
     INT64_MIN, 0, INT64_MIN, 0};
 _Atomic(fc_gettime_fn) fc_wall_kernel;
 _Atomic(fc_gettime_fn) fc_wall_direct;
 _Atomic(fc_gettimeofday_fn) fc_wall_direct_tv;
 
-/* Without a vDSO: the system call, in the vDSO's -errno convention. */
-static int syscall_gettime(clockid_t id, struct timespec *ts)
-{
-    long r = syscall(SYS_clock_gettime, id, ts);
-    return r == 0 ? 0 : -1;
-}
-
 void fc_wall_init(void)
 {
-    fc_gettime_fn f = fc_seam.kernel_gettime ? fc_seam.kernel_gettime : fc_refclock_vdso_gettime();
-    atomic_store_explicit(&fc_wall_kernel, f ? f : syscall_gettime, memory_order_relaxed);
+    fc_gettime_fn f = fc_seam.kernel_gettime ? fc_seam.kernel_gettime : fc_refclock_direct();
+    atomic_store_explicit(&fc_wall_kernel, f, memory_order_relaxed);
     /* Tests install a new simulated kernel: this thread's cache described the old one. */
     fc_wall_cache.coarse_real = INT64_MIN;
     fc_wall_cache.tai_coarse = INT64_MIN;
