@@ -99,7 +99,7 @@ struct fastclock_status {
                                 "lfence;rdtsc" (ordered), "rdtsc" (unordered), or "clock_gettime" */
     double   counter_hz;     /* counter ticks per second of CLOCK_MONOTONIC (current estimate) */
     uint64_t calibrations;   /* successful calibrations since start */
-    int64_t  last_calibration_age_ns; /* time since the last calibration, -1 if none */
+    int64_t  last_calibration_age_ns; /* time since the last calibration (tsc-percpu: the stalest CPU's), -1 if none */
     int64_t  calibration_interval_ns; /* current target interval between calibrations */
     int64_t  last_error_ns;  /* fastclock - kernel MONOTONIC, measured at the last calibration */
     int64_t  max_error_ns;   /* largest |last_error_ns| seen since start */

@@ -310,12 +310,10 @@ FC_API uint64_t fastclock_ticks(void)
 {
     if (FC_LIKELY(atomic_load_explicit(&fc_ticks_raw, memory_order_relaxed)))
         return fc_counter_unordered();
-    if (atomic_load_explicit(&fc_ticks_in_ns, memory_order_relaxed)) {
-        /* Mode system from the start: ticks are ns of MONOTONIC, one vDSO call. */
-        fc_direct_fn f = atomic_load_explicit(&fc_direct_gettime, memory_order_relaxed);
-        if (FC_LIKELY(f != 0))
-            return (uint64_t)direct_ns(f, CLOCK_MONOTONIC);
-    }
+    /* Not tsc at the decision: ticks are ns of the kernel's MONOTONIC, one vDSO call. */
+    fc_direct_fn f = atomic_load_explicit(&fc_ticks_direct, memory_order_relaxed);
+    if (FC_LIKELY(f != 0))
+        return (uint64_t)direct_ns(f, CLOCK_MONOTONIC);
     return fc_ticks_slow();
 }
 
@@ -548,6 +546,7 @@ static int status_fill(struct fastclock_status *out)
         out->counter_hz = ps.mean_hz;
         out->cpus_calibrated = ps.calibrated;
         out->calibration_interval_ns = fc_percpu_interval_ns();
+        out->last_calibration_age_ns = ps.calibrated ? ps.max_age_ns : -1;
     } else if (mode == FC_MODE_TSC) {
         /* Trusted, first line not published yet (~20 us after the decision). */
         out->counter = "clock_gettime (first line pending)";

@@ -336,6 +336,9 @@ void fc_percpu_stats(struct fc_percpu_stats *out)
         int64_t bound = fc_meta_bound(&m, now);
         if (bound > out->max_bound_ns)
             out->max_bound_ns = bound;
+        int64_t age = now - m.published_mono_ns;
+        if (age > out->max_age_ns)
+            out->max_age_ns = age;
         hz += 1e9 / base[i].cs.rate;
     }
     if (out->calibrated)
