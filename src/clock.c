@@ -364,6 +364,16 @@ static __attribute__((noinline)) int gettime_other(clockid_t id, struct timespec
     return 0;
 }
 
+/* A new second for this thread's cache: out of the fine path, so that it
+ * stays a leaf. */
+static __attribute__((noinline)) int gettime_new_second(enum fc_kind kind, int64_t ns, struct timespec *ts)
+{
+    split_ts(kind, ns, ts);
+    return 0;
+}
+
+/* Every call but the vDSO's (wall clocks) is a tail call: MONOTONIC's path
+ * saves no registers and sets up no frame. */
 FC_INLINE int gettime_fine(enum fc_kind kind, clockid_t id, struct timespec *ts)
 {
     int64_t ns;
@@ -372,8 +382,17 @@ FC_INLINE int gettime_fine(enum fc_kind kind, clockid_t id, struct timespec *ts)
         return w(id, ts); /* the served ids never fail: no -errno to convert */
     if (FC_UNLIKELY(!fc_read_line(kind, 1, &ns)))
         return gettime_slow(id, ts, kind);
-    split_ts(kind, ns, ts);
+    int64_t sec, rem;
+    if (FC_UNLIKELY(!fc_split_seconds_cached(kind, ns, &sec, &rem)))
+        return gettime_new_second(kind, ns, ts);
+    ts->tv_sec = (time_t)sec;
+    ts->tv_nsec = (long)rem;
     return 0;
+}
+
+static __attribute__((noinline)) int gettime_real(struct timespec *ts)
+{
+    return gettime_fine(FC_REAL, CLOCK_REALTIME, ts);
 }
 
 FC_API int fastclock_gettime(clockid_t id, struct timespec *ts)
@@ -383,7 +402,7 @@ FC_API int fastclock_gettime(clockid_t id, struct timespec *ts)
     if (FC_LIKELY(id == CLOCK_MONOTONIC))
         return gettime_fine(FC_MONO, CLOCK_MONOTONIC, ts);
     if (FC_LIKELY(id == CLOCK_REALTIME))
-        return gettime_fine(FC_REAL, CLOCK_REALTIME, ts);
+        return gettime_real(ts);
     return gettime_other(id, ts);
 }
 

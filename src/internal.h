@@ -72,6 +72,22 @@ struct fc_sec_cache {
 FC_HIDDEN extern __thread struct fc_sec_cache fc_sec_cache[FC_TAI + 1] __attribute__((tls_model("initial-exec")));
 FC_HIDDEN int64_t fc_new_second(enum fc_kind kind, int64_t ns);
 
+/* The cached split only: 0 when ns is not in this thread's cached second. */
+FC_INLINE int fc_split_seconds_cached(enum fc_kind kind, int64_t ns, int64_t *sec_out, int64_t *rem_ns)
+{
+    struct fc_sec_cache *c = &fc_sec_cache[kind];
+    int64_t base = c->sec_ns;
+    atomic_signal_fence(memory_order_seq_cst);
+    int64_t sec = c->sec;
+    atomic_signal_fence(memory_order_seq_cst);
+    uint64_t rem = (uint64_t)(ns - base);
+    if (FC_UNLIKELY(rem >= (uint64_t)FC_NS_PER_SEC || base != c->sec_ns))
+        return 0;
+    *sec_out = sec;
+    *rem_ns = (int64_t)rem;
+    return 1;
+}
+
 FC_INLINE int64_t fc_split_seconds(enum fc_kind kind, int64_t ns, int64_t *rem_ns)
 {
     struct fc_sec_cache *c = &fc_sec_cache[kind];
