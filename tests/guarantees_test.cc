@@ -3,6 +3,8 @@
 // twice: with the background calibrator and with FASTCLOCK_CALIBRATOR=lazy.
 #include <gtest/gtest.h>
 
+#include <cinttypes>
+
 #include <atomic>
 #include <cerrno>
 #include <csignal>
@@ -228,6 +230,22 @@ static long warp_run(int64_t (*clock)(void), int reads_per_thread, int64_t *max_
     return warps;
 }
 
+// Mode tsc: never a step back across threads.  tsc-percpu: each CPU has its
+// own line, so a step back across threads is possible, within the error
+// bound the mode reports (src/percpu.c).
+static void expect_cross_thread(const char *what, long warps, int64_t max_warp)
+{
+    if (wanted_mode() == "tsc-percpu") {
+        struct fastclock_status st;
+        fastclock_status(&st);
+        EXPECT_LE(max_warp, st.error_bound_ns) << what << ": " << warps << " steps back across threads";
+        std::printf("%s: %ld steps back across threads, largest %" PRId64 " ns (bound %" PRId64 " ns)\n", what,
+                    warps, max_warp, st.error_bound_ns);
+    } else {
+        EXPECT_EQ(warps, 0) << what << ": largest backward step " << max_warp << " ns";
+    }
+}
+
 TEST(Monotonic, AcrossThreadsUnderALock)
 {
     REQUIRE_COUNTER();
@@ -235,9 +253,9 @@ TEST(Monotonic, AcrossThreadsUnderALock)
         GTEST_SKIP() << "needs two CPUs";
     int64_t max_warp;
     long warps = warp_run(fastclock_mono_ns, 1500000, &max_warp);
-    EXPECT_EQ(warps, 0) << "largest backward step " << max_warp << " ns";
+    expect_cross_thread("fastclock_mono_ns", warps, max_warp);
     warps = warp_run(fastclock_real_ns, 500000, &max_warp);
-    EXPECT_EQ(warps, 0) << "largest backward step " << max_warp << " ns";
+    expect_cross_thread("fastclock_real_ns", warps, max_warp);
 }
 
 static int64_t gettime_mono(void)
@@ -253,15 +271,18 @@ TEST(Monotonic, AcrossThreadsThroughGettime)
     if (online_cpus() < 2)
         GTEST_SKIP() << "needs two CPUs";
     int64_t max_warp;
-    EXPECT_EQ(warp_run(gettime_mono, 500000, &max_warp), 0) << max_warp;
+    long warps = warp_run(gettime_mono, 500000, &max_warp);
+    expect_cross_thread("fastclock_gettime(CLOCK_MONOTONIC)", warps, max_warp);
 }
 
 TEST(Monotonic, UnorderedIsWhatItSays)
 {
-    // The unordered variant promises per-thread monotonicity only; measure
-    // and print how far it can appear to go back across threads here, so
-    // the documentation's claim is grounded.  Not asserted: it depends on
-    // the microarchitecture.
+    // The unordered variant promises per-thread monotonicity only; across
+    // threads it may appear to go back by the CPU's speculation window
+    // around the counter read (clock.c: at most 20 ns measured through a
+    // mutex).  The read happens under the lock, so preemption cannot widen
+    // it: anything near a microsecond is not speculation but a defect (plus
+    // the CPUs' disagreement in tsc-percpu, which its bound covers).
     REQUIRE_COUNTER();
     if (online_cpus() < 2)
         GTEST_SKIP() << "needs two CPUs";
@@ -269,7 +290,10 @@ TEST(Monotonic, UnorderedIsWhatItSays)
     long warps = warp_run(fastclock_mono_ns_unordered, 1000000, &max_warp);
     std::printf("unordered reads across threads: %ld backward steps in 2M, largest %lld ns\n", warps,
                 (long long)max_warp);
-    SUCCEED();
+    struct fastclock_status st;
+    fastclock_status(&st);
+    int64_t allowed = 1000 + (wanted_mode() == "tsc-percpu" ? st.error_bound_ns : 0);
+    EXPECT_LE(max_warp, allowed) << warps << " steps back across threads";
 }
 
 static void accuracy(clockid_t c, int64_t (*ours)(void), double seconds)
