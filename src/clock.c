@@ -193,8 +193,21 @@ static FC_COLD int64_t slow_read(enum fc_kind kind, int ordered)
             continue;
         }
         uint64_t d = f.t - f.l.base_tsc;
-        if (d < f.m.soft_span)
+        if (d < f.m.soft_span) {
+            /* Lazy: the fast span ends at the next adjtimex poll, which this
+             * reader makes (calibration.c); a change seen recalibrates now,
+             * and the read is made again on what was published (a stepped
+             * line's bound does not cover the old line's error). */
+            if (d >= f.l.fast_span && attempt < 2 && fc_cal_trylock()) {
+                if (atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_TSC &&
+                    atomic_load_explicit(&fc_latch.seq, memory_order_acquire) == f.seq && fc_cal_lazy_poll())
+                    fc_mode_recalibrate();
+                fc_cal_unlock();
+                if (atomic_load_explicit(&fc_latch.seq, memory_order_acquire) != f.seq)
+                    continue;
+            }
             return line_value(&f, kind, (int64_t)d); /* injected counter, or raced a new line */
+        }
         /* The line has run out.  It is never used past its end, which is
          * what lets the next line start fresh at the kernel's time instead
          * of carrying the old line's error. */

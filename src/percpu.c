@@ -235,9 +235,13 @@ int64_t fc_percpu_read(enum fc_kind kind)
         }
         /* This CPU's line is missing or due: calibrate it here, unless
          * someone already is (then the kernel answers this read). */
-        if (!fc_track_trylock(&(struct fc_track){&sl->latch, &sl->cs, &sl->lock, cpu}))
+        struct fc_track tr = track_of(sl, cpu);
+        if (!fc_track_trylock(&tr))
             break;
-        calibrate_slot(sl, cpu);
+        /* Lazy: the fast span ends at the next adjtimex poll; a line still
+         * within its soft span and settings is extended, not recalibrated. */
+        if (atomic_load_explicit(&sl->state, memory_order_relaxed) != SLOT_OK || fc_track_poll(&tr))
+            calibrate_slot(sl, cpu);
         atomic_store_explicit(&sl->lock, 0, memory_order_release);
         /* Read again only if this CPU now has a line; a failed calibration
          * is not retried by the same read. */
