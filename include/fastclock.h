@@ -33,8 +33,10 @@
  *     and with it as soon as the thread wakes (timerfd; milliseconds under
  *     load).  Until then REALTIME is off by the step.
  * Mode "tsc-percpu" (CPUs whose counters disagree): one line per CPU,
- * selected by rdtscp; monotonic within a thread; across threads within the
- * reported error bound.
+ * selected by rdtscp; monotonic within a thread; across threads a read may
+ * come out below an earlier one by at most the reported error bound (which
+ * in this mode adds the two largest CPUs' bounds: one CPU's line may be
+ * ahead of the kernel while another's is behind).
  * Mode "system" has the kernel's own guarantees.
  *
  * The mode is decided by trust alone (never by cost), and only once the
@@ -104,7 +106,8 @@ struct fastclock_status {
     int64_t  last_error_ns;  /* fastclock - kernel MONOTONIC, measured at the last calibration */
     int64_t  max_error_ns;   /* largest |last_error_ns| seen since start */
     int64_t  error_bound_ns; /* current bound on |fastclock - kernel's clock| (MONOTONIC and REALTIME);
-                                in tsc-percpu mode the largest over the CPUs */
+                                in tsc-percpu mode the two largest CPU bounds added, which also
+                                bounds steps back across threads */
     int64_t  sample_width_ns;/* width of the best kernel sample at the last calibration */
     uint64_t fallback_reads; /* reads answered by the kernel while in mode "tsc" */
     uint64_t realtime_steps; /* REALTIME steps followed */

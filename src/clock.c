@@ -429,7 +429,7 @@ static int64_t own_bound(int mode, int64_t mono_now)
     if (mode == FC_MODE_PERCPU) {
         struct fc_percpu_stats ps;
         fc_percpu_stats(&ps);
-        return ps.max_bound_ns;
+        return ps.bound_ns;
     }
     if (mode != FC_MODE_TSC)
         return 0;

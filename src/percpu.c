@@ -11,8 +11,10 @@
  *
  * Guarantees: monotonic per thread (a thread-local clamp absorbs the small
  * disagreement between two CPUs' lines when a thread migrates); across
- * threads the error is bounded by the CPUs' error bounds, reported in
- * fastclock_status.  A CPU whose line cannot be calibrated (its reads are
+ * threads a later read may be below an earlier one by at most the two CPUs'
+ * bounds added, and that sum (the two largest) is the bound this mode
+ * reports in fastclock_status: it covers each read's error and the steps
+ * back across threads.  A CPU whose line cannot be calibrated (its reads are
  * preempted or migrate every time) is read through the kernel; after 15 s
  * of failures it is given up for 15 s before trying again.
  */
@@ -326,6 +328,7 @@ void fc_percpu_stats(struct fc_percpu_stats *out)
     int n = atomic_load_explicit(&nslots, memory_order_relaxed);
     out->cpus = base ? n : 0;
     double hz = 0;
+    int64_t top1 = 0, top2 = 0;
     int64_t now = fc_kernel_ns(CLOCK_MONOTONIC);
     for (int i = 0; base && i < n; i++) {
         int state = atomic_load_explicit(&base[i].state, memory_order_relaxed);
@@ -338,12 +341,22 @@ void fc_percpu_stats(struct fc_percpu_stats *out)
         fc_line_copy(&base[i].latch, &l, &m, 0, 0, 0);
         out->calibrated++;
         int64_t bound = fc_meta_bound(&m, now);
-        if (bound > out->max_bound_ns)
-            out->max_bound_ns = bound;
+        if (bound > top1) {
+            top2 = top1;
+            top1 = bound;
+        } else if (bound > top2) {
+            top2 = bound;
+        }
         hz += 1e9 / base[i].cs.rate;
     }
     if (out->calibrated)
         out->mean_hz = hz / out->calibrated;
+    /* A read on CPU a may be ahead of the kernel by a's bound, and a later
+     * read on CPU b behind it by b's: across threads, values may step back
+     * by the two bounds added.  The reported bound is that sum, so that it
+     * also bounds the steps back (and, looser, each read's error: a
+     * thread's clamp carries a value from another CPU's line). */
+    out->bound_ns = top1 + top2;
 }
 
 void fc_percpu_reset_for_tests(void)
