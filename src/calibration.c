@@ -593,7 +593,16 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
             l.boot_offset = cur->boot_offset;
             l.tai_offset = cur->tai_offset;
         }
-        m.error_bound_ns = (int64_t)(fc_fabs((double)err_at_pivot_ns) + 2.0 * sigma_ns(s, rate) + 2.0) + 1;
+        /* Against the prediction the line is off by err_at_pivot at the
+         * pivot, but a pivot in the future is reached along a slope that is
+         * not the prediction's: until then the error runs from its value at
+         * the base (publication) to the pivot's -- the larger of the two
+         * ends, both being straight lines.  After the pivot the slew only
+         * shrinks it within the line's span. */
+        double err_ns = fc_fabs((double)err_at_pivot_ns), err_base_ns = fc_fabs((double)fixed_to_ns(base_p - kp));
+        if (err_base_ns > err_ns)
+            err_ns = err_base_ns;
+        m.error_bound_ns = (int64_t)(err_ns + 2.0 * sigma_ns(s, rate) + 2.0) + 1;
         m.bound_growth_ppb = (int64_t)((unc + allowance + FC_UNSEEN_RATE) * 1e9) + 1;
         m.epoch = cm->epoch + 1;
         m.published_mono_ns = s->mono;
