@@ -340,7 +340,17 @@ void fc_percpu_stats(struct fc_percpu_stats *out)
         struct fc_meta m;
         fc_line_copy(&base[i].latch, &l, &m, 0, 0, 0);
         out->calibrated++;
-        int64_t bound = fc_meta_bound(&m, now);
+        /* A line is read only within its fast span: past it a reader polls
+         * adjtimex or recalibrates first, or the kernel answers (clamped at
+         * the line's end).  So its bound counts up to that end, not up to
+         * now: a CPU nobody has read on since does not hold the bound up. */
+        int64_t at = now;
+        if (l.fast_span) {
+            int64_t end = fc_line_eval(&l, (int64_t)l.fast_span);
+            if (end < at)
+                at = end;
+        }
+        int64_t bound = fc_meta_bound(&m, at);
         if (bound > top1) {
             top2 = top1;
             top1 = bound;
