@@ -22,12 +22,14 @@
  *     never where another thread's reads are compared (a JVM).
  *   - |fastclock - kernel| stays within the bound reported in
  *     fastclock_status().error_bound_ns at that moment (the error is ~20 ns
- *     p99 on a quiet machine; the bound also covers what adjtimex may have
- *     changed since the library last looked: ~15 us with the calibrator
- *     thread, < 1 ms without), at any uptime: the scale is re-calibrated
- *     continuously and corrections are slewed, never stepped backwards.
- *     Outside the bound: a first hand-made tick change on an unsynchronised
- *     kernel, for up to one poll interval (10 ms).
+ *     p99 on a quiet machine; the bound also covers the largest change
+ *     adjtimex permits -- 10% through the tick, 1500 ppm through the
+ *     frequency -- since the library last looked: up to ~1 ms with the
+ *     calibrator thread, which looks every 10 ms; ~0.1 ms without, where
+ *     readers look once per millisecond of reading), at any uptime: the
+ *     scale is re-calibrated continuously and corrections are slewed, never
+ *     stepped backwards.  Outside the bound: a change made and undone
+ *     between two looks (by its rate x one poll interval at most).
  *   - CLOCK_REALTIME follows the kernel's steps (settimeofday, leap seconds)
  *     within one calibration interval (0.5 s) without the calibrator thread,
  *     and with it as soon as the thread wakes (timerfd; milliseconds under

@@ -51,7 +51,7 @@
  * 0.57% of a CPU and a bound of up to ~1 ms (0.5 ms on average); while a
  * daemon steers the kernel, every 4 ms (1.2%, up to ~0.4 ms).  (1 ms would
  * be 2.8% and ~0.1 ms.  Lazy readers poll once per millisecond of reading
- * instead, ~1 us each: calibration.c.) */
+ * instead, ~3.5 us each: calibration.c.) */
 #define ADJTIMEX_POLL_NS 10000000LL
 #define ADJTIMEX_STEERING_POLL_NS 4000000LL
 #define IDLE_POLL_NS 50000000LL
