@@ -227,6 +227,7 @@ static void *calibrator_main(void *arg)
     if (sched_getaffinity(0, sizeof allowed, &allowed) != 0)
         CPU_ZERO(&allowed);
     int64_t last_cal = 0, last_tick = 0, last_adj = 0;
+    uint64_t seen_gen = fc_sync_generation();
     int warp_checked = 0;
 
     while (!atomic_load_explicit(&thread_stop, memory_order_acquire)) {
@@ -296,8 +297,15 @@ static void *calibrator_main(void *arg)
         now = fastclock_mono_ns();
         if (now - last_adj >= poll_ns) {
             last_adj = now;
-            if (fc_sync_poll(now))
-                force = 1; /* NTP changed the kernel's rate: recalibrate now */
+            fc_sync_poll(now);
+        }
+        /* adjtimex changed the kernel's rate: recalibrate now, whichever poll
+         * saw it (a reader's, calibrating one CPU's line or in status, may
+         * have been first; the other lines still want it). */
+        uint64_t gen = fc_sync_generation();
+        if (gen != seen_gen) {
+            seen_gen = gen;
+            force = 1;
         }
         if (force || now - last_cal >= interval_ns(mode)) {
             if (mode == FC_MODE_TSC) {
