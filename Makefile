@@ -30,8 +30,8 @@ run: build
 
 # Timing-sensitive tests run one at a time: the machines are small.
 # The real-kernel fault tests (issue 12) change the kernel's clock and do not
-# pass yet (the error bound is not honest right after a rate change the
-# library has not seen): run them with `make test-realkernel`.
+# all pass yet (REALTIME steps are followed only when the calibrator wakes):
+# run them with `make test-realkernel`.
 test-c: build
 	cd $(BUILD) && ctest --output-on-failure --timeout 600 -LE realkernel
 

@@ -22,19 +22,23 @@
  *     never where another thread's reads are compared (a JVM).
  *   - |fastclock - kernel| stays within the bound reported in
  *     fastclock_status().error_bound_ns at that moment (the error is ~20 ns
- *     p99 on a quiet machine; the bound also covers what adjtimex may have
- *     changed since the library last looked: ~15 us with the calibrator
- *     thread, < 1 ms without), at any uptime: the scale is re-calibrated
- *     continuously and corrections are slewed, never stepped backwards.
- *     Outside the bound: a first hand-made tick change on an unsynchronised
- *     kernel, for up to one poll interval (10 ms).
+ *     p99 on a quiet machine; the bound also covers the largest change
+ *     adjtimex permits -- 10% through the tick, 1500 ppm through the
+ *     frequency -- since the library last looked: up to ~1 ms with the
+ *     calibrator thread, which looks every 10 ms; ~0.1 ms without, where
+ *     readers look once per millisecond of reading), at any uptime: the
+ *     scale is re-calibrated continuously and corrections are slewed, never
+ *     stepped backwards.  Outside the bound: a change made and undone
+ *     between two looks (by its rate x one poll interval at most).
  *   - CLOCK_REALTIME follows the kernel's steps (settimeofday, leap seconds)
  *     within one calibration interval (0.5 s) without the calibrator thread,
  *     and with it as soon as the thread wakes (timerfd; milliseconds under
  *     load).  Until then REALTIME is off by the step.
  * Mode "tsc-percpu" (CPUs whose counters disagree): one line per CPU,
- * selected by rdtscp; monotonic within a thread; across threads within the
- * reported error bound.
+ * selected by rdtscp; monotonic within a thread; across threads a read may
+ * come out below an earlier one by at most the reported error bound (which
+ * in this mode adds the two largest CPUs' bounds: one CPU's line may be
+ * ahead of the kernel while another's is behind).
  * Mode "system" has the kernel's own guarantees.
  *
  * The mode is decided by trust alone (never by cost), and only once the
@@ -104,7 +108,8 @@ struct fastclock_status {
     int64_t  last_error_ns;  /* fastclock - kernel MONOTONIC, measured at the last calibration */
     int64_t  max_error_ns;   /* largest |last_error_ns| seen since start */
     int64_t  error_bound_ns; /* current bound on |fastclock - kernel's clock| (MONOTONIC and REALTIME);
-                                in tsc-percpu mode the largest over the CPUs */
+                                in tsc-percpu mode the two largest CPU bounds added, which also
+                                bounds steps back across threads */
     int64_t  sample_width_ns;/* width of the best kernel sample at the last calibration */
     uint64_t fallback_reads; /* reads answered by the kernel while in mode "tsc" */
     uint64_t realtime_steps; /* REALTIME steps followed */

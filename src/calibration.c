@@ -35,7 +35,11 @@
  * break programs that must stay single-threaded, e.g. for
  * unshare(CLONE_NEWUSER)), when the first read comes from a signal handler,
  * or when the thread is starved.  Both paths run the same code under the
- * same lock, and readers never wait for it.
+ * same lock, and readers never wait for it.  Without the thread nobody else
+ * looks at adjtimex, so a lazy line's fast span also ends at the next poll,
+ * one millisecond of reading later: the reader that gets there polls and
+ * extends it (fc_track_poll), which keeps the bound near 0.1 ms instead of
+ * 50 ms (sync.c).
  *
  * Tracks.  The same code calibrates the global line and, in tsc-percpu
  * mode, one line per CPU (percpu.c), whose samples must be taken on that
@@ -61,6 +65,9 @@
 #define FC_SUSPEND_NS 1000000LL            /* BOOTTIME - MONOTONIC growth that means a suspend */
 #define FC_GIVE_UP_NS (15LL * FC_NS_PER_SEC) /* a track failing this long is not trusted */
 #define FC_FIRST_BASELINE_NS 20000LL
+/* Without the calibrator thread, readers look at adjtimex once per this
+ * much reading (see fc_track_poll). */
+#define FC_LAZY_POLL_NS 1000000LL
 /* The kernel's clock may change rate a little without adjtimex showing it:
  * a clocksource switch (tsc <-> kvm-clock measured ~1.5 ppm apart). */
 #define FC_UNSEEN_RATE 5e-6        /* first rate: two samples this far apart */
@@ -571,8 +578,12 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
         base_frac = (uint64_t)(base_p - ((__int128)l.base_ns << FC_SHIFT));
         m.soft_span = (uint64_t)(soft_ns / rate) + (uint64_t)past;
         /* The global line is read inline unless a counter is injected;
-         * per-CPU lines are read by percpu.c, which checks fast_span too. */
+         * per-CPU lines are read by percpu.c, which checks fast_span too.
+         * Without the thread, the fast span ends at the next adjtimex poll:
+         * the reader who gets there polls (fc_track_poll). */
         l.fast_span = (fc_seam.counter && t->cpu < 0) ? 0 : m.soft_span;
+        if (!thread && l.fast_span > (uint64_t)past + (uint64_t)(FC_LAZY_POLL_NS / rate))
+            l.fast_span = (uint64_t)past + (uint64_t)(FC_LAZY_POLL_NS / rate);
         if (s->offsets_ok) {
             l.real_offset = s->real_off;
             l.boot_offset = s->boot_off;
@@ -582,7 +593,16 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
             l.boot_offset = cur->boot_offset;
             l.tai_offset = cur->tai_offset;
         }
-        m.error_bound_ns = (int64_t)(fc_fabs((double)err_at_pivot_ns) + 2.0 * sigma_ns(s, rate) + 2.0) + 1;
+        /* Against the prediction the line is off by err_at_pivot at the
+         * pivot, but a pivot in the future is reached along a slope that is
+         * not the prediction's: until then the error runs from its value at
+         * the base (publication) to the pivot's -- the larger of the two
+         * ends, both being straight lines.  After the pivot the slew only
+         * shrinks it within the line's span. */
+        double err_ns = fc_fabs((double)err_at_pivot_ns), err_base_ns = fc_fabs((double)fixed_to_ns(base_p - kp));
+        if (err_base_ns > err_ns)
+            err_ns = err_base_ns;
+        m.error_bound_ns = (int64_t)(err_ns + 2.0 * sigma_ns(s, rate) + 2.0) + 1;
         m.bound_growth_ppb = (int64_t)((unc + allowance + FC_UNSEEN_RATE) * 1e9) + 1;
         m.epoch = cm->epoch + 1;
         m.published_mono_ns = s->mono;
@@ -640,6 +660,71 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
             atomic_store_explicit(&stats.max_err_ns, abs64(measured_err), memory_order_relaxed);
     }
     atomic_store_explicit(&stats.last_width_ns, (int64_t)((double)s->width * rate), memory_order_relaxed);
+}
+
+/* ------------------------------------------------------------------ lazy adjtimex polls */
+
+/*
+ * Without the calibrator thread nobody polls adjtimex between calibrations
+ * (up to 0.5 s apart), and the bound charges ~10% of the time since the
+ * last poll (sync.c): 50 ms.  So a lazy line's fast span ends one poll
+ * interval (1 ms) after its last poll; the reader that gets there takes the
+ * lock and calls this: one adjtimex poll (two system calls, ~3.5 us in a KVM
+ * guest where adjtimex costs 1.6 us: 0.35% of a CPU for a process that
+ * reads the clock all the time, nothing for one that does not), then the
+ * same line republished with its fast span running to the next poll.  The
+ * line's values do not change, so readers on either copy agree.  A change of the kernel's settings, or a
+ * line past its soft span, wants a recalibration instead: returns 1.
+ */
+int fc_track_poll(const struct fc_track *t)
+{
+    const struct fc_line *cur = fc_line_current(t->latch);
+    const struct fc_meta *cm = fc_meta_current(t->latch);
+    if (cur->mult == 0)
+        return 1;
+    int64_t k = fc_kernel_ns(CLOCK_MONOTONIC); /* before the poll: exposure counts from no later */
+    int64_t last = fc_sync_last_poll();
+    if (k - last >= FC_LAZY_POLL_NS) {
+        fc_sync_poll(k);
+        last = fc_sync_last_poll();
+    }
+    if (fc_sync_generation() != t->cs->sync_generation)
+        return 1;
+    if (fc_seam.counter && t->cpu < 0)
+        return 0; /* every read takes the slow path by design: nothing to extend */
+    uint64_t now;
+    if (t->cpu < 0) {
+        now = fc_now_counter(1);
+    } else {
+        uint32_t aux;
+        now = fc_now_counter_aux(&aux);
+        if (FC_AUX_CPU(aux) != t->cpu)
+            return 0; /* migrated: the next reader on that CPU polls */
+    }
+    uint64_t used = now - cur->base_tsc;
+    if (used >= cm->soft_span)
+        return 1;
+    double rate = (double)cur->mult / (double)((int64_t)1 << FC_SHIFT);
+    int64_t left_ns = last + FC_LAZY_POLL_NS - k;
+    if (left_ns < FC_LAZY_POLL_NS / 16)
+        left_ns = FC_LAZY_POLL_NS / 16;
+    uint64_t span = used + (uint64_t)((double)left_ns / rate);
+    if (span > cm->soft_span)
+        span = cm->soft_span;
+    if (span <= cur->fast_span)
+        return 0;
+    struct fc_line l = *cur;
+    struct fc_meta m = *cm;
+    l.fast_span = span;
+    fc_line_publish(t->latch, &l, fc_line_base_frac(cur), &m);
+    return 0;
+}
+
+int fc_cal_lazy_poll(void)
+{
+    if (atomic_load_explicit(&thread_present, memory_order_relaxed))
+        return 0; /* the thread polls */
+    return fc_track_poll(&fc_global_track);
 }
 
 /* ------------------------------------------------------------------ lazy warp check */

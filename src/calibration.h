@@ -85,6 +85,13 @@ enum fc_recal_result {
 /* With the track's lock held: sample and publish a corrected line. */
 int fc_track_recalibrate(const struct fc_track *t);
 int fc_cal_recalibrate(void); /* the global track; publishes the first line when due */
+/* With the track's lock held, its fast span run out (no calibrator thread):
+ * poll adjtimex and extend the fast span to the next poll.  Returns 1 when
+ * the line wants recalibrating instead (the kernel's settings changed, or
+ * it is past its soft span). */
+int fc_track_poll(const struct fc_track *t);
+/* The global track's (mode tsc, lock held); 0 while the thread runs. */
+int fc_cal_lazy_poll(void);
 
 void fc_cal_set_ticks_rate(double rate_ns_per_tick);
 /* After FC_RECAL_FAILED on the global track: why (mode.c says what follows). */

@@ -8,7 +8,8 @@
  *     the coarse clocks; fine wall reads do not wait for it (wall.h checks
  *     the kernel's offset on every read);
  *   - adjtimex, polled every 10 ms (4 ms while steered), shows the kernel's
- *     rate changing; the error bound charges for the time between polls;
+ *     rate changing; the error bound charges ~10% of the time since the
+ *     last poll (the largest change adjtimex permits, unseen);
  *   - it decides the mode a millisecond after the process first reads the time;
  *   - a cross-CPU warp check at start-up (a few ms) decides whether the
  *     global line is good enough or each CPU needs its own (tsc-percpu);
@@ -45,11 +46,14 @@
 #include "warp.h"
 
 /* adjtimex while the counter answers: the error bound covers what a rate
- * change could do since the last look (1500 ppm x that time, sync.c), so the
- * poll interval trades CPU for a tighter bound.  Each wake-up costs 60-70 us
- * of CPU in a KVM guest (2 vCPUs, measured): every 10 ms is 0.57% of a CPU
- * and a ~15 us bound; while a daemon steers the kernel, every 4 ms (1.2%,
- * ~6 us).  (1 ms would be 2.8%.) */
+ * change could do since the last look -- the largest adjtimex permits, 10%
+ * through the tick plus 1500 ppm through the frequency, x that time (sync.c)
+ * -- so the poll interval trades CPU for a tighter bound.  Each wake-up
+ * costs 60-70 us of CPU in a KVM guest (2 vCPUs, measured): every 10 ms is
+ * 0.57% of a CPU and a bound of up to ~1 ms (0.5 ms on average); while a
+ * daemon steers the kernel, every 4 ms (1.2%, up to ~0.4 ms).  (1 ms would
+ * be 2.8% and ~0.1 ms.  Lazy readers poll once per millisecond of reading
+ * instead, ~3.5 us each: calibration.c.) */
 #define ADJTIMEX_POLL_NS 10000000LL
 #define ADJTIMEX_STEERING_POLL_NS 4000000LL
 #define IDLE_POLL_NS 50000000LL
@@ -225,6 +229,7 @@ static void *calibrator_main(void *arg)
     if (sched_getaffinity(0, sizeof allowed, &allowed) != 0)
         CPU_ZERO(&allowed);
     int64_t last_cal = 0, last_tick = 0, last_adj = 0;
+    uint64_t seen_gen = fc_sync_generation();
     int warp_checked = 0;
 
     while (!atomic_load_explicit(&thread_stop, memory_order_acquire)) {
@@ -294,8 +299,15 @@ static void *calibrator_main(void *arg)
         now = fastclock_mono_ns();
         if (now - last_adj >= poll_ns) {
             last_adj = now;
-            if (fc_sync_poll(now))
-                force = 1; /* NTP changed the kernel's rate: recalibrate now */
+            fc_sync_poll(now);
+        }
+        /* adjtimex changed the kernel's rate: recalibrate now, whichever poll
+         * saw it (a reader's, calibrating one CPU's line or in status, may
+         * have been first; the other lines still want it). */
+        uint64_t gen = fc_sync_generation();
+        if (gen != seen_gen) {
+            seen_gen = gen;
+            force = 1;
         }
         if (force || now - last_cal >= interval_ns(mode)) {
             if (mode == FC_MODE_TSC) {
@@ -346,6 +358,7 @@ void fc_calibrator_after_fork_child(void)
     fc_cal_set_thread_present(0);
     atomic_store_explicit(fc_global_track.lock, 0, memory_order_relaxed);
     fc_percpu_after_fork_child();
+    fc_sync_after_fork_child();
     if (atomic_load_explicit(&fc_coarse.mono, memory_order_relaxed) != 0)
         fc_coarse_deactivate();
 }

@@ -205,8 +205,21 @@ static FC_COLD int64_t slow_read(enum fc_kind kind, int ordered)
             continue;
         }
         uint64_t d = f.t - f.l.base_tsc;
-        if (d < f.m.soft_span)
+        if (d < f.m.soft_span) {
+            /* Lazy: the fast span ends at the next adjtimex poll, which this
+             * reader makes (calibration.c); a change seen recalibrates now,
+             * and the read is made again on what was published (a stepped
+             * line's bound does not cover the old line's error). */
+            if (d >= f.l.fast_span && attempt < 2 && fc_cal_trylock()) {
+                if (atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_TSC &&
+                    atomic_load_explicit(&fc_latch.seq, memory_order_acquire) == f.seq && fc_cal_lazy_poll())
+                    fc_mode_recalibrate();
+                fc_cal_unlock();
+                if (atomic_load_explicit(&fc_latch.seq, memory_order_acquire) != f.seq)
+                    continue;
+            }
             return line_value(&f, kind, (int64_t)d); /* injected counter, or raced a new line */
+        }
         /* The line has run out.  It is never used past its end, which is
          * what lets the next line start fresh at the kernel's time instead
          * of carrying the old line's error. */
@@ -451,7 +464,7 @@ static int64_t own_bound(int mode, int64_t mono_now)
     if (mode == FC_MODE_PERCPU) {
         struct fc_percpu_stats ps;
         fc_percpu_stats(&ps);
-        return ps.max_bound_ns;
+        return ps.bound_ns;
     }
     if (mode != FC_MODE_TSC)
         return 0;
@@ -562,7 +575,9 @@ static int status_fill(struct fastclock_status *out)
     } else if (mode == FC_MODE_PERCPU) {
         out->counter = "rdtscp";
         out->calibrator = fc_calibrator_running() ? "thread" : "lazy";
-        out->counter_hz = ps.mean_hz;
+        /* Before any CPU's own calibration: the rate seeded at the decision. */
+        double seed = fc_percpu_seed_rate();
+        out->counter_hz = ps.mean_hz > 0 ? ps.mean_hz : seed > 0 ? 1e9 / seed : 0;
         out->cpus_calibrated = ps.calibrated;
         out->calibration_interval_ns = fc_percpu_interval_ns();
         out->last_calibration_age_ns = ps.calibrated ? ps.max_age_ns : -1;

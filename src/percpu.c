@@ -11,8 +11,10 @@
  *
  * Guarantees: monotonic per thread (a thread-local clamp absorbs the small
  * disagreement between two CPUs' lines when a thread migrates); across
- * threads the error is bounded by the CPUs' error bounds, reported in
- * fastclock_status.  A CPU whose line cannot be calibrated (its reads are
+ * threads a later read may be below an earlier one by at most the two CPUs'
+ * bounds added, and that sum (the two largest) is the bound this mode
+ * reports in fastclock_status: it covers each read's error and the steps
+ * back across threads.  A CPU whose line cannot be calibrated (its reads are
  * preempted or migrate every time) is read through the kernel; after 15 s
  * of failures it is given up for 15 s before trying again.
  */
@@ -235,9 +237,13 @@ int64_t fc_percpu_read(enum fc_kind kind)
         }
         /* This CPU's line is missing or due: calibrate it here, unless
          * someone already is (then the kernel answers this read). */
-        if (!fc_track_trylock(&(struct fc_track){&sl->latch, &sl->cs, &sl->lock, cpu}))
+        struct fc_track tr = track_of(sl, cpu);
+        if (!fc_track_trylock(&tr))
             break;
-        calibrate_slot(sl, cpu);
+        /* Lazy: the fast span ends at the next adjtimex poll; a line still
+         * within its soft span and settings is extended, not recalibrated. */
+        if (atomic_load_explicit(&sl->state, memory_order_relaxed) != SLOT_OK || fc_track_poll(&tr))
+            calibrate_slot(sl, cpu);
         atomic_store_explicit(&sl->lock, 0, memory_order_release);
         /* Read again only if this CPU now has a line; a failed calibration
          * is not retried by the same read. */
@@ -322,6 +328,7 @@ void fc_percpu_stats(struct fc_percpu_stats *out)
     int n = atomic_load_explicit(&nslots, memory_order_relaxed);
     out->cpus = base ? n : 0;
     double hz = 0;
+    int64_t top1 = 0, top2 = 0;
     int64_t now = fc_kernel_ns(CLOCK_MONOTONIC);
     for (int i = 0; base && i < n; i++) {
         int state = atomic_load_explicit(&base[i].state, memory_order_relaxed);
@@ -333,9 +340,23 @@ void fc_percpu_stats(struct fc_percpu_stats *out)
         struct fc_meta m;
         fc_line_copy(&base[i].latch, &l, &m, 0, 0, 0);
         out->calibrated++;
-        int64_t bound = fc_meta_bound(&m, now);
-        if (bound > out->max_bound_ns)
-            out->max_bound_ns = bound;
+        /* A line is read only within its fast span: past it a reader polls
+         * adjtimex or recalibrates first, or the kernel answers (clamped at
+         * the line's end).  So its bound counts up to that end, not up to
+         * now: a CPU nobody has read on since does not hold the bound up. */
+        int64_t at = now;
+        if (l.fast_span) {
+            int64_t end = fc_line_eval(&l, (int64_t)l.fast_span);
+            if (end < at)
+                at = end;
+        }
+        int64_t bound = fc_meta_bound(&m, at);
+        if (bound > top1) {
+            top2 = top1;
+            top1 = bound;
+        } else if (bound > top2) {
+            top2 = bound;
+        }
         int64_t age = now - m.published_mono_ns;
         if (age > out->max_age_ns)
             out->max_age_ns = age;
@@ -343,6 +364,12 @@ void fc_percpu_stats(struct fc_percpu_stats *out)
     }
     if (out->calibrated)
         out->mean_hz = hz / out->calibrated;
+    /* A read on CPU a may be ahead of the kernel by a's bound, and a later
+     * read on CPU b behind it by b's: across threads, values may step back
+     * by the two bounds added.  The reported bound is that sum, so that it
+     * also bounds the steps back (and, looser, each read's error: a
+     * thread's clamp carries a value from another CPU's line). */
+    out->bound_ns = top1 + top2;
 }
 
 void fc_percpu_reset_for_tests(void)

@@ -28,7 +28,8 @@ struct fc_percpu_stats {
     int cpus;              /* slots */
     int calibrated;        /* CPUs with a usable line */
     int given_up;          /* CPUs read through the kernel after 15 s of failed calibration */
-    int64_t max_bound_ns;  /* largest error bound among calibrated CPUs, now */
+    int64_t bound_ns;      /* the mode's error bound now: the two largest CPU bounds
+                              added (two CPUs' lines may disagree by that much) */
     int64_t max_age_ns;    /* the stalest calibrated CPU's time since its calibration */
     double mean_hz;        /* average counter frequency */
     int64_t max_warp_cycles; /* start-up warp check, -1 if it did not run */

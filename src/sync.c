@@ -2,14 +2,30 @@
  * The kernel's synchronisation state.
  *
  * Why it matters here: fastclock tracks the kernel's CLOCK_MONOTONIC, whose
- * rate NTP may change at any moment through adjtimex.  Between two
- * calibrations a line can drift from the kernel by (rate change) x (age).
- * When no daemon disciplines the clock (STA_UNSYNC, no recent frequency
- * change, no offset being slewed) the rate is constant and the line's own
- * calibration error is the whole story; otherwise the error bound must
- * allow for the largest change adjtimex permits (frequency within +-500
- * ppm, so up to 1000 ppm between two settings, plus tick adjustments), and
- * calibrations come every 10 ms to keep that bound in microseconds.
+ * rate adjtimex may change at any moment (a time daemon, or root by hand).
+ * Between two calibrations a line can drift from the kernel by (rate
+ * change) x (age).  Only a poll of adjtimex shows such a change, so every
+ * line's bound charges, from the last poll that still saw the line's
+ * settings, for the largest rate change adjtimex permits whether or not
+ * anything steers the kernel (fc_sync_exposure_ns):
+ *   - the frequency, within +-500 ppm: up to 1000 ppm between two
+ *     settings, charged at 1500 ppm for the kernel's catch-up;
+ *   - the tick, within +-10% of 10000 us (USER_HZ 100): from the tick last
+ *     seen to the far end of that range, 10% at the nominal tick (measured
+ *     on Linux 6.18: a tick change shows in CLOCK_MONOTONIC at once, with
+ *     no overshoot).
+ * So the bound is about 0.1 x the time since the last poll: the poll
+ * interval sets it (calibrator.c: every 10 ms from the thread, every 1 ms
+ * of reading for lazy readers; calibration.c).  A change made and undone
+ * between two polls is never seen, and is outside the bound by at most its
+ * rate x one poll interval.  (Not covered either: an ntpd-style PLL offset,
+ * ADJ_OFFSET with STA_PLL, slews at up to offset/4 per second; its effect
+ * starts at the next second boundary and shows as offset != 0 at the next
+ * poll, which then counts as steering.)
+ *
+ * While something steers the kernel (synchronised, a recent change, an
+ * offset being slewed), lines also grow their bound at the steering rate
+ * (fc_sync_rate_allowance) and calibrations come every 10 ms.
  *
  * For REALTIME, the kernel's own maxerror (grown by 500 ppm per second
  * since the daemon last set it, as the kernel does) is added: that is how
@@ -27,8 +43,8 @@
 #define STEERING_HOLD_NS (5LL * FC_NS_PER_SEC)
 #define MAXFREQ_PPM 500.0
 #define NOMINAL_TICK_US 10000L            /* USER_HZ 100 */
-#define TICK_ALLOWANCE 0.1                /* adjtimex accepts tick within +-10% */
-#define TICK_HOLD_NS (600LL * FC_NS_PER_SEC)
+#define MIN_TICK_US 9000L                 /* adjtimex accepts tick within +-10% of nominal */
+#define MAX_TICK_US 11000L
 #define RECENT_CHANGE_NS (5LL * FC_NS_PER_SEC)
 #define NTP_PHASE_LIMIT_NS (16LL * FC_NS_PER_SEC) /* the kernel's cap on maxerror */
 
@@ -46,10 +62,12 @@ static struct {
      * history on any new generation). */
     _Atomic uint64_t generation;
     _Atomic int64_t clean_before_mono; /* the last poll that still saw the previous generation */
-    _Atomic int64_t tick_seen_until;   /* tick away from nominal, or changed, recently */
+    _Atomic int polling;               /* one poll at a time (try-lock; others skip) */
     _Atomic double last_change;        /* size of the last change, as a rate fraction */
     _Atomic int64_t last_change_mono;
 } sync_state;
+
+static int sync_poll_locked(int64_t now);
 
 static int kernel_adjtimex(struct timex *tx)
 {
@@ -58,7 +76,25 @@ static int kernel_adjtimex(struct timex *tx)
     return adjtimex(tx);
 }
 
+/*
+ * One poller at a time: two interleaved polls would each compare with the
+ * other's result (one sees the old settings, the other the new) and count
+ * changes back and forth, with sampled_mono going back.  A poll that finds
+ * another running skips: that one's result is as fresh as its own would be,
+ * and exposure never counts from a poll that did not happen.
+ */
 int fc_sync_poll(int64_t now)
+{
+    int expected = 0;
+    if (!atomic_compare_exchange_strong_explicit(&sync_state.polling, &expected, 1, memory_order_acquire,
+                                                 memory_order_relaxed))
+        return 0;
+    int changed = sync_poll_locked(now);
+    atomic_store_explicit(&sync_state.polling, 0, memory_order_release);
+    return changed;
+}
+
+static int sync_poll_locked(int64_t now)
 {
     struct timex tx;
     memset(&tx, 0, sizeof tx);
@@ -87,12 +123,8 @@ int fc_sync_poll(int64_t now)
                                   atomic_load_explicit(&sync_state.sampled_mono, memory_order_relaxed),
                                   memory_order_relaxed);
             atomic_fetch_add_explicit(&sync_state.generation, 1, memory_order_release);
-            if (tx.tick != old_tick)
-                atomic_store_explicit(&sync_state.tick_seen_until, now + TICK_HOLD_NS, memory_order_relaxed);
         }
     }
-    if (tx.tick != NOMINAL_TICK_US)
-        atomic_store_explicit(&sync_state.tick_seen_until, now + TICK_HOLD_NS, memory_order_relaxed);
     if (changed || offset != 0)
         atomic_store_explicit(&sync_state.steering_until, now + STEERING_HOLD_NS, memory_order_relaxed);
 
@@ -178,10 +210,10 @@ double fc_sync_recent_change(int64_t now)
 /*
  * The error a line may have picked up from kernel rate changes it was not
  * built for.  Up to the last poll that still saw the line's generation the
- * kernel's settings were the line's; after it, adjtimex may have changed the
- * frequency (by up to 1000 ppm: -500 to +500) and, where a daemon uses the
- * tick, the tick (by up to 10%), at any moment.  A change undone between two
- * polls is not seen; it adds at most its rate x one poll interval.
+ * kernel's settings were the line's; after it, adjtimex may have changed
+ * the frequency and the tick at any moment, by as much as it permits (see
+ * the top of this file), whether or not a daemon runs: a change nobody has
+ * polled yet is exactly the one the bound cannot know about.
  */
 int64_t fc_sync_exposure_ns(uint64_t line_generation, int64_t published_mono, int64_t now)
 {
@@ -200,18 +232,36 @@ int64_t fc_sync_exposure_ns(uint64_t line_generation, int64_t published_mono, in
     int64_t exposed = now - clean;
     if (exposed <= 0)
         return 0;
+    return (int64_t)((double)exposed * fc_sync_unseen_rate()) + 1;
+}
+
+/* The largest rate change adjtimex could make now, as a fraction. */
+double fc_sync_unseen_rate(void)
+{
     /* 1000 ppm between two frequency settings, and half again for the
      * kernel's own catch-up of the error it accumulated meanwhile
-     * (timekeeping_adjust overshoots the new rate for a few ticks). */
+     * (timekeeping_adjust overshoots the new rate for a few ticks; 1.26x
+     * measured on Linux 6.18 in a KVM guest). */
     double a = 3.0 * MAXFREQ_PPM * 1e-6;
-    /* A daemon may slew through the tick (chrony does, up to 8.3%), and so
-     * may whoever changed it recently.  An unsynchronised kernel whose tick
-     * was never seen to move is assumed to keep it: a first change by hand
-     * is outside the bound for up to one poll interval. */
-    if (atomic_load_explicit(&sync_state.tick_seen_until, memory_order_relaxed) > now ||
-        atomic_load_explicit(&sync_state.synchronized, memory_order_relaxed))
-        a += TICK_ALLOWANCE;
-    return (int64_t)((double)exposed * a) + 1;
+    /* The tick, from where it is to the far end of what adjtimex accepts. */
+    long tick = atomic_load_explicit(&sync_state.tick, memory_order_relaxed);
+    if (tick < MIN_TICK_US || tick > MAX_TICK_US)
+        tick = NOMINAL_TICK_US;
+    long up = MAX_TICK_US - tick, down = tick - MIN_TICK_US;
+    return a + (double)(up > down ? up : down) / (double)NOMINAL_TICK_US;
+}
+
+int64_t fc_sync_last_poll(void)
+{
+    if (!atomic_load_explicit(&sync_state.known, memory_order_acquire))
+        return 0;
+    return atomic_load_explicit(&sync_state.sampled_mono, memory_order_relaxed);
+}
+
+void fc_sync_after_fork_child(void)
+{
+    /* A poll in another thread at the fork never finishes in the child. */
+    atomic_store_explicit(&sync_state.polling, 0, memory_order_relaxed);
 }
 
 void fc_sync_reset_for_tests(void)

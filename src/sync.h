@@ -1,6 +1,7 @@
 /* The kernel's synchronisation state (adjtimex), cached for error bounds
- * and for calibration policy.  Sampled by the calibrator thread every 50 ms
- * and by every calibration; never by the read path. */
+ * and for calibration policy.  Sampled by the calibrator thread every 10 ms
+ * (4 ms while steered), by every calibration, and by lazy readers once per
+ * millisecond of reading (calibration.c); never on every read. */
 #ifndef FC_SYNC_H
 #define FC_SYNC_H
 
@@ -37,6 +38,12 @@ double fc_sync_recent_change(int64_t mono_now_ns);
 /* Error a line built at line_generation, published at published_mono, may
  * have picked up by now from rate changes not yet seen (see sync.c). */
 int64_t fc_sync_exposure_ns(uint64_t line_generation, int64_t published_mono, int64_t now);
+/* The largest rate change adjtimex permits from the settings last seen
+ * (frequency and tick), as a fraction: what exposure charges per ns. */
+double fc_sync_unseen_rate(void);
+/* When the last poll ran (0: never). */
+int64_t fc_sync_last_poll(void);
+void fc_sync_after_fork_child(void);
 void fc_sync_reset_for_tests(void);
 
 #endif
