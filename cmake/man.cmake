@@ -20,7 +20,8 @@ else()
     DEPENDS ${CMAKE_SOURCE_DIR}/scripts/gen-man.py ${CMAKE_SOURCE_DIR}/include/fastclock.h
             ${CMAKE_SOURCE_DIR}/include/fastclock_inline.h ${FASTCLOCK_VERSION_SCRIPT}
     COMMENT "libfastclock.3 from include/fastclock.h")
-  add_custom_target(fastclock_man ALL DEPENDS ${_fc_man}/fastclock.1.gz ${_fc_man}/libfastclock.3.gz)
+  add_custom_target(fastclock_man1 ALL DEPENDS ${_fc_man}/fastclock.1.gz)
+  add_custom_target(fastclock_man3 ALL DEPENDS ${_fc_man}/libfastclock.3.gz)
   install(FILES ${_fc_man}/fastclock.1.gz DESTINATION ${CMAKE_INSTALL_MANDIR}/man1 COMPONENT cli)
   install(FILES ${_fc_man}/libfastclock.3.gz DESTINATION ${CMAKE_INSTALL_MANDIR}/man3 COMPONENT library)
 endif()

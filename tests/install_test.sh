@@ -64,10 +64,30 @@ consumers "$work/prefix" "$work/prefix/lib" "prefix"
 triplet=$(cc -print-multiarch 2>/dev/null || true)
 [ -n "$triplet" ] || triplet=x86_64-linux-gnu
 deb_build="$work/build-deb"
+echo "not a real jar" > "$work/fastclock-test.jar"
 cmake -S "$src_dir" -B "$deb_build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFASTCLOCK_BUILD_TESTS=OFF \
-    -DCMAKE_INSTALL_PREFIX=/usr -DCMAKE_INSTALL_LIBDIR="lib/$triplet" >/dev/null
-cmake --build "$deb_build" --target fastclock fastclock_static >/dev/null
+    -DCMAKE_INSTALL_PREFIX=/usr -DCMAKE_INSTALL_LIBDIR="lib/$triplet" -DFASTCLOCK_JAR="$work/fastclock-test.jar" >/dev/null
+jni=""
+cmake --build "$deb_build" --target help | grep -q 'fastclock_jni' && jni=fastclock_jni
+cmake --build "$deb_build" --target fastclock fastclock_static fastclock_man3 $jni >/dev/null
 DESTDIR="$work/root" cmake --install "$deb_build" --component library >/dev/null
+DESTDIR="$work/root" cmake --install "$deb_build" --component java >/dev/null
+
+# Java, in Debian's places: the jar in /usr/share/java with an unversioned
+# link, the JNI library (built when CMake found a JDK) in <libdir>/jni.
+version=$(sed -n 's/^Version: //p' "$work/root/usr/lib/$triplet/pkgconfig/fastclock.pc")
+cmp -s "$work/fastclock-test.jar" "$work/root/usr/share/java/fastclock-$version.jar" ||
+    { echo "FAIL: the jar was not installed as /usr/share/java/fastclock-$version.jar"; exit 1; }
+[ "$(readlink "$work/root/usr/share/java/fastclock.jar")" = "fastclock-$version.jar" ] ||
+    { echo "FAIL: /usr/share/java/fastclock.jar does not link to fastclock-$version.jar"; exit 1; }
+echo "  ok: the jar goes to /usr/share/java/fastclock-$version.jar, fastclock.jar links to it"
+if [ -n "$jni" ]; then
+    [ -f "$work/root/usr/lib/$triplet/jni/libfastclock_jni.so" ] ||
+        { echo "FAIL: libfastclock_jni.so not installed in /usr/lib/$triplet/jni"; exit 1; }
+    echo "  ok: the JNI library goes to /usr/lib/$triplet/jni"
+else
+    echo "  (no JDK headers: libfastclock_jni.so not built, its install not checked)"
+fi
 for f in "usr/lib/$triplet/libfastclock.a" "usr/lib/$triplet/pkgconfig/fastclock.pc" \
          "usr/lib/$triplet/cmake/fastclock/fastclockConfig.cmake" usr/include/fastclock.h; do
     [ -e "$work/root/$f" ] || { echo "FAIL: /$f not installed"; exit 1; }
