@@ -4,6 +4,7 @@
 #   c     compiler, CMake, Ninja, GoogleTest, Python (the man pages)
 #   java  JDK 17 and Maven
 #   cli   Python's jsonschema (tests of `fastclock doctor --json`)
+#   pkg   the .deb: dpkg-dev (dpkg-shlibdeps), lintian, man-db, fakeroot
 set -eu
 
 missing=""
@@ -23,6 +24,7 @@ for group in "$@"; do
     c) for p in cmake ninja-build gcc g++ make pkg-config libgtest-dev python3; do want "$p"; done ;;
     java) for p in openjdk-17-jdk-headless maven; do want "$p"; done ;;
     cli) for p in python3 python3-jsonschema; do want "$p"; done ;;
+    pkg) for p in dpkg-dev lintian man-db fakeroot gzip; do want "$p"; done ;;
     *) echo "ensure-deps.sh: unknown group '$group'" >&2; exit 2 ;;
     esac
 done
