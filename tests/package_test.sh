@@ -39,6 +39,11 @@ build)
     java=$(echo "$list" | grep -E '/jni/|/share/java' || true)
     [ -z "$java" ] || fail "the package carries Java parts: $java"
     ok "and no Java part"
+    dpkg-deb -x "$d" "$build/deb/x" && a="$build/deb/x/usr/lib/$multiarch/libfastclock.a"
+    if readelf -S "$a" | grep -q '\.debug_info'; then rm -rf "$build/deb/x"; fail "libfastclock.a in the package has debug info"; fi
+    nm -g --defined-only "$a" | grep -q ' T fastclock_mono_ns$' || { rm -rf "$build/deb/x"; fail "libfastclock.a in the package lost its symbols"; }
+    ok "its libfastclock.a is stripped of debug info ($(stat -c %s "$a") bytes), symbols kept"
+    rm -rf "$build/deb/x"
     dpkg-deb -f "$d" Depends | grep -q libc6 || fail "Depends does not name libc6: $(dpkg-deb -f "$d" Depends)"
     ok "Depends: $(dpkg-deb -f "$d" Depends)"
     ;;
