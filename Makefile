@@ -5,7 +5,7 @@ PREFIX   ?= /usr/local
 GENERATOR ?= Ninja
 CMAKE_FLAGS ?=
 
-.PHONY: all build deps run test test-c test-realkernel install clean
+.PHONY: all build deps run test test-c test-realkernel install install-java clean
 
 # Components add their test targets to TEST_TARGETS in mk/*.mk.
 TEST_TARGETS := test-c
@@ -42,8 +42,14 @@ test-realkernel: build
 
 test: $(TEST_TARGETS)
 
+# Installs the Java parts too when they are built: the JNI library (CMake
+# builds it whenever it finds a JDK) in <libdir>/jni and the jar (Maven's)
+# in share/java.  install-java builds the jar first.
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
+
+install-java: java-jar
+	$(MAKE) install
 
 clean:
 	rm -rf $(BUILD)

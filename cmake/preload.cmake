@@ -14,7 +14,7 @@ target_link_libraries(fastclock_preload PRIVATE Threads::Threads ${CMAKE_DL_LIBS
 target_link_options(fastclock_preload PRIVATE
   -Wl,-z,now -Wl,-z,nodelete -Wl,--no-undefined -Wl,-Bsymbolic-functions
   -Wl,--wrap=clock_gettime -Wl,--wrap=gettimeofday -Wl,--wrap=time -Wl,--wrap=timespec_get)
-install(TARGETS fastclock_preload LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(TARGETS fastclock_preload LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT shim)
 
 # `fastclock run` looks for the shim at <its dir>/<bindir-to-libdir>/, which
 # works both in the build tree (bin/ and lib/) and once installed.

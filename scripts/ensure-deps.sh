@@ -1,9 +1,10 @@
 #!/bin/sh
 # Installs what a `make` target needs on a fresh Debian/Ubuntu machine, and
 # nothing when it is already there.  Usage: ensure-deps.sh GROUP...
-#   c     compiler, CMake, Ninja, GoogleTest
+#   c     compiler, CMake, Ninja, GoogleTest, Python (the man pages)
 #   java  JDK 17 and Maven
 #   cli   Python's jsonschema (tests of `fastclock doctor --json`)
+#   pkg   the .deb: dpkg-dev (dpkg-shlibdeps), lintian, man-db, fakeroot
 set -eu
 
 missing=""
@@ -20,9 +21,10 @@ fi
 
 for group in "$@"; do
     case "$group" in
-    c) for p in cmake ninja-build gcc g++ make pkg-config libgtest-dev; do want "$p"; done ;;
+    c) for p in cmake ninja-build gcc g++ make pkg-config libgtest-dev python3; do want "$p"; done ;;
     java) for p in openjdk-17-jdk-headless maven; do want "$p"; done ;;
     cli) for p in python3 python3-jsonschema; do want "$p"; done ;;
+    pkg) for p in dpkg-dev lintian man-db fakeroot gzip; do want "$p"; done ;;
     *) echo "ensure-deps.sh: unknown group '$group'" >&2; exit 2 ;;
     esac
 done

@@ -1,6 +1,7 @@
 /* Test seam: replace the counter, the kernel clock, the CPU probe and the
  * sysfs root, then let the library decide its mode again.  Linked from
- * libfastclock.a only (hidden in the shared library). */
+ * the build tree's internal static library (fastclock_internal) only:
+ * never in an installed library. */
 #ifndef FC_TESTING_H
 #define FC_TESTING_H
 

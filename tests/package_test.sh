@@ -1,0 +1,116 @@
+#!/bin/sh
+# The .deb (make package), in three steps run as ctest package.build,
+# package.lintian and package.install:
+#   build    scripts/make-deb.sh builds it; dpkg-deb -c must list every part
+#            (library, headers, .pc, CMake package, shim, CLI, man pages, bash
+#            completion, copyright, changelog) and no Java part
+#   lintian  no error (warnings are printed)
+#   install  dpkg -i into an empty root (dpkg --root, its own database), then
+#            from there: fastclock doctor, fastclock run finding the shim, a
+#            pkg-config consumer, the completion; dpkg -r leaves nothing behind
+# usage: package_test.sh build|lintian|install BUILD_DIR SOURCE_DIR
+set -u
+step=$1 build=$2 src=$3
+ok() { echo "  ok: $*"; }
+fail() { echo "FAIL: $*"; exit 1; }
+multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || cc -print-multiarch)
+deb() { ls "$build"/deb/package/*.deb 2>/dev/null | head -1; }
+
+case $step in
+build)
+    for tool in dpkg-deb dpkg-shlibdeps cpack; do
+        command -v $tool >/dev/null || fail "$tool is required (make test installs dpkg-dev: scripts/ensure-deps.sh pkg)"
+    done
+    "$src/scripts/make-deb.sh" "$build" "$src" > "$build/deb-build.log" 2>&1 ||
+        { tail -30 "$build/deb-build.log"; fail "scripts/make-deb.sh failed (log: $build/deb-build.log)"; }
+    d=$(deb); [ -n "$d" ] || fail "no .deb under $build/deb/package"
+    ok "built ${d##*/}, $(stat -c %s "$d") bytes"
+    list=$(dpkg-deb -c "$d" | awk '{ print $6 }' | sed 's|^\./|/|')
+    l=/usr/lib/$multiarch
+    for f in /usr/bin/fastclock /usr/include/fastclock.h /usr/include/fastclock_inline.h \
+             $l/libfastclock.so.0.1.0 $l/libfastclock.so.0 $l/libfastclock.so $l/libfastclock.a \
+             $l/libfastclock-preload.so $l/pkgconfig/fastclock.pc $l/cmake/fastclock/fastclockConfig.cmake \
+             $l/cmake/fastclock/fastclockTargets.cmake /usr/share/man/man1/fastclock.1.gz \
+             /usr/share/man/man3/libfastclock.3.gz /usr/share/bash-completion/completions/fastclock \
+             /usr/share/doc/fastclock/copyright /usr/share/doc/fastclock/changelog.gz; do
+        echo "$list" | grep -qxF "$f" || fail "the package lacks $f"
+    done
+    ok "it carries the library, headers, .pc, CMake package, shim, CLI, man pages, completion, copyright, changelog"
+    java=$(echo "$list" | grep -E '/jni/|/share/java' || true)
+    [ -z "$java" ] || fail "the package carries Java parts: $java"
+    ok "and no Java part"
+    dpkg-deb -x "$d" "$build/deb/x" && a="$build/deb/x/usr/lib/$multiarch/libfastclock.a"
+    if readelf -S "$a" | grep -q '\.debug_info'; then rm -rf "$build/deb/x"; fail "libfastclock.a in the package has debug info"; fi
+    nm -g --defined-only "$a" | grep -q ' T fastclock_mono_ns$' || { rm -rf "$build/deb/x"; fail "libfastclock.a in the package lost its symbols"; }
+    ok "its libfastclock.a is stripped of debug info ($(stat -c %s "$a") bytes), symbols kept"
+    rm -rf "$build/deb/x"
+    dpkg-deb -f "$d" Depends | grep -q libc6 || fail "Depends does not name libc6: $(dpkg-deb -f "$d" Depends)"
+    ok "Depends: $(dpkg-deb -f "$d" Depends)"
+    ;;
+lintian)
+    command -v lintian >/dev/null || { echo "SKIP: lintian is not installed (scripts/ensure-deps.sh pkg)"; exit 77; }
+    d=$(deb); [ -n "$d" ] || fail "no .deb under $build/deb/package (package.build makes it)"
+    out=$(lintian "$d" 2>&1 | grep -v 'running with root privileges')
+    [ -n "$out" ] && echo "$out"
+    echo "$out" | grep -q '^E:' && fail "lintian reports errors"
+    ok "lintian: no error ($(echo "$out" | grep -c '^W:') warnings)"
+    ;;
+install)
+    d=$(deb); [ -n "$d" ] || fail "no .deb under $build/deb/package (package.build makes it)"
+    work=$(mktemp -d)
+    trap 'rm -rf "$work"' EXIT
+    root=$work/root
+    mkdir -p "$root/var/lib/dpkg/info" "$root/var/lib/dpkg/updates" "$root/var/lib/dpkg/triggers"
+    : > "$root/var/lib/dpkg/status"
+    # Only the host's libc is outside the root (--force-depends); the empty
+    # maintainer scripts run without a chroot (the root has no shell).
+    if [ "$(id -u)" = 0 ]; then as_root=""; else
+        command -v fakeroot >/dev/null || { echo "SKIP: not root and no fakeroot"; exit 77; }
+        as_root="fakeroot"; fi
+    dpkg_root() { $as_root dpkg --root="$root" --log="$work/dpkg.log" --force-script-chrootless \
+                  --force-depends --force-not-root "$@"; }
+    dpkg_root -i "$d" > "$work/install.log" 2>&1 || { cat "$work/install.log"; fail "dpkg -i into $root"; }
+    status=$(dpkg --root="$root" -s fastclock 2>/dev/null | sed -n 's/^Status: //p')
+    [ "$status" = "install ok installed" ] || fail "dpkg says '$status' after dpkg -i"
+    ok "dpkg -i into an empty root: $status"
+
+    l=$root/usr/lib/$multiarch
+    export LD_LIBRARY_PATH="$l"
+    unset LD_PRELOAD FASTCLOCK_PRELOAD
+    "$root/usr/bin/fastclock" doctor --quick > "$work/doctor.txt" 2>&1
+    rc=$?
+    [ $rc -le 1 ] || { cat "$work/doctor.txt"; fail "the installed fastclock doctor exited $rc"; }
+    grep -qi mode "$work/doctor.txt" || { cat "$work/doctor.txt"; fail "fastclock doctor said nothing about the mode"; }
+    ok "the installed fastclock doctor runs (exit $rc, $(wc -l < "$work/doctor.txt") lines)"
+    pre=$("$root/usr/bin/fastclock" run -- sh -c 'echo "$LD_PRELOAD"')
+    [ "$pre" = "$l/libfastclock-preload.so" ] || fail "installed fastclock run preloads '$pre', want $l/libfastclock-preload.so"
+    ok "the installed fastclock run preloads the installed shim"
+
+    cat > "$work/app.c" <<'C'
+#include <fastclock.h>
+#include <stdio.h>
+int main(void) {
+    struct fastclock_status st;
+    if (fastclock_status(&st) != 0 || fastclock_mono_ns() <= 0) return 1;
+    printf("%s %s\n", fastclock_version(), st.mode);
+    return 0;
+}
+C
+    flags=$(PKG_CONFIG_PATH="$l/pkgconfig" pkg-config --cflags --libs fastclock) || fail "pkg-config fastclock"
+    cc "$work/app.c" $flags -o "$work/app" || fail "cc app.c $flags"
+    out=$("$work/app") || fail "the pkg-config consumer failed"
+    ldd "$work/app" | grep -qF "$l/libfastclock.so.0" || fail "the consumer did not load $l/libfastclock.so.0"
+    ok "a pkg-config consumer ($flags) runs on the installed library: $out"
+
+    bash -c ". '$root/usr/share/bash-completion/completions/fastclock' && complete -p fastclock" >/dev/null ||
+        fail "the installed completion does not register for fastclock"
+    ok "the installed bash completion registers for fastclock"
+
+    dpkg_root -r fastclock > "$work/remove.log" 2>&1 || { cat "$work/remove.log"; fail "dpkg -r"; }
+    left=$(find "$root/usr" ! -type d 2>/dev/null)
+    [ -z "$left" ] || fail "dpkg -r left: $left"
+    ok "dpkg -r removes every file"
+    ;;
+*) echo "usage: package_test.sh build|lintian|install BUILD_DIR SOURCE_DIR"; exit 2 ;;
+esac
+exit 0
