@@ -35,11 +35,13 @@
  * break programs that must stay single-threaded, e.g. for
  * unshare(CLONE_NEWUSER)), when the first read comes from a signal handler,
  * or when the thread is starved.  Both paths run the same code under the
- * same lock, and readers never wait for it.  Without the thread nobody else
- * looks at adjtimex, so a lazy line's fast span also ends at the next poll,
- * one millisecond of reading later: the reader that gets there polls and
- * extends it (fc_track_poll), which keeps the bound near 0.1 ms instead of
- * 50 ms (sync.c).
+ * same lock, and readers never wait for it.  Either way a line's fast span
+ * ends at the next adjtimex poll, one millisecond of reading later: the
+ * reader that gets there polls and extends it (fc_track_poll).  That keeps
+ * the bound near 0.1 ms and the error after a rate change near 1 us; the
+ * thread's own polls (every 10 ms, each wake-up 60-70 us of CPU in a KVM
+ * guest) alone would leave ~1 ms and ~5 us (sync.c, measured in
+ * tests/realkernel).
  *
  * Tracks.  The same code calibrates the global line and, in tsc-percpu
  * mode, one line per CPU (percpu.c), whose samples must be taken on that
@@ -67,7 +69,7 @@
 #define FC_FIRST_BASELINE_NS 20000LL
 /* Without the calibrator thread, readers look at adjtimex once per this
  * much reading (see fc_track_poll). */
-#define FC_LAZY_POLL_NS 1000000LL
+#define FC_READER_POLL_NS 1000000LL
 /* The kernel's clock may change rate a little without adjtimex showing it:
  * a clocksource switch (tsc <-> kvm-clock measured ~1.5 ppm apart). */
 #define FC_UNSEEN_RATE 5e-6        /* first rate: two samples this far apart */
@@ -582,8 +584,8 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
          * Without the thread, the fast span ends at the next adjtimex poll:
          * the reader who gets there polls (fc_track_poll). */
         l.fast_span = (fc_seam.counter && t->cpu < 0) ? 0 : m.soft_span;
-        if (!thread && l.fast_span > (uint64_t)past + (uint64_t)(FC_LAZY_POLL_NS / rate))
-            l.fast_span = (uint64_t)past + (uint64_t)(FC_LAZY_POLL_NS / rate);
+        if (l.fast_span > (uint64_t)past + (uint64_t)(FC_READER_POLL_NS / rate))
+            l.fast_span = (uint64_t)past + (uint64_t)(FC_READER_POLL_NS / rate);
         if (s->offsets_ok) {
             l.real_offset = s->real_off;
             l.boot_offset = s->boot_off;
@@ -662,19 +664,20 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
     atomic_store_explicit(&stats.last_width_ns, (int64_t)((double)s->width * rate), memory_order_relaxed);
 }
 
-/* ------------------------------------------------------------------ lazy adjtimex polls */
+/* ------------------------------------------------------------------ readers' adjtimex polls */
 
 /*
- * Without the calibrator thread nobody polls adjtimex between calibrations
- * (up to 0.5 s apart), and the bound charges ~10% of the time since the
- * last poll (sync.c): 50 ms.  So a lazy line's fast span ends one poll
+ * The bound charges ~10% of the time since the last adjtimex poll (sync.c):
+ * 50 ms for a lazy line polled only at its calibrations (up to 0.5 s apart),
+ * ~1 ms with the thread's 10 ms polls.  So a line's fast span ends one poll
  * interval (1 ms) after its last poll; the reader that gets there takes the
  * lock and calls this: one adjtimex poll (two system calls, ~3.5 us in a KVM
  * guest where adjtimex costs 1.6 us: 0.35% of a CPU for a process that
  * reads the clock all the time, nothing for one that does not), then the
  * same line republished with its fast span running to the next poll.  The
- * line's values do not change, so readers on either copy agree.  A change of the kernel's settings, or a
- * line past its soft span, wants a recalibration instead: returns 1.
+ * line's values do not change, so readers on either copy agree.  A change
+ * of the kernel's settings, or a line past its soft span, wants a
+ * recalibration instead: returns 1.
  */
 int fc_track_poll(const struct fc_track *t)
 {
@@ -684,7 +687,7 @@ int fc_track_poll(const struct fc_track *t)
         return 1;
     int64_t k = fc_kernel_ns(CLOCK_MONOTONIC); /* before the poll: exposure counts from no later */
     int64_t last = fc_sync_last_poll();
-    if (k - last >= FC_LAZY_POLL_NS) {
+    if (k - last >= FC_READER_POLL_NS) {
         fc_sync_poll(k);
         last = fc_sync_last_poll();
     }
@@ -705,9 +708,9 @@ int fc_track_poll(const struct fc_track *t)
     if (used >= cm->soft_span)
         return 1;
     double rate = (double)cur->mult / (double)((int64_t)1 << FC_SHIFT);
-    int64_t left_ns = last + FC_LAZY_POLL_NS - k;
-    if (left_ns < FC_LAZY_POLL_NS / 16)
-        left_ns = FC_LAZY_POLL_NS / 16;
+    int64_t left_ns = last + FC_READER_POLL_NS - k;
+    if (left_ns < FC_READER_POLL_NS / 16)
+        left_ns = FC_READER_POLL_NS / 16;
     uint64_t span = used + (uint64_t)((double)left_ns / rate);
     if (span > cm->soft_span)
         span = cm->soft_span;
@@ -720,10 +723,8 @@ int fc_track_poll(const struct fc_track *t)
     return 0;
 }
 
-int fc_cal_lazy_poll(void)
+int fc_cal_reader_poll(void)
 {
-    if (atomic_load_explicit(&thread_present, memory_order_relaxed))
-        return 0; /* the thread polls */
     return fc_track_poll(&fc_global_track);
 }
 

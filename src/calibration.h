@@ -90,8 +90,8 @@ int fc_cal_recalibrate(void); /* the global track; publishes the first line when
  * the line wants recalibrating instead (the kernel's settings changed, or
  * it is past its soft span). */
 int fc_track_poll(const struct fc_track *t);
-/* The global track's (mode tsc, lock held); 0 while the thread runs. */
-int fc_cal_lazy_poll(void);
+/* The global track's (mode tsc, lock held). */
+int fc_cal_reader_poll(void);
 
 void fc_cal_set_ticks_rate(double rate_ns_per_tick);
 /* After FC_RECAL_FAILED on the global track: why (mode.c says what follows). */

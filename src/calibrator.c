@@ -47,13 +47,12 @@
 
 /* adjtimex while the counter answers: the error bound covers what a rate
  * change could do since the last look -- the largest adjtimex permits, 10%
- * through the tick plus 1500 ppm through the frequency, x that time (sync.c)
- * -- so the poll interval trades CPU for a tighter bound.  Each wake-up
- * costs 60-70 us of CPU in a KVM guest (2 vCPUs, measured): every 10 ms is
- * 0.57% of a CPU and a bound of up to ~1 ms (0.5 ms on average); while a
- * daemon steers the kernel, every 4 ms (1.2%, up to ~0.4 ms).  (1 ms would
- * be 2.8% and ~0.1 ms.  Lazy readers poll once per millisecond of reading
- * instead, ~3.5 us each: calibration.c.) */
+ * through the tick plus 1500 ppm through the frequency, x that time (sync.c).
+ * Readers look once per millisecond of reading (~3.5 us each, calibration.c
+ * fc_track_poll), which keeps the bound near 0.1 ms while the clock is read;
+ * these polls cover a process that is not reading.  Each wake-up costs 60-70
+ * us of CPU in a KVM guest (2 vCPUs, measured): every 10 ms is 0.57% of a
+ * CPU; while a daemon steers the kernel, every 4 ms (1.2%). */
 #define ADJTIMEX_POLL_NS 10000000LL
 #define ADJTIMEX_STEERING_POLL_NS 4000000LL
 #define IDLE_POLL_NS 50000000LL

@@ -240,7 +240,7 @@ int64_t fc_percpu_read(enum fc_kind kind)
         struct fc_track tr = track_of(sl, cpu);
         if (!fc_track_trylock(&tr))
             break;
-        /* Lazy: the fast span ends at the next adjtimex poll; a line still
+        /* The fast span ends at the next adjtimex poll; a line still
          * within its soft span and settings is extended, not recalibrated. */
         if (atomic_load_explicit(&sl->state, memory_order_relaxed) != SLOT_OK || fc_track_poll(&tr))
             calibrate_slot(sl, cpu);

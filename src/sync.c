@@ -15,8 +15,8 @@
  *     on Linux 6.18: a tick change shows in CLOCK_MONOTONIC at once, with
  *     no overshoot).
  * So the bound is about 0.1 x the time since the last poll: the poll
- * interval sets it (calibrator.c: every 10 ms from the thread, every 1 ms
- * of reading for lazy readers; calibration.c).  A change made and undone
+ * interval sets it (readers: every 1 ms of reading, calibration.c
+ * fc_track_poll; the thread: every 10 ms, calibrator.c).  A change made and undone
  * between two polls is never seen, and is outside the bound by at most its
  * rate x one poll interval.  (Not covered either: an ntpd-style PLL offset,
  * ADJ_OFFSET with STA_PLL, slews at up to offset/4 per second; its effect
