@@ -53,8 +53,9 @@
 #include <string.h>
 
 #include "fmt.h"
-#include "percpu.h"
 #include "sync.h"
+#include "upkeep.h"
+#include "warp.h"
 
 #define FC_MAX_SLEW 500e-6
 #define FC_MIN_INTERVAL_NS 100000LL        /* first refinements: 100 us */
@@ -89,12 +90,6 @@ static struct {
 } stats;
 
 /* Set by the calibrator thread while it runs: lines may then live longer. */
-static _Atomic int thread_present;
-
-void fc_cal_set_thread_present(int present)
-{
-    atomic_store_explicit(&thread_present, present, memory_order_relaxed);
-}
 
 /*
  * Fallback reads (the kernel answers while another thread recalibrates) and
@@ -461,7 +456,7 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
      * past soft_span a reader recalibrates or asks the kernel.  It is cut
      * so that the rate's uncertainty cannot grow the error past the target. */
     double unc = cs->rate_unc > 1e-12 ? cs->rate_unc : 1e-12;
-    int thread = atomic_load_explicit(&thread_present, memory_order_relaxed);
+    int thread = fc_upkeep_running();
     double soft_ns = thread ? 2.0 * (double)interval + (allowance > 0 ? 0 : 20e6) : (double)interval;
     if (soft_ns > FC_TARGET_ERR_NS / unc) soft_ns = FC_TARGET_ERR_NS / unc;
     if (soft_ns < (double)interval) soft_ns = (double)interval;
@@ -795,7 +790,7 @@ static int warp_note(const struct fc_cal_state *cs, const struct fc_sample *s, i
     warp_seen[slot].boot_off = s->boot_off;
     warp_seen[slot].sync_generation = cs->sync_generation;
     if (warp_max_cycles >= 0)
-        fc_percpu_note_warp_check(warp_max_cycles);
+        fc_warp_note(warp_max_cycles);
     return found;
 }
 
@@ -944,7 +939,7 @@ int fc_track_recalibrate(const struct fc_track *t)
     struct fc_cal_state *cs = t->cs;
     struct fc_sample s;
     /* The lazy global track notes the CPU of its samples (warp check). */
-    int lazy_warp = t->cpu < 0 && !atomic_load_explicit(&thread_present, memory_order_relaxed) &&
+    int lazy_warp = t->cpu < 0 && !fc_upkeep_running() &&
                     (fc_seam.counter ? fc_seam.counter_aux != 0 : fc_counter_has_rdtscp());
     uint32_t aux0 = 0, aux1 = 1;
     if (lazy_warp)

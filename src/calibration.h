@@ -107,7 +107,6 @@ int64_t fc_cal_fallback_value(int64_t mono, int64_t ceiling);
  * CPUs compared yet), and the CPUs that showed it. */
 int64_t fc_cal_lazy_warp(int *cpu_a, int *cpu_b);
 /* The calibrator thread runs (1) or not: lines may live longer with it. */
-void fc_cal_set_thread_present(int present);
 /* Publish a global line that routes every read to the slow path (mode
  * system, or tsc-percpu), with a MONOTONIC floor. */
 void fc_cal_publish_system(int64_t floor_ns);
@@ -130,17 +129,5 @@ int64_t fc_meta_bound(const struct fc_meta *m, int64_t mono_now);
 FC_HIDDEN extern int64_t fc_cal_max_interval_ns;
 /* Tests: forget all calibration state. */
 void fc_cal_reset_for_tests(void);
-
-/* ---- the background calibrator (calibrator.c) ---- */
-void fc_calibrator_start(void);     /* from a normal (non-signal) context only */
-int fc_calibrator_running(void);
-void fc_calibrator_after_fork_child(void);
-void fc_calibrator_wake(void);
-void fc_calibrator_stop(void);      /* tests: joins the thread */
-void fc_calibrator_pause(int paused); /* tests: a stalled calibrator */
-/* Coarse clocks served from memory by the calibrator. */
-void fc_coarse_request(void);
-void fc_coarse_deactivate(void);
-void fc_calibrator_reset_for_tests(void);
 
 #endif

@@ -32,17 +32,18 @@
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
-#include <limits.h>
-#include <linux/futex.h>
-#include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include "calibrator.h"
+
 #include "calibration.h"
+#include "clock.h"
 #include "fmt.h"
 #include "mode.h"
 #include "percpu.h"
 #include "sync.h"
+#include "upkeep.h"
 #include "warp.h"
 
 /* adjtimex while the counter answers: the error bound covers what a rate
@@ -62,45 +63,11 @@
 #define WARP_MAX_PAIRS 4            /* ... at most 4 pairs */
 
 static pthread_t cal_thread;
-static _Atomic int thread_running;   /* 1 while the thread serves this process */
 static _Atomic int thread_stop;
-static _Atomic int thread_paused;    /* tests: a stalled calibrator */
-static _Atomic int coarse_wanted;
-static _Atomic int wake_seq; /* futex word: bumped by every wake-up request */
-
-int fc_calibrator_running(void)
-{
-    return atomic_load_explicit(&thread_running, memory_order_relaxed);
-}
-
-/* Async-signal-safe; a no-op if the thread is not waiting. */
-void fc_calibrator_wake(void)
-{
-    if (!fc_calibrator_running())
-        return;
-    atomic_fetch_add_explicit(&wake_seq, 1, memory_order_release);
-    syscall(SYS_futex, &wake_seq, FUTEX_WAKE_PRIVATE, INT_MAX, 0, 0, 0);
-}
-
-/* Sleep until woken or timeout_ns passes (-1: until woken). */
-static void sleep_until_woken(int seen, int64_t timeout_ns)
-{
-    struct timespec to = {.tv_sec = timeout_ns / FC_NS_PER_SEC, .tv_nsec = timeout_ns % FC_NS_PER_SEC};
-    syscall(SYS_futex, &wake_seq, FUTEX_WAIT_PRIVATE, seen, timeout_ns >= 0 ? &to : 0, 0, 0);
-}
 
 void fc_calibrator_pause(int paused)
 {
-    atomic_store_explicit(&thread_paused, paused, memory_order_release);
-    fc_calibrator_wake();
-}
-
-void fc_coarse_request(void)
-{
-    if (!atomic_load_explicit(&coarse_wanted, memory_order_relaxed)) {
-        atomic_store_explicit(&coarse_wanted, 1, memory_order_relaxed);
-        fc_calibrator_wake();
-    }
+    fc_upkeep_pause(paused);
 }
 
 static void coarse_update(void)
@@ -111,7 +78,7 @@ static void coarse_update(void)
     atomic_store_explicit(&fc_coarse.mono, mono, memory_order_release);
 }
 
-void fc_coarse_deactivate(void)
+static void fc_coarse_deactivate(void)
 {
     /* Readers fall back to the kernel's coarse clocks, clamped at the last value. */
     int64_t last = atomic_load_explicit(&fc_coarse.mono, memory_order_relaxed);
@@ -177,7 +144,7 @@ static void startup_warp_check(void)
     struct fc_warp_result w;
     if (fc_warp_check(WARP_NS_PER_PAIR, WARP_MAX_PAIRS, &w) != 0)
         return;
-    fc_percpu_note_warp_check(w.max_warp_cycles);
+    fc_warp_note(w.max_warp_cycles);
     if (w.max_warp_cycles <= 0)
         return;
     char why[256];
@@ -232,28 +199,28 @@ static void *calibrator_main(void *arg)
     int warp_checked = 0;
 
     while (!atomic_load_explicit(&thread_stop, memory_order_acquire)) {
-        int seen = atomic_load_explicit(&wake_seq, memory_order_acquire);
+        int seen = fc_upkeep_wake_count();
         int mode = atomic_load_explicit(&fc_mode, memory_order_acquire);
         int active = (mode == FC_MODE_TSC || mode == FC_MODE_PERCPU) &&
-                     !atomic_load_explicit(&thread_paused, memory_order_acquire);
+                     !fc_upkeep_paused();
         if (!active) {
             if (mode == FC_MODE_UNINIT && fc_decision_wanted() &&
-                !atomic_load_explicit(&thread_paused, memory_order_acquire)) {
+                !fc_upkeep_paused()) {
                 /* The process reads the time: decide, a millisecond after
                  * the first read, off the readers' path. */
-                sleep_until_woken(seen, DECIDE_AFTER_NS);
+                fc_upkeep_wait(seen, DECIDE_AFTER_NS);
                 fc_decide_now();
                 continue;
             }
             if (mode == FC_MODE_SYSTEM)
                 fc_coarse_deactivate();
             /* Not decided yet (the first read wakes us), paused, or system. */
-            sleep_until_woken(seen, mode == FC_MODE_SYSTEM ? -1 : IDLE_POLL_NS);
+            fc_upkeep_wait(seen, mode == FC_MODE_SYSTEM ? -1 : IDLE_POLL_NS);
             continue;
         }
         int64_t now = fastclock_mono_ns();
         int64_t next = last_cal + interval_ns(mode);
-        if (atomic_load_explicit(&coarse_wanted, memory_order_relaxed) && last_tick + COARSE_TICK_NS < next)
+        if (fc_coarse_wanted() && last_tick + COARSE_TICK_NS < next)
             next = last_tick + COARSE_TICK_NS;
         int64_t poll_ns = fc_sync_rate_allowance() > 0 ? ADJTIMEX_STEERING_POLL_NS : ADJTIMEX_POLL_NS;
         if (last_adj + poll_ns < next)
@@ -283,9 +250,9 @@ static void *calibrator_main(void *arg)
                 }
             }
         } else {
-            sleep_until_woken(seen, timeout_ns);
+            fc_upkeep_wait(seen, timeout_ns);
         }
-        if (atomic_load_explicit(&thread_paused, memory_order_acquire))
+        if (fc_upkeep_paused())
             continue;
         mode = atomic_load_explicit(&fc_mode, memory_order_acquire);
         if (mode != FC_MODE_TSC && mode != FC_MODE_PERCPU)
@@ -320,7 +287,7 @@ static void *calibrator_main(void *arg)
             }
             last_cal = fastclock_mono_ns();
         }
-        if (atomic_load_explicit(&coarse_wanted, memory_order_relaxed)) {
+        if (fc_coarse_wanted()) {
             coarse_update();
             last_tick = now;
         }
@@ -332,7 +299,7 @@ static void *calibrator_main(void *arg)
 
 void fc_calibrator_start(void)
 {
-    if (fc_calibrator_running())
+    if (fc_upkeep_running())
         return;
     /* The thread must never run a signal handler: block everything it inherits. */
     sigset_t all, old;
@@ -342,19 +309,17 @@ void fc_calibrator_start(void)
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 128 * 1024);
     atomic_store_explicit(&thread_stop, 0, memory_order_relaxed);
-    atomic_store_explicit(&thread_running, 1, memory_order_relaxed);
+    fc_upkeep_set_running(1);
     if (pthread_create(&cal_thread, &attr, calibrator_main, 0) != 0)
-        atomic_store_explicit(&thread_running, 0, memory_order_relaxed);
-    fc_cal_set_thread_present(fc_calibrator_running());
+        fc_upkeep_set_running(0);
     pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, 0);
 }
 
-void fc_calibrator_after_fork_child(void)
+static void fc_calibrator_after_fork_child(void)
 {
     /* The thread does not exist in the child: readers calibrate from now on. */
-    atomic_store_explicit(&thread_running, 0, memory_order_relaxed);
-    fc_cal_set_thread_present(0);
+    fc_upkeep_set_running(0);
     atomic_store_explicit(fc_global_track.lock, 0, memory_order_relaxed);
     fc_percpu_after_fork_child();
     fc_sync_after_fork_child();
@@ -364,18 +329,61 @@ void fc_calibrator_after_fork_child(void)
 
 void fc_calibrator_stop(void)
 {
-    if (!fc_calibrator_running())
+    if (!fc_upkeep_running())
         return;
     atomic_store_explicit(&thread_stop, 1, memory_order_release);
-    fc_calibrator_wake();
+    fc_upkeep_wake();
     pthread_join(cal_thread, 0);
-    atomic_store_explicit(&thread_running, 0, memory_order_relaxed);
-    fc_cal_set_thread_present(0);
+    fc_upkeep_set_running(0);
     fc_coarse_deactivate();
 }
 
 void fc_calibrator_reset_for_tests(void)
 {
-    atomic_store(&coarse_wanted, 0);
-    atomic_store(&thread_paused, 0);
+    fc_calibrator_stop();
+    fc_upkeep_reset_for_tests();
+}
+
+/* ---- process lifecycle ------------------------------------------------- */
+
+/* The thread is started when the library is loaded: a constructor runs in a
+ * normal context, never in a signal handler (pthread_create is not
+ * async-signal-safe), which the first read cannot promise. */
+
+static _Atomic int fork_held_lock;
+
+static void atfork_prepare(void)
+{
+    /* Keep the writer's state whole across fork: wait briefly for a
+     * calibration in progress (a few microseconds), never indefinitely. */
+    for (int i = 0; i < 2000; i++) {
+        if (fc_cal_trylock()) {
+            atomic_store_explicit(&fork_held_lock, 1, memory_order_relaxed);
+            return;
+        }
+        if (i > 100)
+            sched_yield();
+        else
+            fc_cpu_relax();
+    }
+}
+
+static void atfork_parent(void)
+{
+    if (atomic_exchange_explicit(&fork_held_lock, 0, memory_order_relaxed))
+        fc_cal_unlock();
+}
+
+static void atfork_child(void)
+{
+    atomic_store_explicit(&fork_held_lock, 0, memory_order_relaxed);
+    fc_calibrator_after_fork_child();
+}
+
+__attribute__((constructor)) static void fc_library_loaded(void)
+{
+    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+    enum fc_calibrator_pref p = fc_calibrator_pref();
+    if (p == FC_CAL_THREAD || (p == FC_CAL_AUTO && !fc_default_lazy))
+        fc_calibrator_start();
 }

@@ -41,17 +41,18 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "clock.h"
+
 #include "calibration.h"
 #include "mode.h"
 #include "percpu.h"
 #include "sync.h"
+#include "upkeep.h"
 #include "wall.h"
 
 #define FC_API __attribute__((visibility("default")))
 #define FC_COLD __attribute__((noinline, cold))
 
-struct fc_latch fc_latch;
-struct fc_coarse fc_coarse;
 /* fastclock_inline.h's view of it (mono and real first, as the block there
  * says): a pointer, so a copy relocation in a non-PIE program copies the
  * address, never the block itself. */
@@ -68,6 +69,106 @@ __attribute__((noinline)) int64_t fc_new_second(enum fc_kind kind, int64_t ns)
     return sec;
 }
 static _Atomic uint64_t fallback_reads;
+
+/* ---------------------------------------------------------------- before the decision */
+
+/*
+ * Until the mode is decided, the kernel answers every read directly, and the
+ * decision waits until the process has shown it reads the time often: the
+ * calibrator thread decides a millisecond after the first read; without one,
+ * the thread that makes its defer_reads-th read decides.  A process that
+ * reads the time a few times (date, a shell tool) never pays for a decision
+ * (CPUIDs and a sysfs read trap in a VM: 30-80 us there), and never costs
+ * more than libc.
+ *
+ * fc_direct_gettime is this file's routing pointer: the wrapper below until
+ * the decision; then NULL (the line answers), or the kernel's clock itself
+ * where mode system was decided at start-up (mode.c fc_system_from_start:
+ * nothing was ever served from the counter, so the kernel answers
+ * unclamped).  The first read after the decision swaps it.
+ */
+#define DEFER_READS 32
+static int deferred_gettime(clockid_t id, struct timespec *ts);
+static _Atomic(fc_direct_fn) fc_direct_gettime = deferred_gettime;
+static _Atomic int read_before_decision;
+static __thread uint32_t deferred_reads __attribute__((tls_model("initial-exec")));
+
+static enum fc_kind kind_of(clockid_t id)
+{
+    switch (id) {
+    case CLOCK_REALTIME: case CLOCK_REALTIME_COARSE: return FC_REAL;
+    case CLOCK_BOOTTIME: return FC_BOOT;
+    case CLOCK_TAI: return FC_TAI;
+    default: return FC_MONO;
+    }
+}
+
+/* The decision is made: route reads as it says (from the wrapper, or from
+ * NULL in tests), and return where they now go. */
+static fc_direct_fn route_decided(void)
+{
+    fc_direct_fn next = 0;
+    if (fc_system_from_start())
+        next = fc_seam.kernel_gettime ? fc_seam.kernel_gettime : fc_refclock_direct();
+    fc_direct_fn expected = atomic_load_explicit(&fc_direct_gettime, memory_order_acquire);
+    if (expected == deferred_gettime || expected == 0)
+        atomic_compare_exchange_strong_explicit(&fc_direct_gettime, &expected, next, memory_order_acq_rel,
+                                                memory_order_acquire);
+    return next;
+}
+
+/* The first read through the wrapper after the decision: answer it as the
+ * decision says. */
+static FC_COLD int decided_gettime(clockid_t id, struct timespec *ts)
+{
+    fc_direct_fn next = route_decided();
+    if (next)
+        return next(id, ts);
+    if (id == CLOCK_MONOTONIC_COARSE || id == CLOCK_REALTIME_COARSE) {
+        fc_ns_to_ts(id == CLOCK_MONOTONIC_COARSE ? fastclock_mono_coarse_ns() : fastclock_real_coarse_ns(), ts);
+        return 0;
+    }
+    fc_ns_to_ts(fc_slow_read(kind_of(id), 1), ts);
+    return 0;
+}
+
+static int deferred_gettime(clockid_t id, struct timespec *ts)
+{
+    int mode = atomic_load_explicit(&fc_mode, memory_order_acquire);
+    if (FC_UNLIKELY(mode != FC_MODE_UNINIT && mode != FC_MODE_INITIALIZING))
+        return decided_gettime(id, ts);
+    uint64_t seq = atomic_load_explicit(&fc_latch.seq, memory_order_acquire);
+    int r = fc_kernel_gettime(id, ts);
+    if (FC_UNLIKELY(!atomic_load_explicit(&read_before_decision, memory_order_relaxed))) {
+        atomic_store_explicit(&read_before_decision, 1, memory_order_relaxed);
+        fc_upkeep_wake(); /* it decides a millisecond from now */
+    }
+    if (FC_UNLIKELY(++deferred_reads >= DEFER_READS) && !fc_upkeep_running() &&
+        atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_UNINIT)
+        fc_try_init();
+    /* A line published while we read: this value may lie above it, so
+     * read again through the slow path (which never undercuts a line). */
+    if (FC_UNLIKELY(atomic_load_explicit(&fc_latch.seq, memory_order_acquire) != seq) &&
+        id != CLOCK_MONOTONIC_COARSE && id != CLOCK_REALTIME_COARSE) {
+        fc_ns_to_ts(fc_slow_read(kind_of(id), 1), ts);
+        return 0;
+    }
+    return r == 0 ? 0 : -errno;
+}
+
+int fc_decision_wanted(void)
+{
+    return atomic_load_explicit(&read_before_decision, memory_order_relaxed);
+}
+
+void fc_clock_reset_for_tests(void)
+{
+    /* Tests decide at the first read (no wrapper): the seam is in place. */
+    atomic_store(&fc_direct_gettime, (fc_direct_fn)0);
+    atomic_store(&read_before_decision, 0);
+    deferred_reads = 0;
+    atomic_store(&fallback_reads, 0);
+}
 
 /* ---------------------------------------------------------------- fast path */
 
@@ -198,6 +299,12 @@ static FC_COLD int64_t slow_read(enum fc_kind kind, int ordered)
             fc_cal_unlock();
             continue;
         }
+        if (mode == FC_MODE_SYSTEM && fc_system_from_start()) {
+            /* Decided at start-up (tests reach here without the wrapper). */
+            fc_direct_fn k = route_decided();
+            if (k)
+                return direct_ns(k, fc_kind_clock(kind));
+        }
         if (mode == FC_MODE_INITIALIZING || mode == FC_MODE_SYSTEM || f.l.mult == 0) {
             /* No line yet, or the kernel's clocks by decision. */
             if (fallback_read(kind, &f, &v))
@@ -237,25 +344,6 @@ static FC_COLD int64_t slow_read(enum fc_kind kind, int ordered)
             atomic_fetch_add_explicit(&fallback_reads, 1, memory_order_relaxed);
             return v;
         }
-    }
-}
-
-/* Mode tsc, no line yet: publish the first one as soon as its baseline
- * allows (~20 us from the decision), for callers that want the counter's
- * figures now (status, ticks_to_ns).  Waits only for the baseline, never for
- * a lock holder (a signal handler may have interrupted it on this thread). */
-void fc_first_line_now(void)
-{
-    for (int i = 0; i < 1000; i++) {
-        if (atomic_load_explicit(&fc_mode, memory_order_acquire) != FC_MODE_TSC ||
-            fc_line_current(&fc_latch)->mult != 0 || !fc_cal_trylock())
-            return;
-        int r = fc_mode_recalibrate();
-        fc_cal_unlock();
-        if (r != FC_RECAL_SKIPPED)
-            return;
-        for (int j = 0; j < 100; j++) /* ~1 us: the baseline is 20 us */
-            fc_cpu_relax();
     }
 }
 
@@ -317,8 +405,24 @@ FC_API int64_t fastclock_real_coarse_ns(void)
 
 /* ---------------------------------------------------------------- ticks */
 
+/* The first ticks (decides the mode: the unit depends on it), and every
+ * one after the mode left tsc. */
+static FC_COLD uint64_t ticks_slow(void)
+{
+    fc_decide_now();
+    if (atomic_load_explicit(&fc_ticks_raw, memory_order_acquire))
+        return fc_counter_unordered();
+    int mode = atomic_load_explicit(&fc_mode, memory_order_acquire);
+    if (mode == FC_MODE_TSC && !fc_ticks_synthesised())
+        return fc_now_counter(0); /* an injected counter (tests) */
+    fc_direct_fn direct = atomic_load_explicit(&fc_ticks_direct, memory_order_acquire);
+    if (direct != 0)
+        return (uint64_t)direct_ns(direct, CLOCK_MONOTONIC);
+    return fc_ticks_synth(fastclock_mono_ns());
+}
+
 /* Counter ticks while mode tsc lasts; the unit never changes after that
- * (mode.c, fc_ticks_slow), so a difference always converts correctly. */
+ * (mode.c, the ticks map), so a difference always converts correctly. */
 FC_API uint64_t fastclock_ticks(void)
 {
     if (FC_LIKELY(atomic_load_explicit(&fc_ticks_raw, memory_order_relaxed)))
@@ -327,7 +431,7 @@ FC_API uint64_t fastclock_ticks(void)
     fc_direct_fn f = atomic_load_explicit(&fc_ticks_direct, memory_order_relaxed);
     if (FC_LIKELY(f != 0))
         return (uint64_t)direct_ns(f, CLOCK_MONOTONIC);
-    return fc_ticks_slow();
+    return ticks_slow();
 }
 
 FC_API int64_t fastclock_ticks_to_ns(uint64_t ticks)
@@ -566,7 +670,7 @@ static int status_fill(struct fastclock_status *out)
                        : fc_default_unordered()         ? "rdtsc"
                        : (flags & FC_READ_RDTSCP)       ? "rdtscp"
                                                         : "lfence;rdtsc";
-        out->calibrator = fc_calibrator_running() ? "thread" : "lazy";
+        out->calibrator = fc_upkeep_running() ? "thread" : "lazy";
         out->counter_hz = st.rate_ns_per_tick > 0 ? 1e9 / st.rate_ns_per_tick : 0;
         out->calibration_interval_ns = st.interval_ns;
         out->last_calibration_age_ns = now - f.m.published_mono_ns;
@@ -574,7 +678,7 @@ static int status_fill(struct fastclock_status *out)
             out->last_calibration_age_ns = 0;
     } else if (mode == FC_MODE_PERCPU) {
         out->counter = "rdtscp";
-        out->calibrator = fc_calibrator_running() ? "thread" : "lazy";
+        out->calibrator = fc_upkeep_running() ? "thread" : "lazy";
         /* Before any CPU's own calibration: the rate seeded at the decision. */
         double seed = fc_percpu_seed_rate();
         out->counter_hz = ps.mean_hz > 0 ? ps.mean_hz : seed > 0 ? 1e9 / seed : 0;
@@ -584,7 +688,7 @@ static int status_fill(struct fastclock_status *out)
     } else if (mode == FC_MODE_TSC) {
         /* Trusted, first line not published yet (~20 us after the decision). */
         out->counter = "clock_gettime (first line pending)";
-        out->calibrator = fc_calibrator_running() ? "thread" : "lazy";
+        out->calibrator = fc_upkeep_running() ? "thread" : "lazy";
     } else {
         out->counter = "clock_gettime";
         out->calibrator = "none";

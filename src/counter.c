@@ -12,7 +12,12 @@
  * choice every time.
  */
 #define _GNU_SOURCE
-#include "internal.h"
+#include <stdatomic.h>
+
+#include "base.h"
+#include "counter.h"
+#include "refclock.h"
+#include "seam.h"
 
 #include "cpu.h"
 

@@ -4,6 +4,11 @@
 
 #include <stdint.h>
 
+/* How ordered reads read the counter (global latch only; written once by the
+ * mode decision, before the first line, and never again). */
+#define FC_READ_RDTSCP 1u          /* rdtscp rather than lfence;rdtsc */
+#define FC_READ_ORDERED_KERNEL 2u  /* the kernel's clock is clearly cheaper here */
+
 #if defined(__x86_64__) || defined(__i386__)
 #define FC_HAVE_COUNTER 1
 /* The kernel's name for this counter as a clocksource. */

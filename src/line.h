@@ -22,12 +22,8 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "base.h"
 #include "counter.h"
-
-#define FC_INLINE static inline __attribute__((always_inline))
-#define FC_LIKELY(x) __builtin_expect(!!(x), 1)
-#define FC_UNLIKELY(x) __builtin_expect(!!(x), 0)
-#define FC_LOAD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
 
 /* Fixed-point shift: mult is ns per tick in units of 2^-32 ns.  Quantising
  * the rate to 2^-32 ns per tick costs at most 0.5 ns over a 2 s line; in
@@ -35,7 +31,6 @@
  * the read path multiplies 64 x 64 -> 64 (the vDSO's arithmetic). */
 #define FC_SHIFT 32
 
-enum fc_kind { FC_MONO, FC_REAL, FC_BOOT, FC_TAI };
 
 /* Hot part of a line: exactly one cache line, read on every call. */
 struct fc_line {
@@ -62,10 +57,6 @@ struct fc_meta {
     uint64_t sync_generation; /* the kernel's rate settings the line was built for (sync.c) */
 } __attribute__((aligned(64)));
 
-/* How ordered reads read the counter (global latch only; written once by the
- * mode decision, before the first line, and never again). */
-#define FC_READ_RDTSCP 1u          /* rdtscp rather than lfence;rdtsc */
-#define FC_READ_ORDERED_KERNEL 2u  /* the kernel's clock is clearly cheaper here */
 
 struct fc_latch {
     _Atomic uint64_t seq __attribute__((aligned(64)));
@@ -73,6 +64,9 @@ struct fc_latch {
     struct fc_line line[2];
     struct fc_meta meta[2];
 };
+
+/* The global line (line.c); tsc-percpu's lines live in percpu.c. */
+extern struct fc_latch fc_latch __attribute__((visibility("hidden")));
 
 /* The ordered counter read this latch asks for. */
 FC_INLINE uint64_t fc_counter_fenced(uint32_t flags)

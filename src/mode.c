@@ -37,24 +37,15 @@
 #include "kernel.h"
 #include "percpu.h"
 #include "sync.h"
+#include "upkeep.h"
 #include "wall.h"
 
 _Atomic int fc_mode;
 
-/*
- * Until the mode is decided, the kernel answers every read directly, and the
- * decision waits until the process has shown it reads the time often: the
- * calibrator thread decides a millisecond after the first read; without one,
- * the thread that makes its DEFER_READS-th read decides.  A process that
- * reads the time a few times (date, a shell tool) never pays for a decision
- * (CPUIDs and a sysfs read trap in a VM: 30-80 us there), and never costs
- * more than libc.
- */
-#define DEFER_READS 32
-static int deferred_gettime(clockid_t id, struct timespec *ts);
-_Atomic(fc_direct_fn) fc_direct_gettime = deferred_gettime;
-static _Atomic int read_before_decision;
-static __thread uint32_t deferred_reads __attribute__((tls_model("initial-exec")));
+/* Mode system decided at start-up: nothing was ever served from the
+ * counter, so reads go straight to the kernel, unclamped (clock.c), and the
+ * preload shim may hand calls to libc. */
+static _Atomic int system_at_start;
 
 enum fc_mode_pref { PREF_AUTO, PREF_TSC, PREF_PERCPU, PREF_SYSTEM };
 
@@ -102,8 +93,7 @@ const char *fc_get_reason(void)
 
 int fc_system_from_start(void)
 {
-    fc_direct_fn f = atomic_load_explicit(&fc_direct_gettime, memory_order_acquire);
-    return f != 0 && f != deferred_gettime;
+    return atomic_load_explicit(&system_at_start, memory_order_acquire);
 }
 
 int fc_mode_forced(void)
@@ -182,42 +172,6 @@ enum fc_calibrator_pref fc_calibrator_pref(void)
     return (enum fc_calibrator_pref)p;
 }
 
-static enum fc_kind kind_of(clockid_t id)
-{
-    switch (id) {
-    case CLOCK_REALTIME: case CLOCK_REALTIME_COARSE: return FC_REAL;
-    case CLOCK_BOOTTIME: return FC_BOOT;
-    case CLOCK_TAI: return FC_TAI;
-    default: return FC_MONO;
-    }
-}
-
-static int deferred_gettime(clockid_t id, struct timespec *ts)
-{
-    uint64_t seq = atomic_load_explicit(&fc_latch.seq, memory_order_acquire);
-    int r = fc_kernel_gettime(id, ts);
-    if (FC_UNLIKELY(!atomic_load_explicit(&read_before_decision, memory_order_relaxed))) {
-        atomic_store_explicit(&read_before_decision, 1, memory_order_relaxed);
-        fc_calibrator_wake(); /* it decides a millisecond from now */
-    }
-    if (FC_UNLIKELY(++deferred_reads >= DEFER_READS) && !fc_calibrator_running() &&
-        atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_UNINIT)
-        fc_try_init();
-    /* A line published while we read: this value may lie above it, so
-     * read again through the slow path (which never undercuts a line). */
-    if (FC_UNLIKELY(atomic_load_explicit(&fc_latch.seq, memory_order_acquire) != seq) &&
-        id != CLOCK_MONOTONIC_COARSE && id != CLOCK_REALTIME_COARSE) {
-        fc_ns_to_ts(fc_slow_read(kind_of(id), 1), ts);
-        return 0;
-    }
-    return r == 0 ? 0 : -errno;
-}
-
-int fc_decision_wanted(void)
-{
-    return atomic_load_explicit(&read_before_decision, memory_order_relaxed);
-}
-
 void fc_decide_now(void)
 {
     if (atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_UNINIT)
@@ -258,8 +212,6 @@ void fc_mode_enter(int mode, const char *reason, int64_t floor_ns)
 {
     int old = atomic_load_explicit(&fc_mode, memory_order_relaxed);
     set_reason(reason);
-    if (old == FC_MODE_INITIALIZING)
-        atomic_store_explicit(&fc_direct_gettime, (fc_direct_fn)0, memory_order_release);
     if (mode == FC_MODE_TSC) {
         atomic_store_explicit(&fc_ticks_raw, !fc_seam.counter, memory_order_relaxed);
     } else {
@@ -276,14 +228,11 @@ void fc_mode_enter(int mode, const char *reason, int64_t floor_ns)
             ticks_leave_raw(floor_ns);
         }
         fc_cal_publish_system(floor_ns);
-        if (at_start && mode == FC_MODE_SYSTEM) {
-            /* Nothing was ever served from the counter: the kernel answers
-             * unclamped, straight from the vDSO. */
-            atomic_store_explicit(&fc_direct_gettime, kernel, memory_order_release);
-        }
+        if (at_start && mode == FC_MODE_SYSTEM)
+            atomic_store_explicit(&system_at_start, 1, memory_order_release);
     }
     atomic_store_explicit(&fc_mode, mode, memory_order_release);
-    fc_calibrator_wake();
+    fc_upkeep_wake();
 }
 
 /* With the lock held: the global track's recalibration, and what follows a
@@ -516,63 +465,34 @@ void fc_wait_decided(void)
         i < 1000 ? fc_cpu_relax() : (void)sched_yield();
 }
 
-/* ---- process lifecycle ------------------------------------------------- */
-
-static _Atomic int fork_held_lock;
-
-static void atfork_prepare(void)
+/* Mode tsc, no line yet: publish the first one as soon as its baseline
+ * allows (~20 us from the decision), for callers that want the counter's
+ * figures now (status, ticks_to_ns).  Waits only for the baseline, never for
+ * a lock holder (a signal handler may have interrupted it on this thread). */
+void fc_first_line_now(void)
 {
-    /* Keep the writer's state whole across fork: wait briefly for a
-     * calibration in progress (a few microseconds), never indefinitely. */
-    for (int i = 0; i < 2000; i++) {
-        if (fc_cal_trylock()) {
-            atomic_store_explicit(&fork_held_lock, 1, memory_order_relaxed);
+    for (int i = 0; i < 1000; i++) {
+        if (atomic_load_explicit(&fc_mode, memory_order_acquire) != FC_MODE_TSC ||
+            fc_line_current(&fc_latch)->mult != 0 || !fc_cal_trylock())
             return;
-        }
-        if (i > 100)
-            sched_yield();
-        else
+        int r = fc_mode_recalibrate();
+        fc_cal_unlock();
+        if (r != FC_RECAL_SKIPPED)
+            return;
+        for (int j = 0; j < 100; j++) /* ~1 us: the baseline is 20 us */
             fc_cpu_relax();
     }
 }
 
-static void atfork_parent(void)
-{
-    if (atomic_exchange_explicit(&fork_held_lock, 0, memory_order_relaxed))
-        fc_cal_unlock();
-}
-
-static void atfork_child(void)
-{
-    atomic_store_explicit(&fork_held_lock, 0, memory_order_relaxed);
-    fc_calibrator_after_fork_child();
-}
-
-__attribute__((constructor)) static void fc_library_loaded(void)
-{
-    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
-    enum fc_calibrator_pref p = fc_calibrator_pref();
-    if (p == FC_CAL_THREAD || (p == FC_CAL_AUTO && !fc_default_lazy))
-        fc_calibrator_start();
-}
-
 /* ---- ticks ------------------------------------------------------------- */
 
-uint64_t fc_ticks_slow(void)
+int fc_ticks_synthesised(void)
 {
-    fc_decide_now(); /* the unit depends on it */
-    if (atomic_load_explicit(&fc_ticks_raw, memory_order_acquire))
-        return fc_counter_unordered();
-    int mode = atomic_load_explicit(&fc_mode, memory_order_acquire);
-    if (mode == FC_MODE_TSC && !atomic_load_explicit(&ticks_synth, memory_order_acquire))
-        return fc_now_counter(0); /* an injected counter (tests) */
-    fc_direct_fn direct = atomic_load_explicit(&fc_ticks_direct, memory_order_acquire);
-    if (direct != 0) {
-        struct timespec ts;
-        direct(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)fc_ts_to_ns(&ts);
-    }
-    int64_t mono = fastclock_mono_ns();
+    return atomic_load_explicit(&ticks_synth, memory_order_acquire);
+}
+
+uint64_t fc_ticks_synth(int64_t mono)
+{
     if (!atomic_load_explicit(&ticks_synth, memory_order_acquire))
         return (uint64_t)mono;
     int64_t d = mono - atomic_load_explicit(&synth_base_mono, memory_order_relaxed);
@@ -594,15 +514,11 @@ int64_t fc_ticks_to_ns(uint64_t ticks)
 
 void fc_reset_for_tests(void)
 {
-    fc_calibrator_stop();
-    fc_calibrator_reset_for_tests();
     fc_percpu_reset_for_tests();
     fc_cal_reset_for_tests();
     memset(&fc_latch, 0, sizeof fc_latch);
     atomic_store(&fc_mode, FC_MODE_UNINIT);
-    /* Tests decide at the first read (no deferral): the seam is in place. */
-    atomic_store(&fc_direct_gettime, (fc_direct_fn)0);
-    atomic_store(&read_before_decision, 0);
+    atomic_store(&system_at_start, 0);
     atomic_store(&mode_forced, 0);
     fc_counter_reset_for_tests();
     atomic_store(&reason_used, 0);
@@ -613,7 +529,4 @@ void fc_reset_for_tests(void)
     atomic_store(&fc_ticks_in_ns, 0);
     atomic_store(&fc_ticks_direct, (fc_direct_fn)0);
     atomic_store(&ticks_synth, 0);
-    atomic_store_explicit(&fc_coarse.mono, 0, memory_order_relaxed);
-    atomic_store_explicit(&fc_coarse.real, 0, memory_order_relaxed);
-    atomic_store_explicit(&fc_coarse.floor_mono, 0, memory_order_relaxed);
 }

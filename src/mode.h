@@ -10,6 +10,9 @@
 
 #include "internal.h"
 
+/* Written only by fc_mode_enter; everyone else loads it. */
+FC_HIDDEN extern _Atomic int fc_mode;
+
 enum fc_calibrator_pref { FC_CAL_AUTO = 0, FC_CAL_THREAD, FC_CAL_LAZY };
 
 /* Runs the mode decision if nobody has; returns 1 if this call did it. */
@@ -24,7 +27,6 @@ FC_HIDDEN void fc_decide_now(void);
 FC_HIDDEN void fc_first_line_now(void);
 /* 1 once a clock was read before the decision (the calibrator thread then
  * decides a millisecond later). */
-FC_HIDDEN int fc_decision_wanted(void);
 
 /*
  * The one way to change the mode, with the writer's lock (fc_cal_trylock)
@@ -39,19 +41,21 @@ FC_HIDDEN void fc_mode_enter(int mode, const char *reason, int64_t floor_ns);
 FC_HIDDEN const char *fc_get_reason(void);
 FC_HIDDEN int fc_mode_forced(void);
 
-/* Reads that go straight to the kernel, unclamped: before the decision (a
- * wrapper that also triggers it), and in mode system decided at start-up
- * (nothing was ever served from the counter; the preload shim may then hand
- * calls to libc).  The vDSO's -errno convention.  NULL otherwise. */
+/* A kernel clock read in the vDSO's -errno convention. */
 typedef int (*fc_direct_fn)(clockid_t, struct timespec *);
-FC_HIDDEN extern _Atomic(fc_direct_fn) fc_direct_gettime;
+/* Mode system was decided at start-up: nothing was ever served from the
+ * counter, so the kernel may answer unclamped (clock.c reads go straight to
+ * the vDSO; the preload shim may hand calls to libc). */
 FC_HIDDEN int fc_system_from_start(void);
 
 /* fastclock_ticks() and fastclock_ticks_to_ns(): raw counter reads while 1. */
 FC_HIDDEN extern _Atomic int fc_ticks_raw;
 FC_HIDDEN extern _Atomic int fc_ticks_in_ns;
 FC_HIDDEN extern _Atomic(fc_direct_fn) fc_ticks_direct; /* where ticks in ns are read; NULL until then */
-FC_HIDDEN uint64_t fc_ticks_slow(void);
+/* Ticks synthesised from MONOTONIC since the mode left tsc (0: not). */
+FC_HIDDEN int fc_ticks_synthesised(void);
+/* MONOTONIC ns -> ticks in the process's unit (synthesised, or ns). */
+FC_HIDDEN uint64_t fc_ticks_synth(int64_t mono);
 FC_HIDDEN int64_t fc_ticks_to_ns(uint64_t ticks);
 
 /* With the lock held: recalibrate the global line; on failure, mode system. */

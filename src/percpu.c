@@ -29,6 +29,7 @@
 #include "calibration.h"
 #include "fmt.h"
 #include "kernel.h"
+#include "warp.h"
 
 #define RETRY_AFTER_GIVE_UP_NS (15LL * FC_NS_PER_SEC)
 #define MAX_SLOTS 4096
@@ -47,7 +48,6 @@ struct fc_cpu_slot {
 static _Atomic(struct fc_cpu_slot *) slots;
 static _Atomic int nslots;
 static double seed_rate, seed_unc;
-static _Atomic int64_t warp_cycles_plus1; /* 0: check not run */
 /* The global line's ceiling when mode tsc-percpu began (0 when it began at
  * the decision): written before the mode, read by every per-CPU read. */
 static _Atomic int64_t switch_floor;
@@ -307,10 +307,6 @@ int64_t fc_percpu_interval_ns(void)
     return best ? best : 1000000; /* nothing calibrated yet: look again in 1 ms */
 }
 
-void fc_percpu_note_warp_check(int64_t max_warp_cycles)
-{
-    atomic_store_explicit(&warp_cycles_plus1, max_warp_cycles + 1, memory_order_relaxed);
-}
 
 void fc_percpu_after_fork_child(void)
 {
@@ -323,7 +319,7 @@ void fc_percpu_after_fork_child(void)
 void fc_percpu_stats(struct fc_percpu_stats *out)
 {
     memset(out, 0, sizeof *out);
-    out->max_warp_cycles = atomic_load_explicit(&warp_cycles_plus1, memory_order_relaxed) - 1;
+    out->max_warp_cycles = fc_warp_noted();
     struct fc_cpu_slot *base = atomic_load_explicit(&slots, memory_order_acquire);
     int n = atomic_load_explicit(&nslots, memory_order_relaxed);
     out->cpus = base ? n : 0;
@@ -378,7 +374,7 @@ void fc_percpu_reset_for_tests(void)
     int n = atomic_exchange(&nslots, 0);
     if (base)
         munmap(base, (size_t)n * sizeof(struct fc_cpu_slot));
-    atomic_store(&warp_cycles_plus1, 0);
+    fc_warp_reset_for_tests();
     atomic_store(&switch_floor, 0);
     tls_last = 0;
     seed_rate = seed_unc = 0;

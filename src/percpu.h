@@ -21,7 +21,6 @@ void fc_percpu_set_floor(int64_t floor_ns);
 double fc_percpu_seed_rate(void);
 /* Shortest interval any calibrated CPU wants now. */
 int64_t fc_percpu_interval_ns(void);
-void fc_percpu_note_warp_check(int64_t max_warp_cycles);
 void fc_percpu_after_fork_child(void);
 
 struct fc_percpu_stats {

@@ -52,7 +52,9 @@
 #include <unistd.h>
 
 #include "calibration.h"
+#include "clock.h"
 #include "mode.h"
+#include "upkeep.h"
 #include "wall.h"
 
 #define SHIM_API __attribute__((visibility("default")))
@@ -473,7 +475,7 @@ __attribute__((constructor)) static void fc_preload_loaded(void)
     /* The core's vDSO pointers (refclock.c finds them, per architecture). */
     atomic_store_explicit(&vdso_gettime, fc_refclock_vdso_gettime(), memory_order_relaxed);
     atomic_store_explicit(&vdso_gettimeofday, fc_refclock_vdso_gettimeofday(), memory_order_relaxed);
-    if (!fc_calibrator_running() && fc_calibrator_pref() != FC_CAL_THREAD) {
+    if (!fc_upkeep_running() && fc_calibrator_pref() != FC_CAL_THREAD) {
         atomic_store_explicit(&coarse_direct, atomic_load_explicit(&vdso_gettime, memory_order_relaxed),
                               memory_order_relaxed);
     }

@@ -9,7 +9,10 @@
 #define _GNU_SOURCE
 #include "refclock.h"
 
-#include "internal.h"
+#include "base.h"
+#include "seam.h"
+
+#include <stdatomic.h>
 
 #include <elf.h>
 #include <errno.h>

@@ -27,6 +27,9 @@ struct fc_seam {
     int ncpus;                                           /* 0: from sysfs */
 };
 
+/* The one instance (seam.c), installed only by fc_test_reset (testing.c). */
+extern struct fc_seam fc_seam __attribute__((visibility("hidden")));
+
 #ifdef __cplusplus
 }
 #endif

@@ -3,13 +3,17 @@
 #include <string.h>
 
 #include "calibration.h"
+#include "calibrator.h"
+#include "clock.h"
 #include "mode.h"
 #include "percpu.h"
 #include "wall.h"
 
 void fc_test_reset(const struct fc_seam *seam)
 {
+    fc_calibrator_reset_for_tests(); /* first: no reader may run meanwhile */
     fc_reset_for_tests();
+    fc_clock_reset_for_tests();
     if (seam)
         fc_seam = *seam;
     else

@@ -136,3 +136,20 @@ int fc_warp_check(int64_t ns_per_pair, int max_pairs, struct fc_warp_result *out
     out->elapsed_ns = mono_ns() - start;
     return out->pairs_tested > 0 ? 0 : -1;
 }
+
+static _Atomic int64_t noted_plus1; /* 0: no check has run */
+
+void fc_warp_note(int64_t max_warp_cycles)
+{
+    atomic_store_explicit(&noted_plus1, max_warp_cycles + 1, memory_order_relaxed);
+}
+
+int64_t fc_warp_noted(void)
+{
+    return atomic_load_explicit(&noted_plus1, memory_order_relaxed) - 1;
+}
+
+void fc_warp_reset_for_tests(void)
+{
+    atomic_store(&noted_plus1, 0);
+}

@@ -31,6 +31,13 @@ struct fc_warp_result {
  * Returns 0, or -1 when fewer than two CPUs can be used. */
 int fc_warp_check(int64_t ns_per_pair, int max_pairs, struct fc_warp_result *out);
 
+/* The process's own verdict, from whichever check ran (the calibrator
+ * thread's at start-up, or the lazy calibrator's samples): the largest warp
+ * in cycles, -1 while none has run.  Reported by fastclock_status. */
+void fc_warp_note(int64_t max_warp_cycles);
+int64_t fc_warp_noted(void);
+void fc_warp_reset_for_tests(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,11 @@
+/* The background calibrator thread (calibrator.c): the top of the house's
+ * upkeep.  Readers and the mode reach it only through upkeep.h. */
+#ifndef FC_CALIBRATOR_H
+#define FC_CALIBRATOR_H
+
+void fc_calibrator_start(void);       /* from a normal (non-signal) context only */
+void fc_calibrator_stop(void);        /* tests: joins the thread */
+void fc_calibrator_pause(int paused); /* tests: a stalled calibrator */
+void fc_calibrator_reset_for_tests(void); /* stops it, forgets the requests */
+
+#endif

@@ -1,0 +1,67 @@
+/* The public read paths' internal API (clock.c), for the preload shim, the
+ * calibrator thread and the tests: the slow path, the per-thread split into
+ * seconds, and the state of the deferred decision. */
+#ifndef FC_CLOCK_H
+#define FC_CLOCK_H
+
+#include "internal.h"
+
+/* Slow path: initialisation, mode system, calibration due, expired lines. */
+FC_HIDDEN int64_t fc_slow_read(enum fc_kind kind, int ordered);
+
+/* The calibrator thread: has the process read the time yet (it decides a
+ * millisecond after the first read)? */
+FC_HIDDEN int fc_decision_wanted(void);
+/* Tests: forget the deferred decision (reads decide at once). */
+FC_HIDDEN void fc_clock_reset_for_tests(void);
+
+/*
+ * Splitting ns into seconds is a division by 10^9: a chain of multiplies
+ * after the counter read that costs as much as the rest of a read.  Each
+ * thread remembers, per timeline, the second it last returned and that
+ * second in ns, so most splits are one subtraction and a compare.
+ * Thread-local, so nothing shared is written.  A signal handler may rewrite
+ * the pair between our loads: sec_ns is loaded before and after sec, and a
+ * change sends this split to the division (the handler runs to completion,
+ * so equal loads mean sec belongs to them).
+ */
+struct fc_sec_cache {
+    int64_t sec;
+    int64_t sec_ns;
+};
+FC_HIDDEN extern __thread struct fc_sec_cache fc_sec_cache[FC_TAI + 1] __attribute__((tls_model("initial-exec")));
+FC_HIDDEN int64_t fc_new_second(enum fc_kind kind, int64_t ns);
+
+/* The cached split only: 0 when ns is not in this thread's cached second. */
+FC_INLINE int fc_split_seconds_cached(enum fc_kind kind, int64_t ns, int64_t *sec_out, int64_t *rem_ns)
+{
+    struct fc_sec_cache *c = &fc_sec_cache[kind];
+    int64_t base = c->sec_ns;
+    atomic_signal_fence(memory_order_seq_cst);
+    int64_t sec = c->sec;
+    atomic_signal_fence(memory_order_seq_cst);
+    uint64_t rem = (uint64_t)(ns - base);
+    if (FC_UNLIKELY(rem >= (uint64_t)FC_NS_PER_SEC || base != c->sec_ns))
+        return 0;
+    *sec_out = sec;
+    *rem_ns = (int64_t)rem;
+    return 1;
+}
+
+FC_INLINE int64_t fc_split_seconds(enum fc_kind kind, int64_t ns, int64_t *rem_ns)
+{
+    struct fc_sec_cache *c = &fc_sec_cache[kind];
+    int64_t base = c->sec_ns;
+    atomic_signal_fence(memory_order_seq_cst);
+    int64_t sec = c->sec;
+    atomic_signal_fence(memory_order_seq_cst);
+    uint64_t rem = (uint64_t)(ns - base);
+    if (FC_UNLIKELY(rem >= (uint64_t)FC_NS_PER_SEC || base != c->sec_ns)) {
+        sec = fc_new_second(kind, ns);
+        rem = (uint64_t)(ns - sec * FC_NS_PER_SEC);
+    }
+    *rem_ns = (int64_t)rem;
+    return sec;
+}
+
+#endif

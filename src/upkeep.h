@@ -1,0 +1,49 @@
+/*
+ * Upkeep requests: what the read paths and the mode tell the calibrator
+ * thread, and the coarse clocks it keeps.  State only, at the bottom of the
+ * house, so that the thread (calibrator.c, at the top: it reads the clock
+ * through the public read paths) and those who ask it for something never
+ * import each other.
+ *
+ * Writers: `running` only by calibrator.c; `coarse_wanted` set by any
+ * reader, cleared by tests; fc_coarse's mono/real only by the thread (and
+ * floor_mono when it stops ticking).  Everything here is async-signal-safe.
+ */
+#ifndef FC_UPKEEP_H
+#define FC_UPKEEP_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#define FC_UPKEEP_HIDDEN __attribute__((visibility("hidden")))
+
+/* Coarse clocks: written by the calibrator thread about every millisecond.
+ * mono == 0 means nobody ticks: readers ask the kernel's coarse clocks.
+ * fastclock_inline.h reads mono and real (in that order, first) directly. */
+struct fc_coarse {
+    _Atomic int64_t mono __attribute__((aligned(64)));
+    _Atomic int64_t real;       /* valid while mono != 0 */
+    _Atomic int64_t floor_mono; /* last mono served before the ticker stopped */
+};
+FC_UPKEEP_HIDDEN extern struct fc_coarse fc_coarse;
+
+/* 1 while a calibrator thread serves this process. */
+FC_UPKEEP_HIDDEN int fc_upkeep_running(void);
+FC_UPKEEP_HIDDEN void fc_upkeep_set_running(int running); /* calibrator.c only */
+/* Wake the thread if it waits (a no-op without one). */
+FC_UPKEEP_HIDDEN void fc_upkeep_wake(void);
+/* The thread: the wake-up count, and sleep until it moves past `seen` or
+ * timeout_ns passes (-1: no timeout). */
+FC_UPKEEP_HIDDEN int fc_upkeep_wake_count(void);
+FC_UPKEEP_HIDDEN void fc_upkeep_wait(int seen, int64_t timeout_ns);
+
+/* A reader uses the coarse clocks: ask the thread to tick them. */
+FC_UPKEEP_HIDDEN void fc_coarse_request(void);
+FC_UPKEEP_HIDDEN int fc_coarse_wanted(void);
+
+/* Tests: a stalled calibrator. */
+FC_UPKEEP_HIDDEN void fc_upkeep_pause(int paused);
+FC_UPKEEP_HIDDEN int fc_upkeep_paused(void);
+FC_UPKEEP_HIDDEN void fc_upkeep_reset_for_tests(void);
+
+#endif
