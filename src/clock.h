@@ -50,17 +50,11 @@ FC_INLINE int fc_split_seconds_cached(enum fc_kind kind, int64_t ns, int64_t *se
 
 FC_INLINE int64_t fc_split_seconds(enum fc_kind kind, int64_t ns, int64_t *rem_ns)
 {
-    struct fc_sec_cache *c = &fc_sec_cache[kind];
-    int64_t base = c->sec_ns;
-    atomic_signal_fence(memory_order_seq_cst);
-    int64_t sec = c->sec;
-    atomic_signal_fence(memory_order_seq_cst);
-    uint64_t rem = (uint64_t)(ns - base);
-    if (FC_UNLIKELY(rem >= (uint64_t)FC_NS_PER_SEC || base != c->sec_ns)) {
+    int64_t sec;
+    if (FC_UNLIKELY(!fc_split_seconds_cached(kind, ns, &sec, rem_ns))) {
         sec = fc_new_second(kind, ns);
-        rem = (uint64_t)(ns - sec * FC_NS_PER_SEC);
+        *rem_ns = ns - sec * FC_NS_PER_SEC;
     }
-    *rem_ns = (int64_t)rem;
     return sec;
 }
 
