@@ -126,6 +126,11 @@ struct fastclock_status {
     int64_t  max_warp_cycles;     /* start-up cross-CPU warp check: largest warp, -1 if not run */
     double   read_ns;             /* fastclock_mono_ns, measured with the first line (0: not measured) */
     double   kernel_read_ns;      /* the kernel's clock_gettime(CLOCK_MONOTONIC), measured alongside */
+    const char *real_source;      /* who answers fastclock_real_ns (and the other ordered wall clocks):
+                                     "line" (MONOTONIC from the counter plus the kernel's REALTIME
+                                     offset, checked on every read) or "vdso" (the kernel's own
+                                     clock_gettime: mode system, or a kernel whose clocksource is the
+                                     TSC, where that costs less than line plus check) */
     uint64_t reserved[1];
 };
 

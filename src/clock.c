@@ -694,6 +694,7 @@ static int status_fill(struct fastclock_status *out)
         out->calibrator = "none";
         out->counter_hz = 1e9;
     }
+    out->real_source = (mode == FC_MODE_TSC || mode == FC_MODE_PERCPU) && !fc_wall_route(FC_REAL, 1) ? "line" : "vdso";
     out->error_bound_ns = own_bound(mode, now);
     struct fc_sync_snapshot ks;
     fresh_sync(now, &ks);

@@ -672,6 +672,7 @@ TEST_F(Faults, PerCpuOffsetsAndRatesWithMigration)
     EXPECT_EQ(st.cpus_calibrated, 8);
     EXPECT_LE(worst_over_bound, 0);
     EXPECT_LE(worst, 1000);
+    EXPECT_STREQ(st.real_source, "line"); // a simulated kernel is never routed to
     EXPECT_STREQ(st.counter, "rdtscp");
 }
 
