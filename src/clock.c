@@ -76,7 +76,7 @@ static _Atomic uint64_t fallback_reads;
  * Until the mode is decided, the kernel answers every read directly, and the
  * decision waits until the process has shown it reads the time often: the
  * calibrator thread decides a millisecond after the first read; without one,
- * the thread that makes its defer_reads-th read decides.  A process that
+ * the thread that makes its DEFER_READS-th read decides.  A process that
  * reads the time a few times (date, a shell tool) never pays for a decision
  * (CPUIDs and a sysfs read trap in a VM: 30-80 us there), and never costs
  * more than libc.
