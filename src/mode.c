@@ -216,6 +216,8 @@ void fc_mode_enter(int mode, const char *reason, int64_t floor_ns)
         atomic_store_explicit(&fc_ticks_raw, !fc_seam.counter, memory_order_relaxed);
     } else {
         int at_start = old == FC_MODE_INITIALIZING;
+        if (mode == FC_MODE_PERCPU)
+            fc_wall_enter_percpu();
         fc_gettime_fn kernel = fc_seam.kernel_gettime ? fc_seam.kernel_gettime : fc_refclock_direct();
         atomic_store_explicit(&fc_ticks_raw, 0, memory_order_relaxed);
         if (at_start) {

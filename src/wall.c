@@ -8,6 +8,7 @@ __thread struct fc_wall_cache fc_wall_cache __attribute__((tls_model("initial-ex
 _Atomic(fc_gettime_fn) fc_wall_kernel;
 _Atomic(fc_gettime_fn) fc_wall_direct;
 _Atomic(fc_gettimeofday_fn) fc_wall_direct_tv;
+_Atomic(fc_gettime_fn) fc_wall_direct_unordered;
 
 void fc_wall_init(void)
 {
@@ -31,6 +32,13 @@ void fc_wall_choose(int kernel_reads_counter)
     }
     atomic_store_explicit(&fc_wall_direct_tv, tv, memory_order_relaxed);
     atomic_store_explicit(&fc_wall_direct, g, memory_order_relaxed);
+    atomic_store_explicit(&fc_wall_direct_unordered, (fc_gettime_fn)0, memory_order_relaxed);
+}
+
+void fc_wall_enter_percpu(void)
+{
+    atomic_store_explicit(&fc_wall_direct_unordered, atomic_load_explicit(&fc_wall_direct, memory_order_relaxed),
+                          memory_order_relaxed);
 }
 
 /*

@@ -50,12 +50,18 @@ FC_HIDDEN extern _Atomic(fc_gettime_fn) fc_wall_kernel;
  * gettimeofday): the kernel's clock reads the counter itself. */
 FC_HIDDEN extern _Atomic(fc_gettime_fn) fc_wall_direct;
 FC_HIDDEN extern _Atomic(fc_gettimeofday_fn) fc_wall_direct_tv;
+/* Unordered wall reads go here when non-NULL: in tsc-percpu, where they read
+ * rdtscp like the ordered ones, and the vDSO then costs less (set by
+ * fc_wall_enter_percpu). */
+FC_HIDDEN extern _Atomic(fc_gettime_fn) fc_wall_direct_unordered;
 
 /* At init (and when tests install a seam): which kernel clock to check. */
 FC_HIDDEN void fc_wall_init(void);
 /* At the mode decision: the kernel's clocksource is the counter we read
  * (1), or something else (0). */
 FC_HIDDEN void fc_wall_choose(int kernel_reads_counter);
+/* The mode became tsc-percpu: unordered wall reads follow the ordered ones. */
+FC_HIDDEN void fc_wall_enter_percpu(void);
 /* Cold: the kernel updated its timekeeping since this thread last looked. */
 FC_HIDDEN int64_t fc_wall_refresh(enum fc_kind kind);
 
@@ -89,9 +95,9 @@ FC_INLINE int64_t fc_wall_offset(enum fc_kind kind)
 /* Ordered wall reads that the kernel answers (NULL: the line does). */
 FC_INLINE fc_gettime_fn fc_wall_route(enum fc_kind kind, int ordered)
 {
-    if (!fc_kind_is_wall(kind) || !ordered)
+    if (!fc_kind_is_wall(kind))
         return 0;
-    return atomic_load_explicit(&fc_wall_direct, memory_order_relaxed);
+    return atomic_load_explicit(ordered ? &fc_wall_direct : &fc_wall_direct_unordered, memory_order_relaxed);
 }
 
 /* The global line's answer for any kind (0: it cannot answer). */
