@@ -507,25 +507,25 @@ TEST_F(RealKernel, FrequencyFlips)
     report(what.c_str(), h);
 }
 
-// (c) ADJ_TICK +5% then -5% (chrony slews through the tick up to 10%), restored.
+// (c) ADJ_TICK +5% then -5%, then the limits adjtimex allows, +10% and -10%
+// (chrony slews through the tick up to 8.3%), restored.
 TEST_F(RealKernel, TickChange)
 {
     rk::RestoreGuard guard;
     Harness h(percpu());
     h.start();
     sleep_ns(300 * kNsPerMs);
-    h.event("tick 10500");
-    ASSERT_TRUE(set_tick(10500));
-    sleep_ns(1000 * kNsPerMs);
-    h.event("tick 9500");
-    ASSERT_TRUE(set_tick(9500));
-    sleep_ns(1000 * kNsPerMs);
+    for (long tick : {10500L, 9500L, 11000L, 9000L}) {
+        h.event("tick " + std::to_string(tick));
+        ASSERT_TRUE(set_tick(tick));
+        sleep_ns(700 * kNsPerMs);
+    }
     h.event("tick restored");
     ASSERT_TRUE(set_tick(rk::g_saved.tick));
-    sleep_ns(800 * kNsPerMs);
+    sleep_ns(700 * kNsPerMs);
     h.stop();
     rk::restore_kernel();
-    report("tick 10000 -> 10500 -> 9500 -> 10000 us", h);
+    report("tick 10000 -> 10500 -> 9500 -> 11000 -> 9000 -> 10000 us", h);
 }
 
 // (d) REALTIME +1 s, then -1 s (net ~0), twice.
