@@ -61,6 +61,14 @@ final class Jvm {
         return run(command(jvmArgs), null);
     }
 
+    /** Probe with these arguments to Probe itself (after the class name). */
+    static Jvm probeArgs(List<String> probeArgs, Map<String, String> env, String... jvmArgs)
+            throws IOException, InterruptedException {
+        List<String> cmd = command(jvmArgs);
+        cmd.addAll(probeArgs);
+        return run(cmd, env);
+    }
+
     static Jvm run(List<String> cmd, Map<String, String> env) throws IOException, InterruptedException {
         ProcessBuilder pb = new ProcessBuilder(cmd);
         if (env != null) {
