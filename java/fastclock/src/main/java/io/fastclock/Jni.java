@@ -41,9 +41,11 @@ final class Jni {
     static native int realBounded(long[] out);
 
     /**
-     * ns per call, cheapest of several batches, measured in C in this process:
-     * fastclock_mono_ns, _mono_ns_unordered, _real_ns, _real_ns_unordered, and
-     * libc's clock_gettime MONOTONIC and REALTIME (what the JDK calls).
+     * Measured in C in this process, 15 interleaved batches: out[0..5] ns per call
+     * (the cheapest batch) of fastclock_mono_ns, _mono_ns_unordered, _real_ns,
+     * _real_ns_unordered, and libc's clock_gettime MONOTONIC and REALTIME (what the
+     * JDK calls); out[6..9] the median, over the batches, of each fastclock read's
+     * time over its kernel counterpart's in the same batch.  out has 10 elements.
      */
     static native void costs(double[] out);
 }

@@ -9,9 +9,11 @@ import java.util.Locale;
  * counterpart.  Where a native read cannot win (JNI's thread-state transition,
  * the core's mode {@code system}, whose reads are the kernel's own), the JDK's
  * clock answers.  The decision is taken once, at class initialisation, from
- * costs measured in this process ({@link Jni#costs}: fastclock's reads and
- * libc's clock_gettime, which the JDK calls, each the cheapest of fifteen
- * interleaved batches) plus what the binding adds per call.  Fastclock answers
+ * costs measured in this process ({@link Jni#costs}: libc's clock_gettime,
+ * which the JDK calls, the cheapest of fifteen batches; each fastclock read as
+ * the median of its ratio to clock_gettime within the same batch, so a
+ * neighbour's load cancels out; see {@link #fromMeasurement}) plus what the
+ * binding adds per call.  Fastclock answers
  * only when it is predicted to cost at most {@link #MARGIN} of the JDK's
  * clock, so a measurement's jitter (a few percent) does not flip the choice
  * between fresh JVMs; in a near tie the JDK answers.
@@ -40,6 +42,23 @@ final class Routes {
     static final double INSTANT_NS = 3.0;
     /** Fastclock answers when it costs at most this fraction of the JDK's clock. */
     static final double MARGIN = 0.95;
+
+    /**
+     * The six costs {@link #decide} takes, from Jni.costs' ten figures: the kernel's
+     * cheapest batch, and each fastclock read as its paired median ratio times that.
+     * (Two separate minima moved apart by 15% under load on the project's machine,
+     * flipping a near decision between JVMs; the paired ratio did not.)
+     */
+    static double[] fromMeasurement(double[] m) {
+        double[] c = new double[6];
+        c[KERNEL_MONO] = m[KERNEL_MONO];
+        c[KERNEL_REAL] = m[KERNEL_REAL];
+        c[MONO] = m[6] * m[KERNEL_MONO];
+        c[MONO_UNORDERED] = m[7] * m[KERNEL_MONO];
+        c[REAL] = m[8] * m[KERNEL_REAL];
+        c[REAL_UNORDERED] = m[9] * m[KERNEL_REAL];
+        return c;
+    }
 
     /** Indexes into the costs array (the order of Jni.costs). */
     static final int MONO = 0, MONO_UNORDERED = 1, REAL = 2, REAL_UNORDERED = 3, KERNEL_MONO = 4, KERNEL_REAL = 5;
@@ -111,7 +130,7 @@ final class Routes {
 
     private static String describe(String binding, double[] c) {
         return String.format(Locale.ROOT,
-                "measured in C, ns/call: fastclock mono %.1f, mono unordered %.1f, real %.1f, real unordered %.1f; "
+                "measured in C, ns/call (fastclock's as its paired ratio to clock_gettime): fastclock mono %.1f, mono unordered %.1f, real %.1f, real unordered %.1f; "
                         + "clock_gettime MONOTONIC %.1f, REALTIME %.1f; plus %.1f ns per %s call; "
                         + "fastclock answers where it costs <= %.2fx the JDK's clock",
                 c[MONO], c[MONO_UNORDERED], c[REAL], c[REAL_UNORDERED], c[KERNEL_MONO], c[KERNEL_REAL],

@@ -57,6 +57,13 @@ final class Jvm {
         return cmd;
     }
 
+    /** Probe with this class path instead of the test's own. */
+    static Jvm probeWithClassPath(String classPath, String... jvmArgs) throws IOException, InterruptedException {
+        List<String> cmd = command(jvmArgs);
+        cmd.set(cmd.indexOf("-cp") + 1, classPath);
+        return run(cmd, null);
+    }
+
     static Jvm probe(String... jvmArgs) throws IOException, InterruptedException {
         return run(command(jvmArgs), null);
     }
