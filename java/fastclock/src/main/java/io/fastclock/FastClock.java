@@ -98,12 +98,15 @@ public final class FastClock {
     /**
      * The core builds its first line a few tens of microseconds after deciding
      * its mode; until then its reads are the kernel's, which would be measured
-     * instead of its own.  Waits up to 50 ms for a calibration (not in mode system).
+     * instead of its own.  Waits up to 50 ms for a calibration (not in mode system),
+     * reading the clock meanwhile: with FASTCLOCK_CALIBRATOR=lazy readers calibrate.
      */
     private static void awaitFirstLine(Map<String, String> st) throws InterruptedException {
         for (int i = 0; i < 50; i++) {
             if ("system".equals(st.get("mode")) || parseDouble(st.get("calibrations")) > 0)
                 return;
+            for (int r = 0; r < 64; r++)
+                Jni.monoNs();
             Thread.sleep(1);
             st = parseStatus(Jni.status());
         }
