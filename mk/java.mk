@@ -14,6 +14,9 @@ MVN ?= mvn
 MVN_FLAGS ?= -B -ntp
 # Extra options for the JMH runner, e.g. BENCH_JAVA_ARGS="-f 1 -i 3" for a quick look.
 BENCH_JAVA_ARGS ?=
+# BENCH_JAVA_MODES=all also measures the core's mode system and the pure-Java
+# fallback on both JDKs (never slower holds in every mode; three times as long).
+BENCH_JAVA_MODES ?=
 
 TEST_TARGETS += test-java
 .PHONY: java-deps java-native java-jar test-java bench-java
@@ -38,10 +41,16 @@ java-jar: java-native
 	$(JAVA_MVN) -pl fastclock -DskipTests clean package
 
 test-java: java-native
-	$(JAVA_MVN) -pl fastclock clean verify
+	$(JAVA_MVN) -pl fastclock,adapters clean verify
 
 bench-java: java-native
-	$(JAVA_MVN) -pl fastclock,bench -DskipTests clean package
+	$(JAVA_MVN) -pl fastclock,adapters,bench -DskipTests clean package
 	"$(JAVA17_HOME)/bin/java" -jar java/bench/target/benchmarks.jar --out java/bench/target/jmh-java17.md $(BENCH_JAVA_ARGS)
 	"$(JAVA25_HOME)/bin/java" --enable-native-access=ALL-UNNAMED --sun-misc-unsafe-memory-access=allow -jar java/bench/target/benchmarks.jar --out java/bench/target/jmh-java25.md $(BENCH_JAVA_ARGS)
 	@echo; cat java/bench/target/jmh-java17.md; echo; cat java/bench/target/jmh-java25.md
+	@if [ "$(BENCH_JAVA_MODES)" = all ]; then \
+	  FASTCLOCK_MODE=system "$(JAVA17_HOME)/bin/java" -jar java/bench/target/benchmarks.jar --out java/bench/target/jmh-java17-system.md $(BENCH_JAVA_ARGS) && \
+	  FASTCLOCK_MODE=system "$(JAVA25_HOME)/bin/java" --enable-native-access=ALL-UNNAMED --sun-misc-unsafe-memory-access=allow -jar java/bench/target/benchmarks.jar --out java/bench/target/jmh-java25-system.md $(BENCH_JAVA_ARGS) && \
+	  "$(JAVA17_HOME)/bin/java" -jar java/bench/target/benchmarks.jar --out java/bench/target/jmh-java17-java.md --jvmArg -Dfastclock.native=false $(BENCH_JAVA_ARGS) && \
+	  "$(JAVA25_HOME)/bin/java" --sun-misc-unsafe-memory-access=allow -jar java/bench/target/benchmarks.jar --out java/bench/target/jmh-java25-java.md --jvmArg -Dfastclock.native=false $(BENCH_JAVA_ARGS) && \
+	  for f in 17-system 25-system 17-java 25-java; do echo; cat java/bench/target/jmh-java$$f.md; done; fi

@@ -13,14 +13,17 @@
 #include <jni.h>
 #include <stdio.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <time.h>
 
 #include "fastclock.h"
+#include "fastclock_inline.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
 /* Bumped when the Java side's expectations of this library change: a stale
  * libfastclock_jni.so found on java.library.path is then refused. */
-#define FASTCLOCK_JAVA_ABI 1
+#define FASTCLOCK_JAVA_ABI 2
 
 /* The FFM baseline: a call that does nothing. */
 EXPORT int64_t fastclock_java_noop(void) { return 0; }
@@ -76,10 +79,130 @@ EXPORT JNIEXPORT jstring JNICALL Java_io_fastclock_Jni_status(JNIEnv *env, jclas
     snprintf(buf, sizeof buf,
              "mode=%s\nreason=%s\ncalibrator=%s\ncounter=%s\ncounter_hz=%.0f\n"
              "calibrations=%llu\nerror_bound_ns=%lld\nlast_error_ns=%lld\nmax_error_ns=%lld\n"
-             "ordered=%d\nforced=%d\nread_ns=%.1f\nkernel_read_ns=%.1f\nversion=%s\n",
+             "ordered=%d\nforced=%d\nread_ns=%.1f\nkernel_read_ns=%.1f\nreal_error_bound_ns=%lld\n"
+             "kernel_synchronized=%d\nversion=%s\n",
              mode, reason, calibrator, counter, st.counter_hz,
              (unsigned long long)st.calibrations, (long long)st.error_bound_ns,
              (long long)st.last_error_ns, (long long)st.max_error_ns, st.ordered, st.forced,
-             st.read_ns, st.kernel_read_ns, fastclock_version());
+             st.read_ns, st.kernel_read_ns, (long long)st.real_error_bound_ns, st.kernel_synchronized,
+             fastclock_version());
     return (*env)->NewStringUTF(env, buf);
+}
+
+/* The coarse clocks' published block (fastclock_inline.h: {mono, real}, two
+ * aligned int64 written by the calibrator thread, mono with release after
+ * real), as a 16-byte direct ByteBuffer: Java reads it with acquire loads and
+ * no native call.  Java never writes it (the buffer is read-only there). */
+EXPORT JNIEXPORT jobject JNICALL Java_io_fastclock_Jni_coarseBlock(JNIEnv *env, jclass c)
+{
+    (void)c;
+    return (*env)->NewDirectByteBuffer(env, (void *)fastclock_coarse_v1, 16);
+}
+
+/* The same block's address, for Java 17-21's Unsafe reads (no buffer checks). */
+EXPORT JNIEXPORT jlong JNICALL Java_io_fastclock_Jni_coarseAddress(JNIEnv *env, jclass c)
+{
+    (void)env;
+    (void)c;
+    return (jlong)(intptr_t)fastclock_coarse_v1;
+}
+
+/* fastclock_real_bounded into out[0] (earliest) and out[1] (latest); returns
+ * its result (0 synchronised, 1 not, -1 error).  No Java allocation. */
+EXPORT JNIEXPORT jint JNICALL Java_io_fastclock_Jni_realBounded(JNIEnv *env, jclass c, jlongArray out)
+{
+    (void)c;
+    int64_t lo = 0, hi = 0;
+    int r = fastclock_real_bounded(&lo, &hi);
+    jlong v[2] = {(jlong)lo, (jlong)hi};
+    (*env)->SetLongArrayRegion(env, out, 0, 2, v);
+    return r;
+}
+
+/* ---------------------------------------------------------------- costs
+ *
+ * What the Java side's never-slower decision compares, measured in this
+ * process: each of fastclock's fine reads against the clock_gettime the JDK
+ * itself calls for System.nanoTime() (MONOTONIC) and currentTimeMillis() /
+ * Instant.now() (REALTIME).  Through libc's symbol on purpose: that is what
+ * the JVM calls (under `fastclock run` it is the shim, and then the JDK's
+ * clocks are fastclock's too).  The statistic is the cheapest of several
+ * batches (a preempted batch only ever costs more), and the functions are
+ * interleaved batch by batch so a noisy neighbour shifts them alike. */
+typedef int64_t (*fc_read_fn)(void);
+
+static int64_t kernel_mono(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int64_t kernel_real(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+#define COST_FNS 6
+#define COST_BATCHES 15
+#define COST_CALLS 300
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* out[0..5]: ns per call, the cheapest batch, of fastclock_mono_ns,
+ * _mono_ns_unordered, _real_ns, _real_ns_unordered, clock_gettime MONOTONIC,
+ * REALTIME.  out[6..9]: for each of the four fastclock reads, the median over
+ * the batches of its time divided by its kernel counterpart's in the same
+ * batch (MONOTONIC for the mono reads, REALTIME for the real ones): both ran
+ * within microseconds of each other, so a neighbour's load cancels out of the
+ * ratio where it does not out of two separate minima. */
+EXPORT JNIEXPORT void JNICALL Java_io_fastclock_Jni_costs(JNIEnv *env, jclass c, jdoubleArray out)
+{
+    (void)c;
+    static fc_read_fn const fns[COST_FNS] = {
+        fastclock_mono_ns, fastclock_mono_ns_unordered, fastclock_real_ns,
+        fastclock_real_ns_unordered, kernel_mono, kernel_real,
+    };
+    static const int kernel_of[4] = {4, 4, 5, 5};
+    double per[COST_BATCHES][COST_FNS], res[COST_FNS + 4], ratios[COST_BATCHES];
+    volatile int64_t sink = 0;
+    for (int f = 0; f < COST_FNS; f++)
+        for (int i = 0; i < 64; i++) /* warm: caches, branch predictors, lazy binding */
+            sink += fns[f]();
+    for (int b = 0; b < COST_BATCHES; b++) {
+        for (int f = 0; f < COST_FNS; f++) {
+            fc_read_fn fn = fns[f];
+            int64_t t0 = now_ns();
+            for (int i = 0; i < COST_CALLS; i++)
+                sink += fn();
+            per[b][f] = (double)(now_ns() - t0) / COST_CALLS;
+        }
+    }
+    (void)sink;
+    for (int f = 0; f < COST_FNS; f++) {
+        res[f] = per[0][f];
+        for (int b = 1; b < COST_BATCHES; b++)
+            if (per[b][f] < res[f])
+                res[f] = per[b][f];
+    }
+    for (int f = 0; f < 4; f++) {
+        for (int b = 0; b < COST_BATCHES; b++)
+            ratios[b] = per[b][kernel_of[f]] > 0 ? per[b][f] / per[b][kernel_of[f]] : 0;
+        qsort(ratios, COST_BATCHES, sizeof ratios[0], cmp_double);
+        res[COST_FNS + f] = ratios[COST_BATCHES / 2];
+    }
+    (*env)->SetDoubleArrayRegion(env, out, 0, COST_FNS + 4, res);
 }

@@ -16,8 +16,15 @@ import java.util.Objects;
  * JNI on Java 17-21 and through critical FFM downcalls on Java 22+.  When the
  * library cannot be loaded, or with {@code -Dfastclock.native=false}, every
  * method answers from pure Java instead ({@link #isNative()} is then false and
- * {@link #reason()} says why).  No method throws, and the clock methods
- * allocate nothing.
+ * {@link #reason()} says why).  No method throws (but for null or short
+ * arguments), and the clock methods allocate nothing.
+ *
+ * <p>Never slower than the JDK: each fine clock is answered by fastclock only
+ * where, measured in this process at start-up, it costs at most 0.95x its JDK
+ * counterpart ({@code System.nanoTime()}, {@code System.currentTimeMillis()},
+ * {@code Instant.now()}); elsewhere by that JDK clock itself.  {@link #status()}
+ * shows who answers each method ({@code answers=}) and the figures
+ * ({@code answers_why=}); see {@code Routes}.
  *
  * <p>Guarantees, native:
  * <ul>
@@ -45,22 +52,16 @@ public final class FastClock {
     private static final boolean NATIVE;
     /** Where the library came from, or why there is none. */
     private static final String LOAD_DETAIL;
-    /**
-     * nanoTime() and currentTimeMillis() answered by the JDK's own clocks: over
-     * plain JNI (Java 17-21) the call costs more than fastclock saves wherever the
-     * kernel's clock_gettime is already fast (a tsc clocksource).  Same timelines,
-     * same ordering, and never slower than System's; on HPET or Xen machines the
-     * JDK's clocks are slow and fastclock answers.  -Dfastclock.preferJdkClocks=false
-     * turns this off (e.g. with -XX:+CriticalJNINatives, whose calls are cheap).
-     */
-    private static final boolean JDK_CLOCKS;
-    private static final String JDK_CLOCKS_WHY;
-    /** A plain JNI call from HotSpot on x86-64 (measured 6.5-7 ns: the no-op benchmark). */
-    static final double JNI_CALL_NS = 6.0;
+    /** Who answers each fine clock (see {@link Routes}); constant after class initialisation. */
+    private static final Routes ROUTES;
+    private static final boolean R_NANO, R_NANO_U, R_REAL, R_REAL_U, R_MILLIS;
+    /** Kept for the benchmarks' and tests' reference: see {@link Routes#JNI_CALL_NS}. */
+    static final double JNI_CALL_NS = Routes.JNI_CALL_NS;
 
     static {
-        boolean nat = false, jdk = false;
-        String detail, why = "fastclock answers";
+        boolean nat = false;
+        Routes routes = null;
+        String detail;
         try {
             NativeLoader.Result r = NativeLoader.load(NativeLoader.Config.fromSystem());
             detail = r.detail;
@@ -68,29 +69,47 @@ public final class FastClock {
                 // A plain JNI call first: it settles the core's mode decision before
                 // any critical FFM call runs, and proves the library answers.
                 Map<String, String> st = parseStatus(Jni.status());
+                awaitFirstLine(st);
                 String binding = NativeCalls.binding();
+                double[] measured = new double[10];
+                Jni.costs(measured);
+                double[] costs = Routes.fromMeasurement(measured);
+                // Asks the core for its coarse ticker, whose memory the coarse clocks read.
+                NativeCalls.monoCoarseNs();
                 nat = true;
-                double read = parseDouble(st.get("read_ns")), kernel = parseDouble(st.get("kernel_read_ns"));
-                if (preferJdkClocks(binding, read, kernel) && Props.flag("fastclock.preferJdkClocks", true)) {
-                    jdk = true;
-                    why = String.format(java.util.Locale.ROOT,
-                            "System.nanoTime()/currentTimeMillis() (a JNI call, ~%.0f ns, plus fastclock's "
-                                    + "%.1f ns read is no faster than the kernel's %.1f ns here)",
-                            JNI_CALL_NS, read, kernel);
-                }
+                routes = Props.flag("fastclock.preferJdkClocks", true) ? Routes.decide(binding, costs)
+                        : Routes.allNative(binding, costs);
             }
         } catch (Throwable t) {
             detail = "the native library is unusable (" + t + ")";
         }
         NATIVE = nat;
         LOAD_DETAIL = detail;
-        JDK_CLOCKS = jdk;
-        JDK_CLOCKS_WHY = why;
+        if (routes == null)
+            routes = Routes.java("pure Java");
+        ROUTES = routes;
+        R_NANO = routes.nanoTime;
+        R_NANO_U = routes.nanoTimeUnordered;
+        R_REAL = routes.currentTimeNanos;
+        R_REAL_U = routes.currentTimeNanosUnordered;
+        R_MILLIS = routes.currentTimeMillis;
     }
 
-    /** Whether the JDK's own fine clocks are at least as fast as reaching fastclock this way. */
-    static boolean preferJdkClocks(String binding, double readNs, double kernelReadNs) {
-        return "jni".equals(binding) && readNs > 0 && kernelReadNs > 0 && readNs + JNI_CALL_NS >= kernelReadNs;
+    /**
+     * The core builds its first line a few tens of microseconds after deciding
+     * its mode; until then its reads are the kernel's, which would be measured
+     * instead of its own.  Waits up to 50 ms for a calibration (not in mode system),
+     * reading the clock meanwhile: with FASTCLOCK_CALIBRATOR=lazy readers calibrate.
+     */
+    private static void awaitFirstLine(Map<String, String> st) throws InterruptedException {
+        for (int i = 0; i < 50; i++) {
+            if ("system".equals(st.get("mode")) || parseDouble(st.get("calibrations")) > 0)
+                return;
+            for (int r = 0; r < 64; r++)
+                Jni.monoNs();
+            Thread.sleep(1);
+            st = parseStatus(Jni.status());
+        }
     }
 
     private static double parseDouble(String s) {
@@ -111,7 +130,7 @@ public final class FastClock {
         return m;
     }
 
-    private static final InstantSource SOURCE = new Source();
+    private static final Source SOURCE = new Source();
 
     private FastClock() {}
 
@@ -122,7 +141,7 @@ public final class FastClock {
      * on Linux, and monotonic across threads in the happens-before sense.
      */
     public static long nanoTime() {
-        return NATIVE && !JDK_CLOCKS ? NativeCalls.monoNs() : System.nanoTime();
+        return R_NANO ? NativeCalls.monoNs() : System.nanoTime();
     }
 
     /**
@@ -131,24 +150,44 @@ public final class FastClock {
      * nanoseconds earlier.
      */
     public static long nanoTimeUnordered() {
-        return NATIVE ? NativeCalls.monoNsUnordered() : System.nanoTime();
+        return R_NANO_U ? NativeCalls.monoNsUnordered() : System.nanoTime();
     }
 
-    /** CLOCK_MONOTONIC with about 1 ms resolution; never ahead of {@link #nanoTime()}. */
+    /**
+     * CLOCK_MONOTONIC with about 1 ms resolution; never ahead of {@link #nanoTime()} by more
+     * than the core's error bound.  Read from memory the core's calibrator thread publishes
+     * about every millisecond (no native call), with an acquire load: a read never returns
+     * less than a read that happens before it, in any thread.  While nobody publishes (mode
+     * system, or before the thread's first tick) the core's function answers.
+     */
     public static long coarseNanoTime() {
-        return NATIVE ? NativeCalls.monoCoarseNs() : System.nanoTime();
+        if (NATIVE) {
+            long v = NativeCalls.coarseMono();
+            return v != 0 ? v : NativeCalls.monoCoarseNs();
+        }
+        return System.nanoTime();
     }
 
     // ------------------------------------------------------------ UTC
 
     /** Nanoseconds since the Unix epoch, UTC (the kernel's CLOCK_REALTIME). */
     public static long currentTimeNanos() {
-        return NATIVE ? NativeCalls.realNs() : JavaClock.currentTimeNanos();
+        if (R_REAL)
+            return NativeCalls.realNs();
+        return NATIVE ? instantNowNanos() : JavaClock.currentTimeNanos();
+    }
+
+    /** Instant.now() as ns since the epoch (the Instant is allocated unless escape analysis removes it). */
+    private static long instantNowNanos() {
+        Instant i = Instant.now();
+        return i.getEpochSecond() * NANOS_PER_SECOND + i.getNano();
     }
 
     /** {@link #currentTimeNanos()} without the counter fence (see {@link #nanoTimeUnordered()}). */
     public static long currentTimeNanosUnordered() {
-        return NATIVE ? NativeCalls.realNsUnordered() : JavaClock.currentTimeNanos();
+        if (R_REAL_U)
+            return NativeCalls.realNsUnordered();
+        return currentTimeNanos();
     }
 
     /** Microseconds since the Unix epoch, UTC. */
@@ -161,26 +200,74 @@ public final class FastClock {
      * (to within the core's error bound where the JDK's clock answers, see {@link #status()}).
      */
     public static long currentTimeMillis() {
-        if (JDK_CLOCKS)
-            return System.currentTimeMillis();
-        return Math.floorDiv(currentTimeNanos(), NANOS_PER_MILLI);
+        return R_MILLIS ? Math.floorDiv(NativeCalls.realNs(), NANOS_PER_MILLI) : System.currentTimeMillis();
     }
 
     /** Milliseconds since the Unix epoch with about 1 ms resolution; never ahead of {@link #currentTimeMillis()}. */
     public static long coarseCurrentTimeMillis() {
-        return NATIVE ? Math.floorDiv(NativeCalls.realCoarseNs(), NANOS_PER_MILLI) : currentTimeMillis();
+        if (NATIVE) {
+            long ns = NativeCalls.coarseMono() != 0 ? NativeCalls.coarseReal() : NativeCalls.realCoarseNs();
+            // A plain division where it equals floorDiv (every time after 1970): cheaper.
+            return ns >= 0 ? ns / NANOS_PER_MILLI : Math.floorDiv(ns, NANOS_PER_MILLI);
+        }
+        return System.currentTimeMillis();
+    }
+
+    /**
+     * The pure-Java fallback's half-width for {@link #currentTimeBounds}: without adjtimex
+     * it cannot know how well the kernel's clock is disciplined, so it claims what the kernel
+     * reports for an unsynchronised clock (maxerror saturates at NTP_PHASE_LIMIT, 16 s), plus
+     * 100 us for its own offset's age (resampled every 100 ms; NTP slews at most 500 ppm).
+     */
+    static final long FALLBACK_HALF_WIDTH_NS = 16 * NANOS_PER_SECOND + 100_000L;
+
+    /**
+     * An interval that contains true UTC now, in ns since the epoch: fills
+     * {@code earliestLatest[0]} with the earliest and {@code [1]} with the latest possible
+     * time, and returns true when a daemon (NTP, PTP) synchronises the kernel's clock.
+     * Native: the core's {@code fastclock_real_bounded} (its own error against the kernel's
+     * REALTIME plus the kernel's maxerror, grown at 500 ppm since NTP last set it; an
+     * unsynchronised kernel gives 16 s).  Pure Java: the JDK's clock
+     * &plusmn; {@link #FALLBACK_HALF_WIDTH_NS}, and false (it cannot ask the kernel).
+     * Allocates nothing.
+     *
+     * @throws NullPointerException if the array is null
+     * @throws IllegalArgumentException if it has fewer than 2 elements
+     */
+    public static boolean currentTimeBounds(long[] earliestLatest) {
+        if (earliestLatest.length < 2)
+            throw new IllegalArgumentException("earliestLatest needs 2 elements, has " + earliestLatest.length);
+        if (NATIVE) {
+            int r = Jni.realBounded(earliestLatest);
+            if (r >= 0)
+                return r == 0;
+        }
+        long now = NATIVE ? instantNowNanos() : JavaClock.currentTimeNanos();
+        earliestLatest[0] = now - FALLBACK_HALF_WIDTH_NS;
+        earliestLatest[1] = now + FALLBACK_HALF_WIDTH_NS;
+        return false;
     }
 
     // ------------------------------------------------------------ java.time
 
     /** The current instant, at nanosecond resolution (allocates the Instant). */
     public static Instant instant() {
+        if (NATIVE && !R_REAL)
+            return Instant.now();
         long ns = currentTimeNanos();
         return Instant.ofEpochSecond(Math.floorDiv(ns, NANOS_PER_SECOND), Math.floorMod(ns, NANOS_PER_SECOND));
     }
 
-    /** An {@link InstantSource} backed by this clock, for code that takes one. */
+    /** An {@link InstantSource} backed by this clock, for code that takes one (the {@link #timeSource()}). */
     public static InstantSource instantSource() {
+        return SOURCE;
+    }
+
+    /**
+     * This clock as a {@link TimeSource} object (one shared instance), for code that takes
+     * its clock as a parameter; tests pass a {@link ManualTimeSource} instead.
+     */
+    public static TimeSource timeSource() {
         return SOURCE;
     }
 
@@ -232,7 +319,11 @@ public final class FastClock {
         sb.append("binding=").append(binding()).append('\n');
         if (NATIVE) {
             sb.append("library=").append(LOAD_DETAIL).append('\n');
-            sb.append("nanoTime/currentTimeMillis=").append(JDK_CLOCKS_WHY).append('\n');
+            sb.append("answers=").append(ROUTES.answers).append('\n');
+            sb.append("answers_why=").append(ROUTES.costs).append('\n');
+            sb.append("coarse=").append(coarseFromMemory()
+                    ? "memory the core publishes (" + NativeCalls.coarseAccess() + ", no native call)"
+                    : "a native call (the core publishes no coarse clocks now)").append('\n');
             String noFfm = NativeCalls.ffmUnavailable();
             if (noFfm != null)
                 sb.append("ffm=").append(noFfm).append('\n');
@@ -240,6 +331,7 @@ public final class FastClock {
                 sb.append(e.getKey()).append('=').append(e.getValue()).append('\n');
         } else {
             sb.append("mode=java\nreason=").append(LOAD_DETAIL).append('\n');
+            sb.append("answers=").append(ROUTES.answers).append('\n');
             sb.append("utc=").append(JavaClock.describe()).append('\n');
         }
         return sb.toString();
@@ -258,13 +350,42 @@ public final class FastClock {
         return m;
     }
 
+    static Routes routes() {
+        return ROUTES;
+    }
+
+    /** Whether the coarse clocks read the core's published memory now (false: a native call or the JDK). */
+    static boolean coarseFromMemory() {
+        return NATIVE && NativeCalls.coarseMono() != 0;
+    }
+
     static String loadDetail() {
         return LOAD_DETAIL;
     }
 
     // ------------------------------------------------------------ adapters
 
-    private static final class Source implements InstantSource {
+    private static final class Source implements TimeSource {
+        @Override
+        public long nanoTime() {
+            return FastClock.nanoTime();
+        }
+
+        @Override
+        public long currentTimeNanos() {
+            return FastClock.currentTimeNanos();
+        }
+
+        @Override
+        public boolean currentTimeBounds(long[] earliestLatest) {
+            return FastClock.currentTimeBounds(earliestLatest);
+        }
+
+        @Override
+        public long currentTimeMillis() {
+            return FastClock.currentTimeMillis();
+        }
+
         @Override
         public Instant instant() {
             return FastClock.instant();

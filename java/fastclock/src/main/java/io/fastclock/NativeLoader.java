@@ -39,7 +39,7 @@ final class NativeLoader {
     static final String LIBRARY = "fastclock_jni";
     static final String FILE_NAME = "lib" + LIBRARY + ".so";
     /** Must match FASTCLOCK_JAVA_ABI in java/native/fastclock_jni.c. */
-    static final int ABI = 1;
+    static final int ABI = 2;
 
     static final class Result {
         final boolean loaded;

@@ -6,6 +6,7 @@ import java.lang.foreign.MemorySegment;
 import java.lang.foreign.SymbolLookup;
 import java.lang.foreign.ValueLayout;
 import java.lang.invoke.MethodHandle;
+import java.lang.invoke.VarHandle;
 
 /**
  * The hot native reads, Java 22+ edition: FFM downcalls straight to the core's
@@ -21,6 +22,13 @@ final class NativeCalls {
 
     private static final MethodHandle MONO, MONO_U, REAL, REAL_U, MONO_C, REAL_C, NOOP;
     private static final String FFM_UNAVAILABLE;
+    /**
+     * The core's published coarse clocks: the 16 bytes fastclock_coarse_v1 points at,
+     * as a MemorySegment (a static final: the JIT folds its bounds), read with acquire
+     * loads and no native call; null when unavailable.
+     */
+    private static final MemorySegment COARSE;
+    private static final VarHandle LONG_AT = ValueLayout.JAVA_LONG.varHandle();
 
     static {
         String[] names = {
@@ -51,6 +59,17 @@ final class NativeCalls {
                 h = new MethodHandle[names.length];
             }
         }
+        MemorySegment coarse = null;
+        try {
+            // The block JNI hands over as a direct buffer (ofBuffer is not a restricted
+            // method: this works with -Dfastclock.ffm=false and without native access too).
+            java.nio.ByteBuffer b = Jni.coarseBlock();
+            if (b != null && b.capacity() >= 16)
+                coarse = MemorySegment.ofBuffer(b.asReadOnlyBuffer());
+        } catch (Throwable t) {
+            coarse = null; // an older library: a native call per read
+        }
+        COARSE = coarse;
         MONO = h[0];
         MONO_U = h[1];
         REAL = h[2];
@@ -67,6 +86,20 @@ final class NativeCalls {
 
     static String ffmUnavailable() {
         return FFM_UNAVAILABLE;
+    }
+
+    static String coarseAccess() {
+        return COARSE != null ? "MemorySegment" : null;
+    }
+
+    /** The published CLOCK_MONOTONIC ns, 0 while nobody publishes. */
+    static long coarseMono() {
+        return COARSE != null ? (long) LONG_AT.getAcquire(COARSE, 0L) : 0;
+    }
+
+    /** The published CLOCK_REALTIME ns: valid after coarseMono() returned non-zero. */
+    static long coarseReal() {
+        return (long) LONG_AT.getAcquire(COARSE, 8L);
     }
 
     // The catch blocks cannot run (the C functions do not throw); invokeExact

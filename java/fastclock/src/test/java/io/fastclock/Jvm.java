@@ -57,8 +57,23 @@ final class Jvm {
         return cmd;
     }
 
+    /** Probe with this class path instead of the test's own. */
+    static Jvm probeWithClassPath(String classPath, String... jvmArgs) throws IOException, InterruptedException {
+        List<String> cmd = command(jvmArgs);
+        cmd.set(cmd.indexOf("-cp") + 1, classPath);
+        return run(cmd, null);
+    }
+
     static Jvm probe(String... jvmArgs) throws IOException, InterruptedException {
         return run(command(jvmArgs), null);
+    }
+
+    /** Probe with these arguments to Probe itself (after the class name). */
+    static Jvm probeArgs(List<String> probeArgs, Map<String, String> env, String... jvmArgs)
+            throws IOException, InterruptedException {
+        List<String> cmd = command(jvmArgs);
+        cmd.addAll(probeArgs);
+        return run(cmd, env);
     }
 
     static Jvm run(List<String> cmd, Map<String, String> env) throws IOException, InterruptedException {

@@ -2,11 +2,13 @@ package io.fastclock;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import java.io.IOException;
 import java.io.InputStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.Paths;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -59,6 +61,25 @@ class LoaderProcessTest {
             assertEquals(0, left.count(), "the private directory and the file are gone");
         }
         assertTrue(j.stderr.isEmpty(), "no warnings with --enable-native-access: " + j.stderr);
+    }
+
+    /** The jar on its own, away from the build tree and its native directory, still finds its library. */
+    @Test
+    void aJarCopiedOutsideTheTreeLoadsItsLibrary() throws Exception {
+        String jar = null;
+        List<String> rest = new ArrayList<>();
+        for (String e : System.getProperty("java.class.path").split(java.io.File.pathSeparator)) {
+            if (e.matches(".*fastclock-[0-9][0-9.]*(-SNAPSHOT)?\\.jar"))
+                jar = e;
+            else
+                rest.add(e);
+        }
+        assumeTrue(jar != null, "needs the packaged fastclock jar on the class path (failsafe runs against it)");
+        Path copy = Files.copy(Paths.get(jar), Files.createDirectory(tmp.resolve("elsewhere")).resolve("fastclock.jar"));
+        rest.add(0, copy.toString());
+        Jvm j = Jvm.probeWithClassPath(String.join(java.io.File.pathSeparator, rest));
+        assertNative(j);
+        assertTrue(j.get("detail").contains("extracted from the jar"), j.toString());
     }
 
     @Test

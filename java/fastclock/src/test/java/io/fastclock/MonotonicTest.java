@@ -146,6 +146,16 @@ class MonotonicTest {
     }
 
     @Test
+    void coarseNanoTimeIsMonotonicAcrossThreadsTakingTurns() throws Exception {
+        // Read from the memory the core publishes (an acquire load, coherent), or a native call.
+        long[] r = pingPong(FastClock::coarseNanoTime, 0);
+        System.out.println("[fastclock] coarseNanoTime, two threads taking turns: " + r[0] + " hand-offs, " + r[1]
+                + " backward (worst " + r[2] + " ns)");
+        assertTrue(r[0] > 5_000, "hand-offs: " + r[0]);
+        assertEquals(0, r[1], "backward steps across threads, worst " + r[2] + " ns");
+    }
+
+    @Test
     void orderedClocksAreMonotonicAcrossThreadsUnderALock() throws Exception {
         Object lock = new Object();
         long[] last = {Long.MIN_VALUE};

@@ -15,6 +15,9 @@ public final class Probe {
         System.out.println("binding=" + FastClock.binding());
         System.out.println("reason=" + oneLine(FastClock.reason()));
         System.out.println("detail=" + oneLine(FastClock.loadDetail()));
+        System.out.println("answers=" + FastClock.routes().answers);
+        if (args.length > 0 && args[0].equals("answers"))
+            return;
         long worstMono = 0, worstReal = 0;
         for (int i = 0; i < 2000; i++) {
             long a = System.nanoTime(), f = FastClock.nanoTime(), b = System.nanoTime();
@@ -32,6 +35,13 @@ public final class Probe {
                 + FastClock.coarseCurrentTimeMillis();
         ZonedDateTime z = ZonedDateTime.now(FastClock.clock(ZoneOffset.UTC));
         System.out.println("all_calls=" + (sum != 0 && z.getYear() >= 2024 && FastClock.instantSource().millis() > 0));
+        long[] bounds = new long[2];
+        long before = epochNs(Instant.now());
+        boolean synced = FastClock.currentTimeBounds(bounds);
+        long after = epochNs(Instant.now());
+        System.out.println("bounds_synchronized=" + synced);
+        System.out.println("bounds_contain_now=" + (bounds[0] <= after && bounds[1] >= before));
+        System.out.println("bounds_width_ns=" + (bounds[1] - bounds[0]));
         System.out.println("status=" + oneLine(FastClock.status()));
     }
 

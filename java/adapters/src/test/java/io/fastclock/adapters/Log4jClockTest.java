@@ -1,0 +1,81 @@
+package io.fastclock.adapters;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.time.Instant;
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
+import org.apache.logging.log4j.Level;
+import org.apache.logging.log4j.LogManager;
+import org.apache.logging.log4j.Logger;
+import org.apache.logging.log4j.core.LogEvent;
+import org.apache.logging.log4j.core.LoggerContext;
+import org.apache.logging.log4j.core.appender.AbstractAppender;
+import org.apache.logging.log4j.core.config.Configuration;
+import org.apache.logging.log4j.core.config.Property;
+import org.apache.logging.log4j.core.util.ClockFactory;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Log4j 2 (log4j-core from Maven Central) with -Dlog4j2.clock=io.fastclock.adapters.Log4jClock,
+ * as the build's failsafe configuration sets it: Log4j picks the clock, and a logged
+ * event carries fastclock's time at nanosecond precision.
+ */
+class Log4jClockTest {
+    static final class Capture extends AbstractAppender {
+        final List<LogEvent> events = new CopyOnWriteArrayList<>();
+
+        Capture() {
+            super("capture", null, null, true, Property.EMPTY_ARRAY);
+        }
+
+        @Override
+        public void append(LogEvent e) {
+            events.add(e.toImmutable());
+        }
+    }
+
+    static long epochNs(Instant i) {
+        return i.getEpochSecond() * 1_000_000_000L + i.getNano();
+    }
+
+    @Test
+    void log4jSelectsTheClockByProperty() {
+        assertEquals(Log4jClock.class.getName(), System.getProperty("log4j2.clock"),
+                "the build sets log4j2.clock for this test");
+        assertInstanceOf(Log4jClock.class, ClockFactory.getClock());
+    }
+
+    @Test
+    void loggedEventsCarryFastclocksTimeInNanoseconds() {
+        LoggerContext ctx = (LoggerContext) LogManager.getContext(false);
+        Configuration cfg = ctx.getConfiguration();
+        Capture capture = new Capture();
+        capture.start();
+        cfg.getRootLogger().addAppender(capture, Level.ALL, null);
+        cfg.getRootLogger().setLevel(Level.ALL);
+        ctx.updateLoggers();
+        try {
+            Logger log = LogManager.getLogger(Log4jClockTest.class);
+            int subMilli = 0;
+            for (int i = 0; i < 200; i++) {
+                long before = epochNs(Instant.now());
+                log.info("event {}", i);
+                long after = epochNs(Instant.now());
+                LogEvent e = capture.events.get(capture.events.size() - 1);
+                long ns = e.getInstant().getEpochSecond() * 1_000_000_000L + e.getInstant().getNanoOfSecond();
+                assertTrue(ns >= before - 1000 && ns <= after + 1000, before + " " + ns + " " + after);
+                if (e.getInstant().getNanoOfMillisecond() != 0)
+                    subMilli++;
+            }
+            // A millisecond clock would give 0 sub-ms nanoseconds every time.
+            assertTrue(subMilli > 100, subMilli + " of 200 events had sub-millisecond precision");
+        } finally {
+            cfg.getRootLogger().removeAppender("capture");
+            ctx.updateLoggers();
+            capture.stop();
+        }
+    }
+}

@@ -1,0 +1,61 @@
+package io.fastclock;
+
+import java.util.concurrent.TimeUnit;
+import org.apache.logging.log4j.LogManager;
+import org.apache.logging.log4j.Logger;
+import org.openjdk.jmh.annotations.Benchmark;
+import org.openjdk.jmh.annotations.BenchmarkMode;
+import org.openjdk.jmh.annotations.Mode;
+import org.openjdk.jmh.annotations.OutputTimeUnit;
+import org.openjdk.jmh.annotations.Scope;
+import org.openjdk.jmh.annotations.Setup;
+import org.openjdk.jmh.annotations.State;
+
+/**
+ * One real use end to end: Log4j 2 logging an event (created, timestamped, passed to
+ * an appender that drops it), with Log4j's default clock (Instant.now() on Java 9+)
+ * and with fastclock's (log4j2.clock=io.fastclock.adapters.Log4jClock).  Log4j picks
+ * its clock once per JVM; every benchmark runs in its own fork, and the state sets
+ * the properties before Log4j starts (fork arguments would be replaced by the ones
+ * BenchMain passes on Java 22+).
+ */
+@BenchmarkMode(Mode.AverageTime)
+@OutputTimeUnit(TimeUnit.NANOSECONDS)
+public class Log4jBenchmarks {
+    @State(Scope.Benchmark)
+    public static class DefaultClock {
+        Logger log;
+        long n;
+
+        @Setup
+        public void start() {
+            System.setProperty("log4j2.configurationFile", "log4j2-bench.xml");
+            log = LogManager.getLogger(Log4jBenchmarks.class);
+        }
+    }
+
+    @State(Scope.Benchmark)
+    public static class FastClockClock {
+        Logger log;
+        long n;
+
+        @Setup
+        public void start() {
+            System.setProperty("log4j2.configurationFile", "log4j2-bench.xml");
+            System.setProperty("log4j2.clock", "io.fastclock.adapters.Log4jClock");
+            log = LogManager.getLogger(Log4jBenchmarks.class);
+            if (!(org.apache.logging.log4j.core.util.ClockFactory.getClock() instanceof io.fastclock.adapters.Log4jClock))
+                throw new IllegalStateException("Log4j did not take log4j2.clock");
+        }
+    }
+
+    @Benchmark
+    public void log4jDefaultClock(DefaultClock s) {
+        s.log.info("event {}", ++s.n);
+    }
+
+    @Benchmark
+    public void log4jFastClock(FastClockClock s) {
+        s.log.info("event {}", ++s.n);
+    }
+}

@@ -1,0 +1,139 @@
+package io.fastclock;
+
+import java.time.Duration;
+import java.time.Instant;
+import java.util.Objects;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * A {@link TimeSource} for tests: time stands still until the test moves it.
+ *
+ * <p>Monotonic time only ever moves forward ({@link #advance}); UTC moves with it
+ * and can also be stepped on its own ({@link #setInstant}), as an administrator or
+ * NTP steps the kernel's clock.  Optionally every read advances by a fixed step
+ * ({@link #setAutoAdvance}, as Guava's {@code FakeTicker.setAutoIncrementStep}).
+ * The bounds reported by {@link #currentTimeBounds} are the current UTC
+ * &plusmn; a half-width the test chooses (default 0), and "synchronised" as the test
+ * says (default true).
+ *
+ * <p>Thread-safe: reads and changes may come from any thread; a read that
+ * happens after a change sees it.
+ */
+public final class ManualTimeSource implements TimeSource {
+    private final AtomicLong nanos;
+    /** UTC ns minus monotonic ns. */
+    private volatile long utcOffset;
+    private volatile long autoAdvanceNs;
+    private volatile long halfWidthNs;
+    private volatile boolean synchronised = true;
+
+    private ManualTimeSource(long nanoTime, long utcNanos) {
+        this.nanos = new AtomicLong(nanoTime);
+        this.utcOffset = utcNanos - nanoTime;
+    }
+
+    /** UTC at {@code utc}, monotonic time at 0. */
+    public static ManualTimeSource at(Instant utc) {
+        return at(utc, 0);
+    }
+
+    /** UTC at {@code utc}, monotonic time at {@code nanoTime}. */
+    public static ManualTimeSource at(Instant utc, long nanoTime) {
+        return new ManualTimeSource(nanoTime, epochNanos(Objects.requireNonNull(utc, "utc")));
+    }
+
+    /** Starting at the time of another source (e.g. {@code TimeSource.system()}), frozen there. */
+    public static ManualTimeSource startingAt(TimeSource now) {
+        return new ManualTimeSource(now.nanoTime(), now.currentTimeNanos());
+    }
+
+    private static long epochNanos(Instant i) {
+        return Math.addExact(Math.multiplyExact(i.getEpochSecond(), 1_000_000_000L), i.getNano());
+    }
+
+    /**
+     * Moves monotonic time and UTC forward together.
+     *
+     * @throws IllegalArgumentException if {@code d} is negative (monotonic time never goes back)
+     */
+    public ManualTimeSource advance(Duration d) {
+        return advanceNanos(d.toNanos());
+    }
+
+    /** {@link #advance(Duration)} in nanoseconds. */
+    public ManualTimeSource advanceNanos(long ns) {
+        if (ns < 0)
+            throw new IllegalArgumentException("monotonic time never goes back: " + ns + " ns");
+        nanos.addAndGet(ns);
+        return this;
+    }
+
+    /** Steps UTC to {@code utc} (forward or back); monotonic time does not move. */
+    public ManualTimeSource setInstant(Instant utc) {
+        long target = epochNanos(Objects.requireNonNull(utc, "utc"));
+        synchronized (this) { // against a concurrent step; reads stay lock-free
+            utcOffset = target - nanos.get();
+        }
+        return this;
+    }
+
+    /**
+     * Every read of {@link #nanoTime()} or {@link #currentTimeNanos()} (and what derives from
+     * them) returns the current time, then advances by {@code step}.  {@code Duration.ZERO}
+     * turns it off.
+     *
+     * @throws IllegalArgumentException if {@code step} is negative
+     */
+    public ManualTimeSource setAutoAdvance(Duration step) {
+        long ns = step.toNanos();
+        if (ns < 0)
+            throw new IllegalArgumentException("monotonic time never goes back: step " + step);
+        autoAdvanceNs = ns;
+        return this;
+    }
+
+    /**
+     * What {@link #currentTimeBounds} reports: UTC &plusmn; {@code halfWidth}, and whether the
+     * time counts as synchronised.
+     */
+    public ManualTimeSource setBounds(Duration halfWidth, boolean synchronised) {
+        long ns = halfWidth.toNanos();
+        if (ns < 0)
+            throw new IllegalArgumentException("negative half-width " + halfWidth);
+        this.halfWidthNs = ns;
+        this.synchronised = synchronised;
+        return this;
+    }
+
+    private long read() {
+        long step = autoAdvanceNs;
+        return step == 0 ? nanos.get() : nanos.getAndAdd(step);
+    }
+
+    @Override
+    public long nanoTime() {
+        return read();
+    }
+
+    @Override
+    public long currentTimeNanos() {
+        long offset = utcOffset;
+        return read() + offset;
+    }
+
+    @Override
+    public boolean currentTimeBounds(long[] earliestLatest) {
+        if (earliestLatest.length < 2)
+            throw new IllegalArgumentException("earliestLatest needs 2 elements, has " + earliestLatest.length);
+        long now = currentTimeNanos(), w = halfWidthNs;
+        earliestLatest[0] = now - w;
+        earliestLatest[1] = now + w;
+        return synchronised;
+    }
+
+    @Override
+    public String toString() {
+        long n = nanos.get();
+        return "ManualTimeSource[nanoTime=" + n + ", utc=" + Instant.ofEpochSecond(0, 0).plusNanos(n + utcOffset) + "]";
+    }
+}

@@ -1,0 +1,139 @@
+package io.fastclock;
+
+import java.util.Locale;
+
+/**
+ * Who answers each fine clock: fastclock's native read, or the JDK's own clock.
+ *
+ * <p>Promise 2 of the project: no FastClock method costs more than its JDK
+ * counterpart.  Where a native read cannot win (JNI's thread-state transition,
+ * the core's mode {@code system}, whose reads are the kernel's own), the JDK's
+ * clock answers.  The decision is taken once, at class initialisation, from
+ * costs measured in this process ({@link Jni#costs}: libc's clock_gettime,
+ * which the JDK calls, the cheapest of fifteen batches; each fastclock read as
+ * the median of its ratio to clock_gettime within the same batch, so a
+ * neighbour's load cancels out; see {@link #fromMeasurement}) plus what the
+ * binding adds per call.  Fastclock answers
+ * only when it is predicted to cost at most {@link #MARGIN} of the JDK's
+ * clock, so a measurement's jitter (a few percent) does not flip the choice
+ * between fresh JVMs; in a near tie the JDK answers.
+ *
+ * <p>The JDK's costs: {@code System.nanoTime()} and
+ * {@code System.currentTimeMillis()} are leaf calls into clock_gettime
+ * (MONOTONIC, REALTIME); {@code Instant.now()} goes through
+ * {@code VM.getNanoTimeAdjustment}, a native method with a thread-state
+ * transition, so it adds about one JNI call, plus building the Instant
+ * (JMH on this project's machine, same runs: Instant.now() as epoch ns cost
+ * 6.9-9.5 ns more than System.currentTimeMillis(), JDK 17 and 25).
+ *
+ * <p>Where the JDK answers currentTimeNanos() it is Instant.now(), with
+ * Instant.now()'s cost and its allocation where escape analysis does not
+ * remove it.
+ */
+final class Routes {
+    /** A plain JNI call from HotSpot on x86-64: JMH's no-op, 6.5-6.9 ns on the project's machine. */
+    static final double JNI_CALL_NS = 6.0;
+    /**
+     * A critical FFM downcall adds nothing over the C call the measurement already
+     * includes (JMH, JDK 25: FastClock.nanoTime() 17.8 ns where C measured 16.9-18).
+     */
+    static final double FFM_CALL_NS = 0.0;
+    /** Instant.now() beyond its native call: building the Instant (JMH: 6.9-9.5 ns above currentTimeMillis in all). */
+    static final double INSTANT_NS = 3.0;
+    /** Fastclock answers when it costs at most this fraction of the JDK's clock. */
+    static final double MARGIN = 0.95;
+
+    /**
+     * The six costs {@link #decide} takes, from Jni.costs' ten figures: the kernel's
+     * cheapest batch, and each fastclock read as its paired median ratio times that.
+     * (Two separate minima moved apart by 15% under load on the project's machine,
+     * flipping a near decision between JVMs; the paired ratio did not.)
+     */
+    static double[] fromMeasurement(double[] m) {
+        double[] c = new double[6];
+        c[KERNEL_MONO] = m[KERNEL_MONO];
+        c[KERNEL_REAL] = m[KERNEL_REAL];
+        c[MONO] = m[6] * m[KERNEL_MONO];
+        c[MONO_UNORDERED] = m[7] * m[KERNEL_MONO];
+        c[REAL] = m[8] * m[KERNEL_REAL];
+        c[REAL_UNORDERED] = m[9] * m[KERNEL_REAL];
+        return c;
+    }
+
+    /** Indexes into the costs array (the order of Jni.costs). */
+    static final int MONO = 0, MONO_UNORDERED = 1, REAL = 2, REAL_UNORDERED = 3, KERNEL_MONO = 4, KERNEL_REAL = 5;
+
+    final boolean nanoTime, nanoTimeUnordered, currentTimeNanos, currentTimeNanosUnordered, currentTimeMillis;
+    /** The decision in words, without figures: identical across JVMs that decide alike. */
+    final String answers;
+    /** The figures it came from. */
+    final String costs;
+
+    private Routes(boolean nanoTime, boolean nanoTimeUnordered, boolean currentTimeNanos,
+            boolean currentTimeNanosUnordered, boolean currentTimeMillis, String answers, String costs) {
+        this.nanoTime = nanoTime;
+        this.nanoTimeUnordered = nanoTimeUnordered;
+        this.currentTimeNanos = currentTimeNanos;
+        this.currentTimeNanosUnordered = currentTimeNanosUnordered;
+        this.currentTimeMillis = currentTimeMillis;
+        this.answers = answers;
+        this.costs = costs;
+    }
+
+    /** No library: every clock from the JDK (UTC nanoseconds from JavaClock, cheaper than Instant.now()). */
+    static Routes java(String why) {
+        return new Routes(false, false, false, false, false,
+                "nanoTime=System.nanoTime() nanoTimeUnordered=System.nanoTime() "
+                        + "currentTimeNanos=System.nanoTime()+offset currentTimeNanosUnordered=System.nanoTime()+offset "
+                        + "currentTimeMillis=System.currentTimeMillis()",
+                why);
+    }
+
+    /** Every fine clock from fastclock (-Dfastclock.preferJdkClocks=false). */
+    static Routes allNative(String binding, double[] c) {
+        return new Routes(true, true, true, true, true, words(true, true, true, true, true),
+                describe(binding, c) + "; -Dfastclock.preferJdkClocks=false: fastclock answers everything");
+    }
+
+    static double callNs(String binding) {
+        return "ffm".equals(binding) ? FFM_CALL_NS : JNI_CALL_NS;
+    }
+
+    /** Whether fastclock, costing fc ns in C plus the call, beats a JDK clock costing jdk ns. */
+    static boolean wins(double fc, double call, double jdk) {
+        return fc > 0 && jdk > 0 && fc + call <= MARGIN * jdk;
+    }
+
+    /**
+     * The decision for this binding ("jni" or "ffm") from the measured costs
+     * (see the index constants).  Unmeasured (0 or negative) costs mean the JDK answers.
+     */
+    static Routes decide(String binding, double[] c) {
+        double call = callNs(binding);
+        double instantNow = c[KERNEL_REAL] > 0 ? c[KERNEL_REAL] + JNI_CALL_NS + INSTANT_NS : 0;
+        boolean nano = wins(c[MONO], call, c[KERNEL_MONO]);
+        boolean nanoU = wins(c[MONO_UNORDERED], call, c[KERNEL_MONO]);
+        boolean real = wins(c[REAL], call, instantNow);
+        boolean realU = wins(c[REAL_UNORDERED], call, instantNow);
+        boolean millis = wins(c[REAL], call, c[KERNEL_REAL]);
+        return new Routes(nano, nanoU, real, realU, millis, words(nano, nanoU, real, realU, millis),
+                describe(binding, c));
+    }
+
+    private static String words(boolean nano, boolean nanoU, boolean real, boolean realU, boolean millis) {
+        return "nanoTime=" + (nano ? "fastclock" : "System.nanoTime()")
+                + " nanoTimeUnordered=" + (nanoU ? "fastclock" : "System.nanoTime()")
+                + " currentTimeNanos=" + (real ? "fastclock" : "Instant.now()")
+                + " currentTimeNanosUnordered=" + (realU ? "fastclock" : "Instant.now()")
+                + " currentTimeMillis=" + (millis ? "fastclock" : "System.currentTimeMillis()");
+    }
+
+    private static String describe(String binding, double[] c) {
+        return String.format(Locale.ROOT,
+                "measured in C, ns/call (fastclock's as its paired ratio to clock_gettime): fastclock mono %.1f, mono unordered %.1f, real %.1f, real unordered %.1f; "
+                        + "clock_gettime MONOTONIC %.1f, REALTIME %.1f; plus %.1f ns per %s call; "
+                        + "fastclock answers where it costs <= %.2fx the JDK's clock",
+                c[MONO], c[MONO_UNORDERED], c[REAL], c[REAL_UNORDERED], c[KERNEL_MONO], c[KERNEL_REAL],
+                callNs(binding), binding, MARGIN);
+    }
+}

@@ -1,0 +1,47 @@
+package io.fastclock;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+import java.util.Map;
+import java.util.TreeMap;
+import org.junit.jupiter.api.Test;
+
+/** The coarse clocks read the memory the core's calibrator publishes: no native call per read. */
+class CoarseTest {
+    @Test
+    void coarseClocksReadPublishedMemoryWhileTheCoreTicks() throws InterruptedException {
+        assumeTrue(FastClock.isNative(), "needs the native library (the core's published coarse clocks)");
+        String mode = FastClock.mode();
+        assumeTrue(mode.startsWith("tsc"), "needs the core's calibrator thread ticking (mode tsc), mode is " + mode);
+        FastClock.coarseNanoTime();
+        for (int i = 0; i < 200 && !FastClock.coarseFromMemory(); i++)
+            Thread.sleep(1);
+        assertTrue(FastClock.coarseFromMemory(), FastClock.status());
+        String expected = Jvm.feature() >= 22 ? "MemorySegment" : "Unsafe";
+        assertTrue(FastClock.status().contains("coarse=memory the core publishes (" + expected), FastClock.status());
+        // The memory moves on by itself: the calibrator ticks about every millisecond.
+        long v0 = FastClock.coarseNanoTime(), m0 = FastClock.coarseCurrentTimeMillis();
+        Thread.sleep(30);
+        long v1 = FastClock.coarseNanoTime(), m1 = FastClock.coarseCurrentTimeMillis();
+        assertTrue(v1 - v0 >= 10_000_000L, v0 + " -> " + v1);
+        assertTrue(m1 - m0 >= 10, m0 + " -> " + m1);
+        assertTrue(v1 <= FastClock.nanoTime(), "never ahead of the fine clock");
+    }
+
+    @Test
+    void inModeSystemTheCoarseClocksStillAnswer() throws Exception {
+        assumeTrue(FastClock.isNative(), "needs the native library (FASTCLOCK_MODE is the core's)");
+        Map<String, String> env = new TreeMap<>();
+        env.put("FASTCLOCK_MODE", "system");
+        Jvm j = Jvm.probeArgs(java.util.List.of(), env);
+        assertEquals(0, j.exitCode, j.toString());
+        assertEquals("system", j.get("mode"), j.toString());
+        assertEquals("true", j.get("all_calls"), j.toString());
+        assertTrue(j.get("status").contains("coarse=a native call"), j.toString());
+        // Mode system: no native read beats the JDK's leaf clocks, so they answer.
+        assertTrue(j.get("answers").contains("nanoTime=System.nanoTime()"), j.toString());
+        assertTrue(j.get("answers").contains("currentTimeMillis=System.currentTimeMillis()"), j.toString());
+    }
+}

@@ -1,0 +1,133 @@
+package io.fastclock;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.time.Duration;
+import java.time.Instant;
+import java.time.ZoneId;
+import java.time.ZonedDateTime;
+import java.util.ArrayList;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+
+/** The instance-level clock: the system source tells FastClock's time; the manual one only moves when told. */
+class TimeSourceTest {
+    static final Instant T0 = Instant.parse("2030-01-02T03:04:05.123456789Z");
+
+    static long epochNs(Instant i) {
+        return i.getEpochSecond() * 1_000_000_000L + i.getNano();
+    }
+
+    @Test
+    void theSystemSourceIsFastClock() {
+        TimeSource s = TimeSource.system();
+        assertSame(s, FastClock.timeSource());
+        assertSame(s, FastClock.instantSource());
+        long a = System.nanoTime(), v = s.nanoTime(), b = System.nanoTime();
+        assertTrue(v >= a - 1000 && v <= b + 1000, a + " " + v + " " + b);
+        long i0 = epochNs(Instant.now()), u = s.currentTimeNanos(), i1 = epochNs(Instant.now());
+        assertTrue(u >= i0 - 1000 && u <= i1 + 1000, i0 + " " + u + " " + i1);
+        long[] bounds = new long[2];
+        s.currentTimeBounds(bounds);
+        assertTrue(bounds[0] <= epochNs(Instant.now()) && bounds[1] >= i0, bounds[0] + " " + bounds[1]);
+    }
+
+    @Test
+    void aManualSourceStandsStill() {
+        ManualTimeSource m = ManualTimeSource.at(T0, 42);
+        for (int i = 0; i < 3; i++) {
+            assertEquals(42, m.nanoTime());
+            assertEquals(epochNs(T0), m.currentTimeNanos());
+            assertEquals(T0, m.instant());
+            assertEquals(T0.toEpochMilli(), m.millis());
+        }
+        assertEquals(ZonedDateTime.ofInstant(T0, ZoneId.of("Asia/Tokyo")), ZonedDateTime.now(m.withZone(ZoneId.of("Asia/Tokyo"))));
+    }
+
+    @Test
+    void advancingMovesBothTimelinesAndNeverBack() {
+        ManualTimeSource m = ManualTimeSource.at(T0);
+        m.advance(Duration.ofMillis(1500)).advanceNanos(7);
+        assertEquals(1_500_000_007L, m.nanoTime());
+        assertEquals(T0.plusNanos(1_500_000_007L), m.instant());
+        assertThrows(IllegalArgumentException.class, () -> m.advance(Duration.ofNanos(-1)));
+        assertThrows(IllegalArgumentException.class, () -> m.setAutoAdvance(Duration.ofNanos(-1)));
+        assertEquals(1_500_000_007L, m.nanoTime(), "a refused change changes nothing");
+    }
+
+    @Test
+    void utcStepsLeaveMonotonicTimeAlone() {
+        ManualTimeSource m = ManualTimeSource.at(T0, 100);
+        Instant back = T0.minusSeconds(3600);
+        m.setInstant(back);
+        assertEquals(back, m.instant());
+        assertEquals(100, m.nanoTime());
+        m.advanceNanos(5);
+        assertEquals(back.plusNanos(5), m.instant());
+    }
+
+    @Test
+    void autoAdvanceMovesOnEveryRead() {
+        ManualTimeSource m = ManualTimeSource.at(T0).setAutoAdvance(Duration.ofNanos(10));
+        assertEquals(0, m.nanoTime());
+        assertEquals(10, m.nanoTime());
+        assertEquals(epochNs(T0) + 20, m.currentTimeNanos());
+        m.setAutoAdvance(Duration.ZERO);
+        assertEquals(30, m.nanoTime());
+        assertEquals(30, m.nanoTime());
+    }
+
+    @Test
+    void boundsAreWhatTheTestSays() {
+        ManualTimeSource m = ManualTimeSource.at(T0);
+        long[] b = new long[2];
+        assertTrue(m.currentTimeBounds(b));
+        assertEquals(epochNs(T0), b[0]);
+        assertEquals(epochNs(T0), b[1]);
+        m.setBounds(Duration.ofMillis(2), false);
+        assertFalse(m.currentTimeBounds(b));
+        assertEquals(epochNs(T0) - 2_000_000, b[0]);
+        assertEquals(epochNs(T0) + 2_000_000, b[1]);
+        assertThrows(IllegalArgumentException.class, () -> m.currentTimeBounds(new long[1]));
+    }
+
+    @Test
+    void startingAtAnotherSourceFreezesItsTime() {
+        long before = System.nanoTime();
+        ManualTimeSource m = ManualTimeSource.startingAt(TimeSource.system());
+        long after = System.nanoTime();
+        assertTrue(m.nanoTime() >= before - 1000 && m.nanoTime() <= after + 1000);
+        assertEquals(m.nanoTime(), m.nanoTime());
+    }
+
+    @Test
+    void concurrentReadersNeverSeeMonotonicTimeGoBack() throws InterruptedException {
+        ManualTimeSource m = ManualTimeSource.at(T0).setAutoAdvance(Duration.ofNanos(1));
+        List<Thread> threads = new ArrayList<>();
+        boolean[] ok = new boolean[4];
+        for (int t = 0; t < 4; t++) {
+            int id = t;
+            Thread th = new Thread(() -> {
+                long last = Long.MIN_VALUE;
+                boolean good = true;
+                for (int i = 0; i < 100_000; i++) {
+                    long v = m.nanoTime();
+                    good &= v > last; // auto-advance hands every read its own value
+                    last = v;
+                }
+                ok[id] = good;
+            });
+            threads.add(th);
+            th.start();
+        }
+        for (Thread th : threads)
+            th.join();
+        for (boolean b : ok)
+            assertTrue(b);
+        assertEquals(400_000, m.nanoTime());
+    }
+}
