@@ -2,6 +2,9 @@
  * Which instruction the ordered reads use, and whether the kernel's clock is
  * so much cheaper here that ordered reads should go to it.
  *
+ * arm64 has the same choice: isb;mrs cntvct_el0 or, with FEAT_ECV, the
+ * self-synchronised mrs cntvctss_el0 (counter.h), in the FC_READ_RDTSCP slot.
+ *
  * Both lfence;rdtsc and rdtscp keep the counter read behind every earlier
  * load, which is the cross-thread guarantee (tests/guarantees_test.cc proves
  * it with a check_tsc_warp-style test, whichever is chosen).  The kernel's
@@ -85,7 +88,11 @@ uint32_t fc_counter_choose(double ns_per_tick)
     volatile uint64_t sink = 0;
     uint64_t lfence, rdtscp = UINT64_MAX, kernel;
     int has_rdtscp = fc_seam.cpu ? fc_seam.cpu->has_rdtscp : fc_cpu_has_rdtscp();
-    atomic_store_explicit(&rdtscp_present, has_rdtscp, memory_order_relaxed);
+    atomic_store_explicit(&rdtscp_present, FC_HAVE_PERCPU && has_rdtscp, memory_order_relaxed);
+#if defined(__aarch64__)
+    /* arm64: the alternative is CNTVCTSS_EL0 (no ISB), where FEAT_ECV has it. */
+    has_rdtscp = fc_cpu_counter_self_synced();
+#endif
     BEST_OF(fc_counter_lfence(), lfence);
     if (has_rdtscp)
         BEST_OF(fc_counter_rdtscp_only(), rdtscp);
