@@ -46,6 +46,47 @@ static uint64_t kernel_read(void)
     return (uint64_t)ts.tv_nsec;
 }
 
+/* The counter's granularity, in ticks (0: not measured, taken as 1).  A
+ * counter that ticks more slowly than it can be read (arm64's generic timer
+ * at 1-50 MHz; qemu-user's, which moves in 1 us steps) returns the same
+ * value to back-to-back reads: a sample's two reads may then be up to a
+ * step off the instants they bracket, and calibration charges that. */
+static _Atomic uint64_t step_ticks;
+
+static uint64_t measure_step(void);
+
+uint64_t fc_counter_step(void)
+{
+    uint64_t s = atomic_load_explicit(&step_ticks, memory_order_relaxed);
+    if (FC_LIKELY(s))
+        return s;
+    if (fc_seam.counter)
+        return 1;
+    s = measure_step();
+    atomic_store_explicit(&step_ticks, s, memory_order_relaxed);
+    return s;
+}
+
+/* Back-to-back ordered reads: where they repeat, the first change is one
+ * step (at most a few us on any real counter); where they never repeat, the
+ * counter is finer than a read and its step is taken as one tick. */
+static uint64_t measure_step(void)
+{
+    uint64_t best = UINT64_MAX;
+    int repeated = 0;
+    for (int k = 0; k < 3; k++) {
+        uint64_t a = fc_counter_ordered(), b;
+        int n = 0;
+        do
+            b = fc_counter_ordered();
+        while (b == a && ++n < 200000);
+        repeated |= n > 0;
+        if (b > a && b - a < best)
+            best = b - a;
+    }
+    return repeated && best != UINT64_MAX ? best : 1;
+}
+
 /* Measured costs, ns per read (0: not measured): written with the first line. */
 static _Atomic double read_cost_ns, kernel_cost_ns;
 static _Atomic int rdtscp_present;
@@ -81,6 +122,7 @@ void fc_counter_reset_for_tests(void)
     atomic_store(&read_cost_ns, 0.0);
     atomic_store(&kernel_cost_ns, 0.0);
     atomic_store(&rdtscp_present, 0);
+    atomic_store(&step_ticks, 0);
 }
 
 uint32_t fc_counter_choose(double ns_per_tick)

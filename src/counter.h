@@ -184,6 +184,10 @@ uint32_t fc_counter_choose(double ns_per_tick);
  * whole read that a caller measured with it, kept for fastclock_status. */
 uint64_t fc_counter_time_calls(int64_t (*fn)(void));
 void fc_counter_note_read_cost(double ns);
+/* The counter's step in ticks, measured the first time it is asked (by
+ * calibration, off the read path; 1 with an injected counter): what each
+ * read of a sample may lag its instant by. */
+uint64_t fc_counter_step(void);
 /* The costs measured: the ordered read, the kernel's clock (0: not yet). */
 void fc_counter_costs(double *ours, double *kernel);
 void fc_counter_reset_for_tests(void);
