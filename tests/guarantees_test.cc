@@ -534,6 +534,11 @@ TEST(Coarse, MonotonicNeverAheadAndAbout1msFresh)
 
 TEST(Ticks, ConvertToNanoseconds)
 {
+    // A coarse counter fails calibration a little later, and ticks then jump
+    // ahead by a margin (their unit kept): not a 50 ms interval to measure.
+    std::string coarse;
+    if (counter_too_coarse(&coarse))
+        GTEST_SKIP() << coarse << " (the mode leaves the counter during the test)";
     uint64_t t0 = fastclock_ticks();
     int64_t k0 = kernel_ns(CLOCK_MONOTONIC);
     usleep(50000);

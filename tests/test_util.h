@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <sched.h>
+#include <sys/auxv.h>
 #include <unistd.h>
 #include <pthread.h>
 
@@ -38,6 +39,17 @@ inline double counter_step_ns()
 #else
     return 0;
 #endif
+}
+
+// Without a vDSO (qemu-user maps none; vdso=0) every kernel clock read is a
+// system call, under an emulator an emulated one: slow and jittery enough
+// that calibration may give up in some processes and not in others.
+inline bool no_vdso(std::string *why)
+{
+    if (getauxval(AT_SYSINFO_EHDR) != 0)
+        return false;
+    *why = "no vDSO here (qemu-user maps none): every kernel clock read is an emulated system call";
+    return true;
 }
 
 // Where the counter is too coarse to calibrate a line that stays within its
