@@ -66,3 +66,18 @@ function(fc_add_test)
     add_test(NAME ${T_NAME} COMMAND ${T_COMMAND})
   endif()
 endfunction()
+
+# The JNI library for the jar's other native (java/native): only jni.h and
+# jni_md.h are needed, and a Linux JDK's are the same for every architecture,
+# so a cross build takes the host JDK's (the target's root has no JDK).
+if(CMAKE_CROSSCOMPILING AND NOT JAVA_INCLUDE_PATH)
+  file(GLOB _fc_jni_headers /usr/lib/jvm/*/include/jni.h)
+  if(_fc_jni_headers)
+    list(GET _fc_jni_headers 0 _fc_jni)
+    get_filename_component(_fc_jni_dir "${_fc_jni}" DIRECTORY)
+    if(EXISTS "${_fc_jni_dir}/linux/jni_md.h")
+      set(JAVA_INCLUDE_PATH "${_fc_jni_dir}" CACHE PATH "jni.h (the host JDK's: architecture-neutral)" FORCE)
+      set(JAVA_INCLUDE_PATH2 "${_fc_jni_dir}/linux" CACHE PATH "jni_md.h (the host JDK's)" FORCE)
+    endif()
+  endif()
+endif()

@@ -15,7 +15,9 @@ TEST_TARGETS += test-arm64
 arm64-deps:
 	@scripts/ensure-deps.sh c arm64
 
-build-arm64: arm64-deps
+# shim-deps: the JDK, whose (architecture-neutral) JNI headers build the
+# jar's linux-aarch64 native here too.
+build-arm64: arm64-deps shim-deps
 	@[ -f $(ARM64_BUILD)/CMakeCache.txt ] || cmake -S . -B $(ARM64_BUILD) -G "$(GENERATOR)" \
 	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake
 	cmake --build $(ARM64_BUILD)
