@@ -557,8 +557,10 @@ static void rule_fastclock(struct ctx *c, struct findings *o)
             format_ns(un, sizeof un, f->fc_unordered_ns);
         if (c->enters == TRI_YES) {
             struct finding *x = add(o, SEV_INFO, c->mono_ns - f->fc_ns, "fastclock-gain");
-            msg(x, "fastclock reads the TSC directly: %s per call instead of %s for clock_gettime (%.0fx), without "
-                   "changing the clocksource.",
+            msg(x, c->arm ? "fastclock reads the counter (cntvct_el0) directly: %s per call instead of %s for "
+                            "clock_gettime (%.0fx), without changing the clocksource."
+                          : "fastclock reads the TSC directly: %s per call instead of %s for clock_gettime (%.0fx), "
+                            "without changing the clocksource.",
                 fc, c->mono_cost, ratio);
             fix(x, "`fastclock run -- your-program` gives that without code changes; or link libfastclock and call "
                    "fastclock_mono_ns().");
@@ -574,7 +576,8 @@ static void rule_fastclock(struct ctx *c, struct findings *o)
         struct finding *x = add(o, SEV_INFO, 10, "fastclock-system");
         msg(x, "fastclock uses the kernel's clocks here: %s.", or_unknown(f->fc_reason));
         if (c->enters == TRI_YES)
-            fix(x, "The findings above say what would let it read the TSC. %s", c->coarse_advice);
+            fix(x, "The findings above say what would let it read the %s. %s", c->arm ? "counter" : "TSC",
+                c->coarse_advice);
         else
             fix(x, "Nothing to change: reads cost what clock_gettime costs.");
     }

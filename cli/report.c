@@ -174,7 +174,8 @@ static void text_machine(FILE *out, const struct doctor_facts *f, const struct s
 
 static void text_tsc(FILE *out, const struct doctor_facts *f, const struct style *s)
 {
-    section(out, s, "Counter (TSC)");
+    int arm = strcmp(f->arch, "aarch64") == 0 || strcmp(f->arch, "arm64") == 0;
+    section(out, s, arm ? "Counter (generic timer, cntvct_el0)" : "Counter (TSC)");
     if (f->invariant_tsc == TRI_UNKNOWN)
         row(out, "invariant", "unknown");
     else
@@ -209,7 +210,8 @@ static void text_tsc(FILE *out, const struct doctor_facts *f, const struct style
     if (f->warp_ran)
         row(out, "cross-CPU warp", "%lld cycles over %d CPU pair%s (%.1f M ordered reads under a lock)%s",
             (long long)f->warp_max_cycles, f->warp_pairs, f->warp_pairs == 1 ? "" : "s",
-            (double)f->warp_iterations / 1e6, f->warp_max_cycles > 0 ? ": the TSCs disagree" : ": in step");
+            (double)f->warp_iterations / 1e6,
+            f->warp_max_cycles > 0 ? (arm ? ": the CPUs' counters disagree" : ": the TSCs disagree") : ": in step");
     else
         row(out, "cross-CPU warp", "unknown (%s)", f->warp_err);
 }
@@ -255,7 +257,11 @@ static void text_kernel(FILE *out, const struct doctor_facts *f, const struct st
         sb_printf(&b, "last switch to %s", k->last_switch);
     else
         sb_printf(&b, "no clocksource switch logged");
-    sb_printf(&b, "; TSC %s", k->tsc_unstable || k->watchdog_tsc ? "MARKED UNSTABLE" : "never marked unstable");
+    if (strcmp(f->arch, "aarch64") == 0 || strcmp(f->arch, "arm64") == 0)
+        sb_printf(&b, "; %s", k->timer_erratum ? "a timer erratum WORKED AROUND (counter reads trapped)"
+                                               : "no timer erratum worked around");
+    else
+        sb_printf(&b, "; TSC %s", k->tsc_unstable || k->watchdog_tsc ? "MARKED UNSTABLE" : "never marked unstable");
     row(out, "kernel log", "%s", summary);
     for (int i = 0; i < k->nevents; i++) {
         char line[400];
@@ -336,12 +342,23 @@ static void text_fastclock(FILE *out, const struct doctor_facts *f, const struct
     fmt_ns(a, sizeof a, f->fc_ns);
     fmt_ns(b, sizeof b, f->fc_unordered_ns);
     fmt_ns(c, sizeof c, f->fc_coarse_ns);
-    row(out, "ordered read", "fastclock_mono_ns %s: the counter is read after every earlier instruction "
-                             "(lfence;rdtsc), so a read that follows another thread's read never goes back",
-        a);
-    row(out, "unordered read", "fastclock_mono_ns_unordered %s: bare rdtsc, monotonic within one thread only "
-                               "(the CPU may read the counter early); for intervals measured by one thread",
-        b);
+    if (strcmp(f->arch, "aarch64") == 0 || strcmp(f->arch, "arm64") == 0) {
+        row(out, "ordered read", "fastclock_mono_ns %s: the counter is read after every earlier instruction and "
+                                 "before every later load (isb;cntvct_el0 or cntvctss_el0, then an address "
+                                 "dependency, as the kernel's vDSO does), so a read that follows another thread's "
+                                 "read never goes back",
+            a);
+        row(out, "unordered read", "fastclock_mono_ns_unordered %s: bare mrs cntvct_el0, which arm64 may execute "
+                                   "early or late (it is not a memory access); for intervals measured by one thread",
+            b);
+    } else {
+        row(out, "ordered read", "fastclock_mono_ns %s: the counter is read after every earlier instruction "
+                                 "(lfence;rdtsc), so a read that follows another thread's read never goes back",
+            a);
+        row(out, "unordered read", "fastclock_mono_ns_unordered %s: bare rdtsc, monotonic within one thread only "
+                                   "(the CPU may read the counter early); for intervals measured by one thread",
+            b);
+    }
     row(out, "coarse read", "fastclock_mono_coarse_ns %s: about 1 ms resolution", c);
 }
 

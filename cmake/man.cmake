@@ -8,9 +8,10 @@ if(NOT Python3_Interpreter_FOUND OR NOT FASTCLOCK_GZIP)
   message(STATUS "fastclock: no python3 or gzip; the man pages are not built")
 else()
   set(_fc_man ${CMAKE_BINARY_DIR}/man)
+  fc_runnable(_fc_cli fastclock_cli)
   file(MAKE_DIRECTORY ${_fc_man})
   add_custom_command(OUTPUT ${_fc_man}/fastclock.1 ${_fc_man}/fastclock.1.gz
-    COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/scripts/gen-man.py cli $<TARGET_FILE:fastclock_cli> ${_fc_man}/fastclock.1
+    COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/scripts/gen-man.py cli ${_fc_cli} ${_fc_man}/fastclock.1
     COMMAND ${FASTCLOCK_GZIP} -9n -c ${_fc_man}/fastclock.1 > ${_fc_man}/fastclock.1.gz
     DEPENDS fastclock_cli ${CMAKE_SOURCE_DIR}/scripts/gen-man.py
     COMMENT "fastclock.1 from fastclock --help")

@@ -5,6 +5,8 @@
 #   java  JDK 17 and Maven
 #   cli   Python's jsonschema (tests of `fastclock doctor --json`)
 #   pkg   the .deb: dpkg-dev (dpkg-shlibdeps), lintian, man-db, fakeroot
+#   arm64 the cross toolchain, the arm64 libc, qemu-user (or qemu-user-static)
+#         and GoogleTest's source (built for arm64 with the tree)
 set -eu
 
 missing=""
@@ -25,6 +27,11 @@ for group in "$@"; do
     java) for p in openjdk-17-jdk-headless maven; do want "$p"; done ;;
     cli) for p in python3 python3-jsonschema; do want "$p"; done ;;
     pkg) for p in dpkg-dev lintian man-db fakeroot gzip; do want "$p"; done ;;
+    arm64)
+        for p in gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-arm64-cross libc6-dev-arm64-cross googletest; do
+            want "$p"
+        done
+        pkg_ok qemu-user || pkg_ok qemu-user-static || missing="$missing qemu-user" ;;
     *) echo "ensure-deps.sh: unknown group '$group'" >&2; exit 2 ;;
     esac
 done

@@ -366,10 +366,12 @@ void fc_cal_set_ticks_rate(double rate)
     atomic_store_explicit(&ticks_mult, round64(rate * (double)((int64_t)1 << FC_SHIFT)), memory_order_relaxed);
 }
 
-/* Sample noise in ns: half the bracket plus the kernel's own resolution. */
+/* Sample noise in ns: half the bracket, widened by the counter's step (a
+ * coarse counter's reads may each lag their instant by up to a step), plus
+ * the kernel's own resolution. */
 static double sigma_ns(const struct fc_sample *s, double rate)
 {
-    return (double)s->width * rate * 0.5 + 1.0;
+    return ((double)s->width + (double)fc_counter_step()) * rate * 0.5 + 1.0;
 }
 
 static void history_push(struct fc_cal_state *cs, const struct fc_sample *s)
@@ -865,7 +867,8 @@ static int first_line(void)
         return FC_RECAL_SKIPPED;
     }
     double measured = (double)(s1.mono - s0.mono) / (double)(s1.t - s0.t);
-    double w0 = (double)s0.width * measured, w1 = (double)s1.width * measured;
+    double step = (double)fc_counter_step();
+    double w0 = ((double)s0.width + step) * measured, w1 = ((double)s1.width + step) * measured;
     if (!(measured > 0) || measured > 1e6) {
         return global_failed("the counter's rate against CLOCK_MONOTONIC is not plausible");
     }

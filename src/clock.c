@@ -666,10 +666,11 @@ static int status_fill(struct fastclock_status *out)
     out->max_error_ns = st.max_err_ns;
     out->sample_width_ns = st.last_width_ns;
     if (mode == FC_MODE_TSC && f.l.mult != 0) {
-        out->counter = (flags & FC_READ_ORDERED_KERNEL) ? "clock_gettime (ordered), rdtsc (unordered)"
-                       : fc_default_unordered()         ? "rdtsc"
-                       : (flags & FC_READ_RDTSCP)       ? "rdtscp"
-                                                        : "lfence;rdtsc";
+        out->counter = (flags & FC_READ_ORDERED_KERNEL)
+                           ? "clock_gettime (ordered), " FC_COUNTER_INSN_UNORDERED " (unordered)"
+                       : fc_default_unordered()   ? FC_COUNTER_INSN_UNORDERED
+                       : (flags & FC_READ_RDTSCP) ? FC_COUNTER_INSN_ALT
+                                                  : FC_COUNTER_INSN_ORDERED;
         out->calibrator = fc_upkeep_running() ? "thread" : "lazy";
         out->counter_hz = st.rate_ns_per_tick > 0 ? 1e9 / st.rate_ns_per_tick : 0;
         out->calibration_interval_ns = st.interval_ns;

@@ -13,6 +13,18 @@
 #define FC_HAVE_COUNTER 1
 /* The kernel's name for this counter as a clocksource. */
 #define FC_COUNTER_CLOCKSOURCE "tsc"
+/* Words for reasons and status: the counter, and its three reads. */
+#define FC_COUNTER_NAME "TSC"
+#define FC_COUNTER_INSN_UNORDERED "rdtsc"
+#define FC_COUNTER_INSN_ORDERED "lfence;rdtsc"
+#define FC_COUNTER_INSN_ALT "rdtscp"
+/* tsc-percpu: rdtscp names the CPU whose counter was read. */
+#define FC_HAVE_PERCPU 1
+/* Timer errata the kernel works around by trapping the counter: arm64's (kernel.h). */
+#define FC_COUNTER_ERRATA 0
+#define FC_DISTRUST_HINT "which happens when the kernel marked it unstable"
+#define FC_COUNTER_INVARIANT "the TSC is invariant and "
+#define FC_NO_PERCPU_REASON "it needs rdtscp, which this CPU lacks"
 
 /* Bare rdtsc: cheapest, but the CPU may execute it before earlier loads. */
 static inline __attribute__((always_inline)) uint64_t fc_counter_unordered(void)
@@ -65,9 +77,46 @@ static inline __attribute__((always_inline)) void fc_cpu_relax(void)
 
 #elif defined(__aarch64__)
 #define FC_HAVE_COUNTER 1
+/* The kernel's name for this counter as a clocksource. */
 #define FC_COUNTER_CLOCKSOURCE "arch_sys_counter"
+#define FC_COUNTER_NAME "counter"
+#define FC_COUNTER_INSN_UNORDERED "cntvct_el0"
+#define FC_COUNTER_INSN_ORDERED "isb;cntvct_el0"
+#define FC_COUNTER_INSN_ALT "cntvctss_el0"
+#define FC_DISTRUST_HINT "so the kernel does not offer it here"
+#define FC_COUNTER_INVARIANT "the generic timer's counter (cntvct_el0) runs at a fixed rate and "
+#define FC_COUNTER_ERRATA 1
+#define FC_HAVE_PERCPU 0
+/* Short: it ends reasons that have said other things first (256 bytes). */
+#define FC_NO_PERCPU_REASON "tsc-percpu is not available on arm64 (no rdtscp to name the CPU)"
 
-/* The generic timer's virtual count.  Synchronised across cores by the architecture. */
+/*
+ * arm64: the generic timer's virtual count, CNTVCT_EL0, at CNTFRQ_EL0 Hz.
+ * One system-wide count that the architecture keeps in step across cores,
+ * so there is no per-CPU mode here (nor an instruction that names the CPU).
+ *
+ * The memory model: a read of CNTVCT_EL0 is not a memory access, and the
+ * architecture lets it execute speculatively and out of order relative to
+ * any other instruction, loads and stores included.  The bare read is the
+ * `_unordered` flavour (the counterpart of a bare rdtsc).  The ordered read
+ * is the kernel vDSO's: an ISB first, so the counter is read only after
+ * every earlier instruction (the loads that acquired a lock among them) has
+ * completed; then a false address dependency on the value (a load from the
+ * stack at sp + (v ^ v)), so no later load can be satisfied before the
+ * counter was read -- the kernel's arch_counter_enforce_ordering.  With
+ * FEAT_ECV the CPU has CNTVCTSS_EL0, the self-synchronised view of the same
+ * count, which needs no ISB (HWCAP2_ECV; chosen in counter.c).
+ */
+static inline __attribute__((always_inline)) void fc_counter_order_after(uint64_t v)
+{
+    uint64_t tmp;
+    __asm__ __volatile__("eor %0, %1, %1\n\t"
+                         "add %0, sp, %0\n\t"
+                         "ldr xzr, [%0]"
+                         : "=&r"(tmp) : "r"(v) : "memory");
+}
+
+/* Bare mrs: cheapest, but the CPU may read the count early or late. */
 static inline __attribute__((always_inline)) uint64_t fc_counter_unordered(void)
 {
     uint64_t v;
@@ -75,15 +124,32 @@ static inline __attribute__((always_inline)) uint64_t fc_counter_unordered(void)
     return v;
 }
 
-static inline __attribute__((always_inline)) uint64_t fc_counter_ordered(void)
+/* isb; mrs cntvct_el0, then the dependency: the kernel's ordered read. */
+static inline __attribute__((always_inline)) uint64_t fc_counter_lfence(void)
 {
     uint64_t v;
     __asm__ __volatile__("isb\n\tmrs %0, cntvct_el0" : "=r"(v) :: "memory");
+    fc_counter_order_after(v);
     return v;
 }
-static inline __attribute__((always_inline)) uint64_t fc_counter_lfence(void) { return fc_counter_ordered(); }
-static inline __attribute__((always_inline)) uint64_t fc_counter_rdtscp_only(void) { return fc_counter_ordered(); }
 
+/* mrs cntvctss_el0 (S3_3_C14_C0_6, FEAT_ECV), then the dependency.  Only
+ * where getauxval(AT_HWCAP2) & HWCAP2_ECV: elsewhere it is undefined. */
+static inline __attribute__((always_inline)) uint64_t fc_counter_rdtscp_only(void)
+{
+    uint64_t v;
+    __asm__ __volatile__("mrs %0, S3_3_C14_C0_6" : "=r"(v) :: "memory");
+    fc_counter_order_after(v);
+    return v;
+}
+
+/* The ordered read of the library's own bookkeeping (calibration samples). */
+static inline __attribute__((always_inline)) uint64_t fc_counter_ordered(void)
+{
+    return fc_counter_lfence();
+}
+
+/* No CPU number comes with the count: aux is 0 (the per-CPU mode refuses). */
 static inline __attribute__((always_inline)) uint64_t fc_counter_rdtscp(uint32_t *aux)
 {
     *aux = 0;
@@ -98,6 +164,15 @@ static inline __attribute__((always_inline)) void fc_cpu_relax(void)
 #else
 #define FC_HAVE_COUNTER 0
 #define FC_COUNTER_CLOCKSOURCE "tsc"
+#define FC_COUNTER_NAME "counter"
+#define FC_COUNTER_INSN_UNORDERED "none"
+#define FC_COUNTER_INSN_ORDERED "none"
+#define FC_COUNTER_INSN_ALT "none"
+#define FC_DISTRUST_HINT "which happens when the kernel marked it unstable"
+#define FC_COUNTER_INVARIANT "the counter is invariant and "
+#define FC_COUNTER_ERRATA 0
+#define FC_HAVE_PERCPU 0
+#define FC_NO_PERCPU_REASON "this architecture has no counter fastclock can read"
 static inline uint64_t fc_counter_unordered(void) { return 0; }
 static inline uint64_t fc_counter_ordered(void) { return 0; }
 static inline uint64_t fc_counter_lfence(void) { return 0; }
@@ -114,10 +189,14 @@ uint32_t fc_counter_choose(double ns_per_tick);
  * whole read that a caller measured with it, kept for fastclock_status. */
 uint64_t fc_counter_time_calls(int64_t (*fn)(void));
 void fc_counter_note_read_cost(double ns);
+/* The counter's step in ticks, measured the first time it is asked (by
+ * calibration, off the read path; 1 with an injected counter): what each
+ * read of a sample may lag its instant by. */
+uint64_t fc_counter_step(void);
 /* The costs measured: the ordered read, the kernel's clock (0: not yet). */
 void fc_counter_costs(double *ours, double *kernel);
 void fc_counter_reset_for_tests(void);
-/* 1 when the CPU has rdtscp (known once fc_counter_choose ran). */
+/* 1 when the CPU has rdtscp (known once fc_counter_choose ran; 0 on arm64). */
 int fc_counter_has_rdtscp(void);
 
 #endif

@@ -124,7 +124,58 @@ int fc_cpu_has_rdtscp(void)
     return (r[3] >> 27) & 1;
 }
 
+int fc_cpu_counter_self_synced(void)
+{
+    return 0;
+}
+
+#elif defined(__aarch64__)
+#include <errno.h>
+#include <sys/auxv.h>
+#ifndef HWCAP2_ECV
+#define HWCAP2_ECV (1UL << 19)
+#endif
+
+/* arm64: no CPUID.  The generic timer is the counter: CNTFRQ_EL0 gives its
+ * frequency (firmware sets it; the kernel uses the same register), and the
+ * architecture defines it to run at a fixed rate, in step across cores. */
+void fc_cpu_probe(struct fc_cpu_info *info)
+{
+    uint64_t frq;
+    memset(info, 0, sizeof *info);
+    __asm__ __volatile__("mrs %0, cntfrq_el0" : "=r"(frq));
+    memcpy(info->vendor, "ARM", 4);
+    info->has_tsc = 1;       /* the counter: always there for EL0 on Linux */
+    info->invariant_tsc = 1; /* fixed rate by definition */
+    info->tsc_hz = (double)frq;
+    info->tsc_hz_source = "CNTFRQ_EL0";
+}
+
+void fc_cpu_probe_trust(struct fc_cpu_info *info)
+{
+    fc_cpu_probe(info);
+}
+
+int fc_cpu_has_rdtscp(void)
+{
+    return 0; /* no instruction reads the counter and names the CPU */
+}
+
+int fc_cpu_counter_self_synced(void)
+{
+    int saved = errno; /* getauxval sets ENOENT where the kernel gives no AT_HWCAP2 */
+    int ecv = (getauxval(AT_HWCAP2) & HWCAP2_ECV) != 0;
+    errno = saved;
+    return ecv;
+}
+
 #else
+
+void fc_cpu_probe(struct fc_cpu_info *info)
+{
+    memset(info, 0, sizeof *info);
+    info->tsc_hz_source = "";
+}
 
 void fc_cpu_probe_trust(struct fc_cpu_info *info)
 {
@@ -136,19 +187,9 @@ int fc_cpu_has_rdtscp(void)
     return 0;
 }
 
-void fc_cpu_probe(struct fc_cpu_info *info)
+int fc_cpu_counter_self_synced(void)
 {
-    memset(info, 0, sizeof *info);
-    info->tsc_hz_source = "";
-#if defined(__aarch64__)
-    uint64_t frq;
-    __asm__ __volatile__("mrs %0, cntfrq_el0" : "=r"(frq));
-    info->has_tsc = 1;
-    info->invariant_tsc = 1; /* the generic timer runs at a fixed rate by definition */
-    info->tsc_hz = (double)frq;
-    info->tsc_hz_source = "CNTFRQ_EL0";
-    memcpy(info->vendor, "ARM", 4);
-#endif
+    return 0;
 }
 
 #endif

@@ -32,6 +32,10 @@ void fc_cpu_probe_trust(struct fc_cpu_info *info);
 /* CPUID.80000001H:EDX[27], asked only when rdtscp matters (one CPUID). */
 int fc_cpu_has_rdtscp(void);
 
+/* arm64: the CPU has CNTVCTSS_EL0, the self-synchronised counter view
+ * (FEAT_ECV, getauxval(AT_HWCAP2) & HWCAP2_ECV); 0 elsewhere. */
+int fc_cpu_counter_self_synced(void);
+
 /* Human name for a hypervisor signature ("KVM", "Xen", "Hyper-V", "VMware", ...), or NULL. */
 const char *fc_hypervisor_name(const char *sig);
 

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 int fc_read_text(const char *root, const char *path, char *buf, size_t size)
@@ -114,4 +115,110 @@ const char *fc_errno_text(int e)
     case EISDIR: return "is a directory";
     default: return "unreadable";
     }
+}
+
+/* ---- arm64 timer errata -------------------------------------------------- */
+
+/* One line of /proc/cpuinfo: remembers the block's implementer, and says
+ * whether this line names a Cortex-A73 (MIDR implementer 0x41, part 0xd09). */
+static int cpuinfo_line_is_a73(const char *line, size_t n, int *impl_arm)
+{
+    static const char impl[] = "CPU implementer", part[] = "CPU part";
+    const char *colon = memchr(line, ':', n);
+    if (!colon)
+        return 0;
+    const char *v = colon + 1;
+    while (v < line + n && (*v == ' ' || *v == '\t')) v++;
+    size_t vl = (size_t)(line + n - v);
+    if (n >= sizeof impl - 1 && memcmp(line, impl, sizeof impl - 1) == 0)
+        *impl_arm = vl >= 4 && (memcmp(v, "0x41", 4) == 0 || memcmp(v, "0X41", 4) == 0);
+    else if (n >= sizeof part - 1 && memcmp(line, part, sizeof part - 1) == 0)
+        return *impl_arm && vl >= 5 && strncasecmp(v, "0xd09", 5) == 0;
+    return 0;
+}
+
+/* 1 if any CPU in /proc/cpuinfo under root is a Cortex-A73.  Streamed in
+ * pieces (a big machine's cpuinfo is tens of kB); open/read/close only. */
+static int cpuinfo_has_a73(const char *root)
+{
+    char full[512], buf[2048];
+    size_t rl = strlen(root), pl = sizeof "/proc/cpuinfo";
+    if (rl + pl > sizeof full)
+        return 0;
+    memcpy(full, root, rl);
+    memcpy(full + rl, "/proc/cpuinfo", pl);
+    int fd;
+    do fd = open(full, O_RDONLY | O_CLOEXEC);
+    while (fd < 0 && errno == EINTR);
+    if (fd < 0)
+        return 0;
+    size_t have = 0;
+    int impl_arm = 0, found = 0, eof = 0;
+    while (!found && !eof) {
+        ssize_t r = read(fd, buf + have, sizeof buf - have);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            eof = 1;
+            r = 0;
+        }
+        have += (size_t)r;
+        size_t start = 0;
+        for (size_t i = 0; i < have && !found; i++) {
+            if (buf[i] != '\n')
+                continue;
+            found = cpuinfo_line_is_a73(buf + start, i - start, &impl_arm);
+            start = i + 1;
+        }
+        if (eof && start < have && !found)
+            found = cpuinfo_line_is_a73(buf + start, have - start, &impl_arm);
+        if (start == 0 && have == sizeof buf)
+            start = have; /* a line longer than the buffer (Features): not ours */
+        memmove(buf, buf + start, have - start);
+        have -= start;
+    }
+    close(fd);
+    return found;
+}
+
+int fc_counter_erratum(const char *root, char *why, size_t size)
+{
+    /* Device-tree properties of the timer node that the kernel keys these on. */
+    static const struct { const char *prop, *name; } dt[] = {
+        {"fsl,erratum-a008585", "Freescale erratum A-008585"},
+        {"hisilicon,erratum-161010101", "HiSilicon erratum 161010101"},
+        {"allwinner,erratum-unknown1", "Allwinner A64's erratum UNKNOWN1"},
+    };
+    static const char *const nodes[] = {"/sys/firmware/devicetree/base/timer/",
+                                        "/proc/device-tree/timer/"};
+    const char *name = 0;
+    char tmp[8];
+    for (unsigned i = 0; i < sizeof dt / sizeof dt[0] && !name; i++)
+        for (unsigned j = 0; j < sizeof nodes / sizeof nodes[0] && !name; j++) {
+            char path[160];
+            size_t nl = strlen(nodes[j]), ml = strlen(dt[i].prop);
+            memcpy(path, nodes[j], nl);
+            memcpy(path + nl, dt[i].prop, ml + 1);
+            /* A boolean property is an empty file: present is what counts. */
+            int r = fc_read_text(root, path, tmp, sizeof tmp);
+            if (r >= 0)
+                name = dt[i].name;
+        }
+    if (!name && cpuinfo_has_a73(root))
+        name = "ARM erratum 858921 (Cortex-A73)";
+    if (!name)
+        return 0;
+    if (size) {
+        static const char a[] = "the kernel works around a timer erratum here (";
+        static const char c[] = "): it traps every counter read from user space and its vDSO makes a "
+                                "system call, so the counter is correct but no cheaper than the kernel, "
+                                "which answers instead";
+        size_t n = 0;
+        const char *parts[] = {a, name, c};
+        for (unsigned i = 0; i < 3; i++)
+            for (const char *p = parts[i]; *p && n + 1 < size; p++)
+                why[n++] = *p;
+        why[n] = 0;
+    }
+    return 1;
 }

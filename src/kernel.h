@@ -28,6 +28,16 @@ int fc_word_in_list(const char *list, const char *word);
  * into out; returns 1 if present, 0 if not. */
 int fc_cmdline_param(const char *cmdline, const char *name, char *out, size_t size);
 
+/* arm64: a generic-timer erratum that Linux works around by trapping every
+ * user-space counter read (and turning its vDSO's counter off).  Found as the
+ * kernel finds it: the device tree's timer node (fsl,erratum-a008585,
+ * hisilicon,erratum-161010101, allwinner,erratum-unknown1), or a Cortex-A73
+ * in /proc/cpuinfo (ARM erratum 858921).  Returns 1 and says which in why.
+ * Not seen: HiSilicon's erratum on ACPI machines (matched against the GTDT,
+ * which only root may read); there too the kernel traps the reads, so they
+ * stay correct, at a trap's cost. */
+int fc_counter_erratum(const char *root, char *why, size_t size);
+
 /* strerror without locale or allocation (async-signal-safe). */
 const char *fc_errno_text(int e);
 

@@ -356,19 +356,20 @@ static void decide(void)
     int distrusted = 0;
     if (cs.available_errno) {
         if (pref == PREF_AUTO) {
-            fc_buf_str(&b, "cannot tell whether the kernel trusts the TSC: " FC_CLOCKSOURCE_DIR
+            fc_buf_str(&b, "cannot tell whether the kernel trusts the " FC_COUNTER_NAME ": " FC_CLOCKSOURCE_DIR
                            "/available_clocksource is unreadable (");
             fc_buf_str(&b, fc_errno_text(cs.available_errno));
             fc_buf_str(&b, "); set FASTCLOCK_MODE=tsc to use it anyway");
             fc_mode_enter(FC_MODE_SYSTEM, msg, 0);
             return;
         }
-        trust = "the kernel's opinion of the TSC is unknown (sysfs unreadable)";
+        trust = "the kernel's opinion of the " FC_COUNTER_NAME " is unknown (sysfs unreadable)";
     } else if (!fc_word_in_list(cs.available, FC_COUNTER_CLOCKSOURCE)) {
         distrusted = 1;
-        fc_buf_str(&tb, "the kernel does not trust the TSC: it is not among the available clocksources (");
+        fc_buf_str(&tb, "the kernel does not trust the " FC_COUNTER_NAME ": " FC_COUNTER_CLOCKSOURCE
+                        " is not among the available clocksources (");
         fc_buf_str(&tb, cs.available);
-        fc_buf_str(&tb, "), which happens when the kernel marked it unstable");
+        fc_buf_str(&tb, "), " FC_DISTRUST_HINT);
         trust = trustbuf;
         if (pref == PREF_TSC) {
             fc_buf_str(&b, refuse);
@@ -387,14 +388,14 @@ static void decide(void)
 
     if (distrusted || pref == PREF_PERCPU) {
         /* Invariant but not in step across CPUs (or asked for): one line per CPU. */
-        int rdtscp = fc_seam.cpu ? fc_seam.cpu->has_rdtscp : fc_cpu_has_rdtscp();
+        int rdtscp = FC_HAVE_PERCPU && (fc_seam.cpu ? fc_seam.cpu->has_rdtscp : fc_cpu_has_rdtscp());
         if (!rdtscp || fc_percpu_setup(why, sizeof why) != 0) {
             fc_buf_str(&b, pref == PREF_PERCPU ? refuse : "");
             if (distrusted) {
                 fc_buf_str(&b, trust);
                 fc_buf_str(&b, ", and per-CPU calibration is not possible: ");
             }
-            fc_buf_str(&b, rdtscp ? why : "it needs rdtscp, which this CPU lacks");
+            fc_buf_str(&b, rdtscp ? why : FC_NO_PERCPU_REASON);
             fc_mode_enter(FC_MODE_SYSTEM, msg, 0);
             return;
         }
@@ -410,6 +411,14 @@ static void decide(void)
         return;
     }
 
+    /* A timer erratum the kernel works around (arm64; kernel.c says which). */
+    if (FC_COUNTER_ERRATA && fc_counter_erratum(fc_seam.sysroot ? fc_seam.sysroot : "", why, sizeof why)) {
+        fc_buf_str(&b, refuse);
+        fc_buf_str(&b, why);
+        fc_mode_enter(FC_MODE_SYSTEM, msg, 0);
+        return;
+    }
+
     /* One sample now; the first line follows from a second one at least
      * 20 us later (calibrator thread, or the first reader after that):
      * until then the kernel answers, so the decision costs a few us. */
@@ -421,7 +430,7 @@ static void decide(void)
     }
     if (pref == PREF_TSC)
         fc_buf_str(&b, "FASTCLOCK_MODE=tsc: ");
-    fc_buf_str(&b, "the TSC is invariant and ");
+    fc_buf_str(&b, FC_COUNTER_INVARIANT);
     fc_buf_str(&b, trust);
     fc_mode_enter(FC_MODE_TSC, msg, 0);
 }

@@ -144,6 +144,10 @@ int fc_percpu_setup(char *why, size_t why_size)
 {
     struct fc_buf b;
     fc_buf_init(&b, why, why_size);
+    if (!FC_HAVE_PERCPU) {
+        fc_buf_str(&b, FC_NO_PERCPU_REASON);
+        return -1;
+    }
     if (atomic_load_explicit(&slots, memory_order_acquire))
         return 0;
     if (!fc_seam.counter_aux) {

@@ -58,7 +58,11 @@ static int version_matches(const ElfW(Verdef) *def, ElfW(Half) ndx, const char *
 
 void *fc_vdso_sym(const char *name, const char *version)
 {
+    /* Without a vDSO (vdso=0, qemu-user) getauxval sets errno to ENOENT: a
+     * successful clock read must leave errno alone. */
+    int saved = errno;
     uintptr_t base = (uintptr_t)getauxval(AT_SYSINFO_EHDR);
+    errno = saved;
     if (!base || !*name)
         return 0;
     const ElfW(Ehdr) *eh = (const ElfW(Ehdr) *)base;

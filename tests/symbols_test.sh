@@ -9,6 +9,10 @@
 # usage: symbols_test.sh BUILD_DIR SOURCE_DIR
 set -u
 build=$1 src=$2
+if [ -n "${FASTCLOCK_CROSS:-}" ]; then
+    echo "skip: a cross build; the consumer programs here are built with the host's cc and run directly"
+    exit 77
+fi
 fail=0
 ok() { echo "  ok: $*"; }
 bad() { echo "FAIL: $*"; fail=1; }

@@ -10,12 +10,61 @@
 #include <vector>
 
 #include <sched.h>
+#include <sys/auxv.h>
 #include <unistd.h>
 #include <pthread.h>
 
 namespace fctest {
 
 inline int64_t iabs(int64_t v) { return v < 0 ? -v : v; }
+
+// The finest step the hardware counter takes, in ns: the smallest nonzero
+// difference between back-to-back reads.  arm64 only (cntvct_el0 at
+// cntfrq_el0, 1-40 ns on hardware); 0 elsewhere (the TSC counts cycles).
+// Under qemu-user the count is derived from the host's gettimeofday, so it
+// moves in 1000 ns steps.
+inline double counter_step_ns()
+{
+#if defined(__aarch64__)
+    uint64_t frq, prev, v, best = UINT64_MAX;
+    __asm__ __volatile__("mrs %0, cntfrq_el0" : "=r"(frq));
+    __asm__ __volatile__("isb\n\tmrs %0, cntvct_el0" : "=r"(prev));
+    for (int i = 0; i < 200000 && best > 1; i++) {
+        __asm__ __volatile__("isb\n\tmrs %0, cntvct_el0" : "=r"(v));
+        if (v != prev && v - prev < best)
+            best = v - prev;
+        prev = v;
+    }
+    return best == UINT64_MAX || !frq ? 0 : double(best) * 1e9 / double(frq);
+#else
+    return 0;
+#endif
+}
+
+// Without a vDSO (qemu-user maps none; vdso=0) every kernel clock read is a
+// system call, under an emulator an emulated one: slow and jittery enough
+// that calibration may give up in some processes and not in others.
+inline bool no_vdso(std::string *why)
+{
+    if (getauxval(AT_SYSINFO_EHDR) != 0)
+        return false;
+    *why = "no vDSO here (qemu-user maps none): every kernel clock read is an emulated system call";
+    return true;
+}
+
+// Where the counter is too coarse to calibrate a line that stays within its
+// bound (qemu-user), the library rightly leaves the counter for the kernel
+// (the rate check fails); tests of the counter mode then skip, saying so.
+inline bool counter_too_coarse(std::string *why)
+{
+    static double step = counter_step_ns();
+    if (step <= 100)
+        return false;
+    *why = "the counter advances in steps of " + std::to_string(int64_t(step)) +
+           " ns here (qemu-user derives cntvct_el0 from the host's gettimeofday): a line needs a counter "
+           "finer than 100 ns";
+    return true;
+}
 
 inline int64_t kernel_ns(clockid_t c)
 {

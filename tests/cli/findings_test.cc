@@ -41,7 +41,7 @@ const Expect kExpect[] = {
      "problem:tsc-warp problem:clocksource-syscall problem:tsc-unstable warning:clocksource-skew info:tsc-adjust "
      "info:fastclock-system",
      1},
-    {"arm64", "info:counter-resolution info:fastclock-system", 0},
+    {"arm64", "info:counter-resolution ok:fastclock-gain", 0},
     {"arm64-erratum", "problem:clocksource-syscall warning:timer-erratum info:counter-resolution info:fastclock-system",
      1},
     {"container-minimal",

@@ -1,0 +1,27 @@
+# arm64, cross-built with Debian's toolchain (cmake/aarch64-linux-gnu.cmake)
+# and tested under qemu-user: the same ctest suite as test-c, in its own tree.
+#
+#   make test-arm64    build $(ARM64_BUILD), run its tests under qemu-aarch64
+#
+# Not run there: the real-kernel tests (label realkernel).  They disturb the
+# kernel's clock, and under qemu-user the kernel is the host's, which test-c
+# has just tested; the arm64 code's answer to every such fault is tested
+# through the seam (faults_test).
+ARM64_BUILD ?= build-arm64
+
+TEST_TARGETS += test-arm64
+.PHONY: arm64-deps build-arm64 test-arm64
+
+arm64-deps:
+	@scripts/ensure-deps.sh c arm64
+
+# shim-deps: the JDK, whose (architecture-neutral) JNI headers build the
+# jar's linux-aarch64 native here too.
+build-arm64: arm64-deps shim-deps
+	@[ -f $(ARM64_BUILD)/CMakeCache.txt ] || cmake -S . -B $(ARM64_BUILD) -G "$(GENERATOR)" \
+	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake
+	cmake --build $(ARM64_BUILD)
+
+# The same output as test-c's ctest, so .ci/run counts it.
+test-arm64: build-arm64 cli-deps
+	cd $(ARM64_BUILD) && ctest --output-on-failure --timeout 300 -LE realkernel
