@@ -121,6 +121,13 @@ static void atomic_max64(_Atomic int64_t *p, int64_t v)
     }
 }
 
+/* Set by the global track's writer for the few instructions it publishes:
+ * a signal handler on that same thread must not wait for it.  (Spinning
+ * there cost ~10 us a read; a handler with several reads that outlasted
+ * its timer's period was re-entered before the writer could go on, and the
+ * thread never left its handlers: guarantees_test SignalSafety, lazy.) */
+static __thread int publishing_here __attribute__((tls_model("initial-exec")));
+
 int64_t fc_cal_fallback_value(int64_t mono, int64_t ceiling)
 {
     atomic_max64(&fallback.noted, mono);
@@ -130,9 +137,9 @@ int64_t fc_cal_fallback_value(int64_t mono, int64_t ceiling)
         return mono;
     }
     /* The writer is publishing (a few instructions): let it finish and read
-     * the new line instead.  If it does not (preempted, or this is a signal
-     * handler that interrupted it), a value it is sure to cover. */
-    for (int i = 0; i < FALLBACK_SPINS; i++) {
+     * the new line instead.  If it does not (preempted), or this is a signal
+     * handler that interrupted it, a value it is sure to cover. */
+    for (int i = 0; i < FALLBACK_SPINS && !publishing_here; i++) {
         fc_cpu_relax();
         if (!atomic_load_explicit(&fallback.publishing, memory_order_acquire))
             return FC_FALLBACK_RETRY;
@@ -625,6 +632,8 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
          * whose rate just changed).  Handshake with fallback_note: either we
          * see a reader's value here, or it sees `publishing` and returns the
          * old line's ceiling instead. */
+        publishing_here = 1;
+        atomic_signal_fence(memory_order_seq_cst);
         atomic_store_explicit(&fallback.publishing, 1, memory_order_seq_cst);
         atomic_thread_fence(memory_order_seq_cst);
         int64_t hwm = atomic_load_explicit(&fallback.noted, memory_order_seq_cst);
@@ -641,8 +650,11 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
         }
     }
     fc_line_publish(t->latch, &l, base_frac, &m);
-    if (t->cpu < 0)
+    if (t->cpu < 0) {
         atomic_store_explicit(&fallback.publishing, 0, memory_order_seq_cst);
+        atomic_signal_fence(memory_order_seq_cst);
+        publishing_here = 0;
+    }
     cs->calibrations++;
     cs->last_ok_mono = s->mono;
     cs->failing_since = 0;
