@@ -368,6 +368,14 @@ static FC_COLD int64_t coarse_slow(enum fc_kind kind)
     int mode = atomic_load_explicit(&fc_mode, memory_order_acquire);
     if (mode == FC_MODE_TSC || mode == FC_MODE_PERCPU)
         fc_coarse_request();
+    if (mode != FC_MODE_UNINIT && mode != FC_MODE_INITIALIZING && !fc_upkeep_running() &&
+        atomic_load_explicit(&fc_coarse.floor_mono, memory_order_relaxed) == 0) {
+        /* Nobody will tick (no thread) and nobody did: from now on the
+         * vDSO's coarse clocks answer directly, as in mode system (through
+         * this cold path they cost 1.8x the kernel's, measured). */
+        fc_coarse_fn k = fc_seam.kernel_gettime ? fc_seam.kernel_gettime : fc_refclock_direct();
+        atomic_store_explicit(&fc_coarse.direct, k, memory_order_relaxed);
+    }
     int64_t k = fc_kernel_ns(id);
     if (kind == FC_MONO) {
         /* Never below a value served earlier from memory (the kernel's coarse
@@ -387,6 +395,9 @@ FC_API int64_t fastclock_mono_coarse_ns(void)
     int64_t v = atomic_load_explicit(&fc_coarse.mono, memory_order_acquire);
     if (FC_LIKELY(v != 0))
         return v;
+    fc_coarse_fn g = atomic_load_explicit(&fc_coarse.direct, memory_order_relaxed);
+    if (FC_LIKELY(g != 0))
+        return direct_ns(g, CLOCK_MONOTONIC_COARSE);
     fc_direct_fn f = atomic_load_explicit(&fc_direct_gettime, memory_order_relaxed);
     if (FC_LIKELY(f != 0))
         return direct_ns(f, CLOCK_MONOTONIC_COARSE);
@@ -397,6 +408,9 @@ FC_API int64_t fastclock_real_coarse_ns(void)
 {
     if (FC_LIKELY(atomic_load_explicit(&fc_coarse.mono, memory_order_acquire) != 0))
         return atomic_load_explicit(&fc_coarse.real, memory_order_relaxed);
+    fc_coarse_fn g = atomic_load_explicit(&fc_coarse.direct, memory_order_relaxed);
+    if (FC_LIKELY(g != 0))
+        return direct_ns(g, CLOCK_REALTIME_COARSE);
     fc_direct_fn f = atomic_load_explicit(&fc_direct_gettime, memory_order_relaxed);
     if (FC_LIKELY(f != 0))
         return direct_ns(f, CLOCK_REALTIME_COARSE);

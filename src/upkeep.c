@@ -60,4 +60,5 @@ void fc_upkeep_reset_for_tests(void)
     atomic_store_explicit(&fc_coarse.mono, 0, memory_order_relaxed);
     atomic_store_explicit(&fc_coarse.real, 0, memory_order_relaxed);
     atomic_store_explicit(&fc_coarse.floor_mono, 0, memory_order_relaxed);
+    atomic_store_explicit(&fc_coarse.direct, (fc_coarse_fn)0, memory_order_relaxed);
 }

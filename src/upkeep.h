@@ -14,16 +14,22 @@
 
 #include <stdatomic.h>
 #include <stdint.h>
+#include <time.h>
 
 #define FC_UPKEEP_HIDDEN __attribute__((visibility("hidden")))
 
 /* Coarse clocks: written by the calibrator thread about every millisecond.
  * mono == 0 means nobody ticks: readers ask the kernel's coarse clocks.
  * fastclock_inline.h reads mono and real (in that order, first) directly. */
+typedef int (*fc_coarse_fn)(clockid_t, struct timespec *);
 struct fc_coarse {
     _Atomic int64_t mono __attribute__((aligned(64)));
     _Atomic int64_t real;       /* valid while mono != 0 */
     _Atomic int64_t floor_mono; /* last mono served before the ticker stopped */
+    /* No ticker will run and none ever served (no calibrator thread): the
+     * kernel's coarse clocks answer straight from the vDSO.  Set by the
+     * read paths, cleared whenever a floor is set. */
+    _Atomic(fc_coarse_fn) direct;
 };
 FC_UPKEEP_HIDDEN extern struct fc_coarse fc_coarse;
 
