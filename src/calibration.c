@@ -263,6 +263,31 @@ int fc_cal_sample(struct fc_sample *s, int tries, int cpu)
     return FC_SAMPLE_OK;
 }
 
+/*
+ * The kernel's MONOTONIC runs at (tick x USER_HZ x 1000 + frequency) ns per
+ * second of its clocksource (kernel/time/ntp.c, second_length), so when
+ * adjtimex changes them the rate per counter tick changes by their ratio:
+ * scale the kept rate by it at once, rather than keep the old rate until two
+ * new samples measure the new one (up to ~50 us of error after a 1000 ppm
+ * step, measured).  The uncertainty stays at three times the change: the
+ * kernel overshoots for a few ticks while it catches up.
+ */
+static void rescale_for_settings(struct fc_cal_state *cs)
+{
+    long freq, tick;
+    if (!fc_sync_settings(&freq, &tick))
+        return;
+    if (cs->settings_known) {
+        double before = (double)cs->set_tick * 1e5 + (double)cs->set_freq / 65536.0 * 1e3;
+        double after = (double)tick * 1e5 + (double)freq / 65536.0 * 1e3;
+        if (before > 0 && after > 0)
+            cs->rate *= after / before;
+    }
+    cs->settings_known = 1;
+    cs->set_freq = freq;
+    cs->set_tick = tick;
+}
+
 /* ------------------------------------------------------------------ lines */
 
 static __int128 line_fixed(const struct fc_line *l, int64_t d)
@@ -904,6 +929,7 @@ static int first_line(void)
     fc_latch.read_flags = fc_seam.counter ? 0 : fc_counter_choose(measured);
     fc_sync_poll(s1.mono);
     cs->sync_generation = fc_sync_generation();
+    rescale_for_settings(cs); /* records the settings the rate was measured under */
     history_push(cs, &s1);
     build_and_publish(&fc_global_track, &s1, BUILD_FIRST);
     return FC_RECAL_OK;
@@ -917,6 +943,7 @@ int fc_track_start(const struct fc_track *t, double rate, double rate_unc)
         return -1;
     memset(t->cs, 0, sizeof *t->cs);
     t->cs->sync_generation = fc_sync_generation();
+    rescale_for_settings(t->cs);
     t->cs->rate = rate;
     t->cs->rate_unc = rate_unc > 1e-6 ? rate_unc : 1e-6; /* this CPU's rate is not measured yet */
     history_push(t->cs, &s);
@@ -986,6 +1013,7 @@ int fc_track_recalibrate(const struct fc_track *t)
          * up to the change until two new samples measure it. */
         cs->sync_generation = gen;
         gen_restart = 1;
+        rescale_for_settings(cs);
         double change = 3.0 * fc_sync_last_change() + 1e-4; /* with the kernel's catch-up (measured >1.5x) */
         cs->rate_unc = cs->rate_unc > change ? cs->rate_unc : change;
     }

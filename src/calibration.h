@@ -48,6 +48,8 @@ struct fc_cal_state {
     int64_t failing_since;   /* kernel MONOTONIC of the first failure since, or 0 */
     int resume_lapsed;       /* after a suspend: the old line had lapsed before the resume */
     uint64_t sync_generation; /* the kernel's rate settings the history describes */
+    int settings_known;       /* ... and those settings (adjtimex tick and frequency) */
+    long set_tick, set_freq;
     uint64_t calibrations;
 };
 

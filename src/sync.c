@@ -192,6 +192,15 @@ uint64_t fc_sync_generation(void)
     return atomic_load_explicit(&sync_state.generation, memory_order_acquire);
 }
 
+int fc_sync_settings(long *freq, long *tick)
+{
+    if (!atomic_load_explicit(&sync_state.known, memory_order_acquire))
+        return 0;
+    *freq = atomic_load_explicit(&sync_state.freq, memory_order_relaxed);
+    *tick = atomic_load_explicit(&sync_state.tick, memory_order_relaxed);
+    return 1;
+}
+
 double fc_sync_last_change(void)
 {
     return atomic_load_explicit(&sync_state.last_change, memory_order_relaxed);

@@ -46,4 +46,8 @@ int64_t fc_sync_last_poll(void);
 void fc_sync_after_fork_child(void);
 void fc_sync_reset_for_tests(void);
 
+/* The kernel's tick (us) and frequency (adjtimex units) at the last poll;
+ * 0 while never polled. */
+int fc_sync_settings(long *freq, long *tick);
+
 #endif
