@@ -122,7 +122,6 @@ static int sync_poll_locked(int64_t now)
             atomic_store_explicit(&sync_state.clean_before_mono,
                                   atomic_load_explicit(&sync_state.sampled_mono, memory_order_relaxed),
                                   memory_order_relaxed);
-            atomic_fetch_add_explicit(&sync_state.generation, 1, memory_order_release);
         }
     }
     if (changed || offset != 0)
@@ -139,7 +138,13 @@ static int sync_poll_locked(int64_t now)
     atomic_store_explicit(&sync_state.tick, tx.tick, memory_order_relaxed);
     atomic_store_explicit(&sync_state.offset, offset, memory_order_relaxed);
     atomic_store_explicit(&sync_state.status, tx.status, memory_order_relaxed);
-    atomic_store_explicit(&sync_state.sampled_mono, now, memory_order_relaxed);
+    /* The settings before the generation: whoever sees the new generation
+     * also sees the settings that made it (calibration rescales its rate by
+     * them).  The generation before sampled_mono: nobody may take this poll
+     * as clean for the old generation (fc_sync_exposure_ns). */
+    if (changed)
+        atomic_fetch_add_explicit(&sync_state.generation, 1, memory_order_seq_cst);
+    atomic_store_explicit(&sync_state.sampled_mono, now, memory_order_release);
     atomic_store_explicit(&sync_state.known, 1, memory_order_release);
     return changed;
 }
@@ -228,10 +233,13 @@ int64_t fc_sync_exposure_ns(uint64_t line_generation, int64_t published_mono, in
 {
     if (!atomic_load_explicit(&sync_state.known, memory_order_acquire))
         return 0;
+    /* sampled_mono first: the poller stores it after the generation, so a
+     * new poll seen here comes with its generation. */
+    int64_t sampled = atomic_load_explicit(&sync_state.sampled_mono, memory_order_acquire);
     uint64_t gen = atomic_load_explicit(&sync_state.generation, memory_order_acquire);
     int64_t clean;
     if (gen == line_generation)
-        clean = atomic_load_explicit(&sync_state.sampled_mono, memory_order_relaxed);
+        clean = sampled;
     else if (gen == line_generation + 1)
         clean = atomic_load_explicit(&sync_state.clean_before_mono, memory_order_relaxed);
     else
