@@ -27,19 +27,6 @@ using namespace fctest;
 
 namespace {
 
-// Tests of the counter-based mode cannot run where the machine refuses it;
-// they report SKIPPED (ctest shows them as skipped, not passed).
-#define REQUIRE_TSC()                                                                     \
-    do {                                                                                  \
-        std::string coarse_;                                                              \
-        if (counter_too_coarse(&coarse_))                                                 \
-            GTEST_SKIP() << coarse_;                                                      \
-        struct fastclock_status st_;                                                             \
-        fastclock_status(&st_);                                                           \
-        if (std::string(st_.mode) != "tsc")                                               \
-            GTEST_SKIP() << "mode is " << st_.mode << ": " << st_.reason;                 \
-    } while (0)
-
 // The counter mode this run forces (FASTCLOCK_MODE=percpu: tsc-percpu;
 // otherwise tsc): the guarantees are tested in each.
 std::string wanted_mode()
@@ -48,16 +35,20 @@ std::string wanted_mode()
     return v && std::string(v) == "percpu" ? "tsc-percpu" : "tsc";
 }
 
-#define REQUIRE_COUNTER()                                                                 \
+// Tests of a counter-based mode cannot run where the machine refuses it;
+// they report SKIPPED (ctest shows them as skipped, not passed).
+#define REQUIRE_MODE(want)                                                                \
     do {                                                                                  \
         std::string coarse_;                                                              \
         if (counter_too_coarse(&coarse_))                                                 \
             GTEST_SKIP() << coarse_;                                                      \
         struct fastclock_status st_;                                                      \
         fastclock_status(&st_);                                                           \
-        if (st_.mode != wanted_mode())                                                    \
+        if (st_.mode != std::string(want))                                                \
             GTEST_SKIP() << "mode is " << st_.mode << ": " << st_.reason;                 \
     } while (0)
+#define REQUIRE_TSC() REQUIRE_MODE("tsc")
+#define REQUIRE_COUNTER() REQUIRE_MODE(wanted_mode())
 
 // Monotonicity must hold whatever the counter is like, through a fall back
 // to the kernel included: these tests run on a coarse counter too.
