@@ -24,16 +24,17 @@
  *     fastclock_status().error_bound_ns at that moment (the error is ~20 ns
  *     p99 on a quiet machine; the bound also covers the largest change
  *     adjtimex permits -- 10% through the tick, 1500 ppm through the
- *     frequency -- since the library last looked: up to ~1 ms with the
- *     calibrator thread, which looks every 10 ms; ~0.1 ms without, where
- *     readers look once per millisecond of reading), at any uptime: the
+ *     frequency -- since the library last looked: readers look once per
+ *     millisecond of reading, so ~0.05 ms on average), at any uptime: the
  *     scale is re-calibrated continuously and corrections are slewed, never
  *     stepped backwards.  Outside the bound: a change made and undone
  *     between two looks (by its rate x one poll interval at most).
- *   - CLOCK_REALTIME follows the kernel's steps (settimeofday, leap seconds)
- *     within one calibration interval (0.5 s) without the calibrator thread,
- *     and with it as soon as the thread wakes (timerfd; milliseconds under
- *     load).  Until then REALTIME is off by the step.
+ *   - CLOCK_REALTIME (and TAI) follow the kernel's steps (settimeofday,
+ *     leap seconds, resume) at the first read that starts after the step:
+ *     each fine read adds the kernel's own REALTIME - MONOTONIC offset,
+ *     checked against the vDSO's CLOCK_REALTIME_COARSE.  The coarse
+ *     REALTIME clock served from memory follows when the calibrator thread
+ *     next ticks (the step wakes it).
  * Mode "tsc-percpu" (CPUs whose counters disagree): one line per CPU,
  * selected by rdtscp; monotonic within a thread; across threads a read may
  * come out below an earlier one by at most the reported error bound (which
