@@ -387,34 +387,35 @@ static FC_COLD int64_t coarse_slow(enum fc_kind kind)
     return k;
 }
 
-/* From memory while the ticker runs; else, in mode system (and before the
- * decision), one jump into the vDSO's coarse clock (through the cold path it
- * cost 1.13x the kernel's, measured); else the slow path. */
+/* No ticker: one jump into the vDSO's coarse clock where no thread will
+ * tick (fc_coarse.direct), in mode system and before the decision
+ * (fc_direct_gettime) -- through the cold path it cost 1.8x the kernel's,
+ * measured; else the slow path. */
+FC_INLINE int64_t coarse_from_kernel(enum fc_kind kind, clockid_t id)
+{
+    fc_coarse_fn g = atomic_load_explicit(&fc_coarse.direct, memory_order_relaxed);
+    if (FC_LIKELY(g != 0))
+        return direct_ns(g, id);
+    fc_direct_fn f = atomic_load_explicit(&fc_direct_gettime, memory_order_relaxed);
+    if (FC_LIKELY(f != 0))
+        return direct_ns(f, id);
+    return coarse_slow(kind);
+}
+
+/* From memory while the ticker runs; else the kernel's. */
 FC_API int64_t fastclock_mono_coarse_ns(void)
 {
     int64_t v = atomic_load_explicit(&fc_coarse.mono, memory_order_acquire);
     if (FC_LIKELY(v != 0))
         return v;
-    fc_coarse_fn g = atomic_load_explicit(&fc_coarse.direct, memory_order_relaxed);
-    if (FC_LIKELY(g != 0))
-        return direct_ns(g, CLOCK_MONOTONIC_COARSE);
-    fc_direct_fn f = atomic_load_explicit(&fc_direct_gettime, memory_order_relaxed);
-    if (FC_LIKELY(f != 0))
-        return direct_ns(f, CLOCK_MONOTONIC_COARSE);
-    return coarse_slow(FC_MONO);
+    return coarse_from_kernel(FC_MONO, CLOCK_MONOTONIC_COARSE);
 }
 
 FC_API int64_t fastclock_real_coarse_ns(void)
 {
     if (FC_LIKELY(atomic_load_explicit(&fc_coarse.mono, memory_order_acquire) != 0))
         return atomic_load_explicit(&fc_coarse.real, memory_order_relaxed);
-    fc_coarse_fn g = atomic_load_explicit(&fc_coarse.direct, memory_order_relaxed);
-    if (FC_LIKELY(g != 0))
-        return direct_ns(g, CLOCK_REALTIME_COARSE);
-    fc_direct_fn f = atomic_load_explicit(&fc_direct_gettime, memory_order_relaxed);
-    if (FC_LIKELY(f != 0))
-        return direct_ns(f, CLOCK_REALTIME_COARSE);
-    return coarse_slow(FC_REAL);
+    return coarse_from_kernel(FC_REAL, CLOCK_REALTIME_COARSE);
 }
 
 /* ---------------------------------------------------------------- ticks */

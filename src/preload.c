@@ -84,12 +84,6 @@ typedef int (*timespec_get_fn)(struct timespec *, int);
 static _Atomic(gettime_fn) next_gettime;
 static _Atomic(gettimeofday_fn) next_gettimeofday;
 static _Atomic(timespec_get_fn) next_timespec_get;
-/* Without a calibrator thread (the shim's default) no ticker ever serves the
- * coarse clocks, and fastclock's coarse clocks are the kernel's: the vDSO
- * answers them directly, through this (set by the constructor; NULL with
- * FASTCLOCK_CALIBRATOR=thread or without a vDSO; the next definition once
- * the shim knows it is a pass-through). */
-static _Atomic(gettime_fn) coarse_direct;
 static _Atomic(gettime_fn) vdso_gettime; /* __vdso_clock_gettime, from the constructor */
 static _Atomic(gettimeofday_fn) vdso_gettimeofday; /* __vdso_gettimeofday, likewise */
 
@@ -283,7 +277,7 @@ static SHIM_COLD int coarse_slow(enum fc_kind kind, clockid_t id, struct timespe
 
 FC_INLINE int coarse(enum fc_kind kind, clockid_t id, struct timespec *ts)
 {
-    gettime_fn direct = atomic_load_explicit(&coarse_direct, memory_order_relaxed);
+    gettime_fn direct = atomic_load_explicit(&fc_coarse.direct, memory_order_relaxed);
     if (FC_LIKELY(direct != 0))
         return direct(id, ts); /* coarse ids never fail: no -errno to convert */
     /* fastclock_*_coarse_ns, inlined: a ticking calibrator keeps both values. */
@@ -364,7 +358,7 @@ SHIM_API int clock_gettime(clockid_t id, struct timespec *ts)
     if (FC_LIKELY(id == CLOCK_REALTIME))
         return gettime_real(ts);
     if (id == CLOCK_MONOTONIC_COARSE || id == CLOCK_REALTIME_COARSE) {
-        gettime_fn direct = atomic_load_explicit(&coarse_direct, memory_order_relaxed);
+        gettime_fn direct = atomic_load_explicit(&fc_coarse.direct, memory_order_relaxed);
         if (FC_LIKELY(direct != 0))
             return direct(id, ts); /* the kernel's coarse clocks: never fail */
     }
@@ -475,8 +469,11 @@ __attribute__((constructor)) static void fc_preload_loaded(void)
     /* The core's vDSO pointers (refclock.c finds them, per architecture). */
     atomic_store_explicit(&vdso_gettime, fc_refclock_vdso_gettime(), memory_order_relaxed);
     atomic_store_explicit(&vdso_gettimeofday, fc_refclock_vdso_gettimeofday(), memory_order_relaxed);
+    /* Without a calibrator thread (the shim's default) no ticker ever serves
+     * the coarse clocks: the core's direct route to the vDSO's (upkeep.h),
+     * from the start (NULL with FASTCLOCK_CALIBRATOR=thread or no vDSO). */
     if (!fc_upkeep_running() && fc_calibrator_pref() != FC_CAL_THREAD) {
-        atomic_store_explicit(&coarse_direct, atomic_load_explicit(&vdso_gettime, memory_order_relaxed),
+        atomic_store_explicit(&fc_coarse.direct, atomic_load_explicit(&vdso_gettime, memory_order_relaxed),
                               memory_order_relaxed);
     }
     if (env_flag("FASTCLOCK_UNORDERED")) {
