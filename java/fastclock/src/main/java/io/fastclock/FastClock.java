@@ -68,8 +68,7 @@ public final class FastClock {
             if (r.loaded) {
                 // A plain JNI call first: it settles the core's mode decision before
                 // any critical FFM call runs, and proves the library answers.
-                Map<String, String> st = parseStatus(Jni.status());
-                awaitFirstLine(st);
+                Map<String, String> st = awaitFirstLine(parseStatus(Jni.status()));
                 String binding = NativeCalls.binding();
                 double[] measured = new double[10];
                 Jni.costs(measured);
@@ -77,7 +76,12 @@ public final class FastClock {
                 // Asks the core for its coarse ticker, whose memory the coarse clocks read.
                 NativeCalls.monoCoarseNs();
                 nat = true;
-                routes = Props.flag("fastclock.preferJdkClocks", true) ? Routes.decide(binding, costs)
+                // Where fastclock's read is the kernel's own, it cannot beat the
+                // JDK's call of the same clock: no measurement decides that.
+                boolean monoIsKernel = "system".equals(st.get("mode"));
+                boolean realIsKernel = monoIsKernel || "vdso".equals(st.get("real_source"));
+                routes = Props.flag("fastclock.preferJdkClocks", true)
+                        ? Routes.decide(binding, costs, monoIsKernel, realIsKernel)
                         : Routes.allNative(binding, costs);
             }
         } catch (Throwable t) {
@@ -101,15 +105,16 @@ public final class FastClock {
      * instead of its own.  Waits up to 50 ms for a calibration (not in mode system),
      * reading the clock meanwhile: with FASTCLOCK_CALIBRATOR=lazy readers calibrate.
      */
-    private static void awaitFirstLine(Map<String, String> st) throws InterruptedException {
+    private static Map<String, String> awaitFirstLine(Map<String, String> st) throws InterruptedException {
         for (int i = 0; i < 50; i++) {
             if ("system".equals(st.get("mode")) || parseDouble(st.get("calibrations")) > 0)
-                return;
+                return st;
             for (int r = 0; r < 64; r++)
                 Jni.monoNs();
             Thread.sleep(1);
             st = parseStatus(Jni.status());
         }
+        return st;
     }
 
     private static double parseDouble(String s) {

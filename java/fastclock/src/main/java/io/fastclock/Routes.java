@@ -109,13 +109,26 @@ final class Routes {
      * (see the index constants).  Unmeasured (0 or negative) costs mean the JDK answers.
      */
     static Routes decide(String binding, double[] c) {
+        return decide(binding, c, false, false);
+    }
+
+    /**
+     * As above, knowing where the core's reads are the kernel's own
+     * (monoIsKernel: mode system; realIsKernel: mode system, or the core's
+     * status says real_source=vdso): those cannot beat the JDK's call of the
+     * same clock, so the JDK's System.nanoTime()/currentTimeMillis() answer
+     * without a measurement that a near tie could flip between JVMs (it did:
+     * 1 of 20 fresh JVMs, mode system, JDK 25).  Against Instant.now() the
+     * measurement still decides (it builds an Instant on top).
+     */
+    static Routes decide(String binding, double[] c, boolean monoIsKernel, boolean realIsKernel) {
         double call = callNs(binding);
         double instantNow = c[KERNEL_REAL] > 0 ? c[KERNEL_REAL] + JNI_CALL_NS + INSTANT_NS : 0;
-        boolean nano = wins(c[MONO], call, c[KERNEL_MONO]);
-        boolean nanoU = wins(c[MONO_UNORDERED], call, c[KERNEL_MONO]);
+        boolean nano = !monoIsKernel && wins(c[MONO], call, c[KERNEL_MONO]);
+        boolean nanoU = !monoIsKernel && wins(c[MONO_UNORDERED], call, c[KERNEL_MONO]);
         boolean real = wins(c[REAL], call, instantNow);
         boolean realU = wins(c[REAL_UNORDERED], call, instantNow);
-        boolean millis = wins(c[REAL], call, c[KERNEL_REAL]);
+        boolean millis = !realIsKernel && wins(c[REAL], call, c[KERNEL_REAL]);
         return new Routes(nano, nanoU, real, realU, millis, words(nano, nanoU, real, realU, millis),
                 describe(binding, c));
     }

@@ -55,6 +55,20 @@ class JdkClocksTest {
     }
 
     @Test
+    void whereTheCoreReadsTheKernelTheJdkAnswersWhateverTheMeasurementSays() {
+        // A jittery measurement can make the kernel's own read look 6% cheaper
+        // than itself: mode system must still leave the leaf clocks to the JDK.
+        for (String binding : new String[] {"jni", "ffm"}) {
+            Routes r = Routes.decide(binding, costs(22.2, 22.2, 22.2, 22.2, 23.7, 23.7), true, true);
+            assertFalse(r.nanoTime || r.nanoTimeUnordered || r.currentTimeMillis, binding + ": " + r.answers);
+        }
+        // Mode tsc with real_source=vdso: currentTimeMillis is the JDK's; nanoTime is measured.
+        Routes r = Routes.decide("ffm", costs(20.6, 9.5, 22.2, 9.5, 23.6, 23.7), false, true);
+        assertFalse(r.currentTimeMillis, r.answers);
+        assertTrue(r.nanoTime, r.answers);
+    }
+
+    @Test
     void aSlowFastclockReadLeavesInstantNowAnswering() {
         // tsc-percpu's per-CPU lookup made the unordered wall read cost 33 ns here.
         Routes r = Routes.decide("ffm", costs(24.2, 24.0, 23.8, 33.1, 23.9, 24.0));
