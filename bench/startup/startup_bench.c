@@ -4,13 +4,18 @@
  *
  * Spawns, round-robin so that the machine's drift hits every variant alike:
  *   plain      a program on libc's clock_gettime;
+ *   empty      the plain program with an empty shared library preloaded:
+ *              what the dynamic loader charges for any library here, the
+ *              floor under the linked and shim variants (optional);
  *   linked     the same read through libfastclock (calibrator thread: the default);
  *   lazy       linked, FASTCLOCK_CALIBRATOR=lazy (no thread);
+ *   static     linked with libfastclock.a, lazy: no library to load (optional);
  *   shim       the plain program under LD_PRELOAD=libfastclock-preload.so;
  * and reports the median wall time from posix_spawn to waitpid, the
  * difference from plain, and the first read's own cost inside the process.
  *
  * usage: fastclock-bench-startup [--runs N] PROBE_PLAIN PROBE_LINKED PRELOAD_SO
+ *                                [EMPTY_SO [PROBE_STATIC]]
  */
 #define _GNU_SOURCE
 #include <spawn.h>
@@ -23,8 +28,9 @@
 
 extern char **environ;
 
-enum { PLAIN, LINKED, LAZY, SHIM, NVAR };
-static const char *const names[NVAR] = {"plain (libc)", "linked (thread)", "linked (lazy)", "shim (lazy)"};
+enum { PLAIN, EMPTY, LINKED, LAZY, STATIC, SHIM, NVAR };
+static const char *const names[NVAR] = {"plain (libc)", "empty library", "linked (thread)",
+                                        "linked (lazy)", "static (lazy)", "shim (lazy)"};
 
 static double now_us(void)
 {
@@ -80,13 +86,17 @@ int main(int argc, char **argv)
         runs = atoi(argv[2]);
         a = 3;
     }
-    if (argc - a != 3 || runs < 10 || runs > 100000) {
-        fprintf(stderr, "usage: fastclock-bench-startup [--runs N (10..100000)] PROBE_PLAIN PROBE_LINKED PRELOAD_SO\n");
+    if (argc - a < 3 || argc - a > 5 || runs < 10 || runs > 100000) {
+        fprintf(stderr, "usage: fastclock-bench-startup [--runs N (10..100000)] PROBE_PLAIN PROBE_LINKED PRELOAD_SO "
+                        "[EMPTY_SO [PROBE_STATIC]]\n");
         return 2;
     }
     const char *plain = argv[a], *linked = argv[a + 1], *preload = argv[a + 2];
-    if (access(plain, X_OK) || access(linked, X_OK) || access(preload, R_OK)) {
-        fprintf(stderr, "fastclock-bench-startup: %s, %s or %s is missing\n", plain, linked, preload);
+    const char *empty = argc - a > 3 ? argv[a + 3] : NULL, *stat = argc - a > 4 ? argv[a + 4] : NULL;
+    if (access(plain, X_OK) || access(linked, X_OK) || access(preload, R_OK) || (empty && access(empty, R_OK)) ||
+        (stat && access(stat, X_OK))) {
+        fprintf(stderr, "fastclock-bench-startup: one of %s, %s, %s%s%s%s%s is missing\n", plain, linked, preload,
+                empty ? ", " : "", empty ? empty : "", stat ? ", " : "", stat ? stat : "");
         return 2;
     }
     /* Environments: the caller's, minus FASTCLOCK_* and LD_PRELOAD, plus each variant's. */
@@ -99,25 +109,31 @@ int main(int argc, char **argv)
         if (strncmp(environ[i], "FASTCLOCK_", 10) && strncmp(environ[i], "LD_PRELOAD=", 11))
             base[m++] = environ[i];
     char *envs[NVAR][256];
-    static char lazy[] = "FASTCLOCK_CALIBRATOR=lazy", pre[4096];
+    static char lazy[] = "FASTCLOCK_CALIBRATOR=lazy", pre[4096], pre_empty[4096];
     snprintf(pre, sizeof pre, "LD_PRELOAD=%s", preload);
+    snprintf(pre_empty, sizeof pre_empty, "LD_PRELOAD=%s", empty ? empty : "");
     for (int v = 0; v < NVAR; v++) {
         int k = 0;
         for (int i = 0; i < m && k < 250; i++)
             envs[v][k++] = base[i];
-        if (v == LAZY)
+        if (v == LAZY || v == STATIC)
             envs[v][k++] = lazy;
         if (v == SHIM)
             envs[v][k++] = pre;
+        if (v == EMPTY)
+            envs[v][k++] = pre_empty;
         envs[v][k] = NULL;
     }
-    const char *prog[NVAR] = {plain, linked, linked, plain};
+    const char *prog[NVAR] = {plain, empty ? plain : NULL, linked, linked, stat, plain};
     double *wall = calloc((size_t)NVAR * (size_t)runs, sizeof *wall);
     double *first = calloc((size_t)NVAR * (size_t)runs, sizeof *first);
     for (int v = 0; v < NVAR; v++) /* warm the page cache */
-        run(prog[v], envs[v], 0, NULL);
+        if (prog[v])
+            run(prog[v], envs[v], 0, NULL);
     for (int r = 0; r < runs; r++)
         for (int v = 0; v < NVAR; v++) {
+            if (!prog[v])
+                continue;
             wall[v * runs + r] = run(prog[v], envs[v], 0, NULL);
             run(prog[v], envs[v], 1, &first[v * runs + r]);
         }
@@ -130,6 +146,9 @@ int main(int argc, char **argv)
         med[v] = wall[v * runs + runs / 2];
     }
     for (int v = 0; v < NVAR; v++)
-        printf("%-18s %12.1f %+12.1f %16.0f\n", names[v], med[v], med[v] - med[PLAIN], first[v * runs + runs / 2]);
+        if (prog[v])
+            printf("%-18s %12.1f %+12.1f %16.0f\n", names[v], med[v], med[v] - med[PLAIN], first[v * runs + runs / 2]);
+    if (prog[EMPTY])
+        printf("empty library: a shared library with nothing in it, preloaded -- what loading any library costs here\n");
     return 0;
 }
