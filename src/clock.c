@@ -89,6 +89,7 @@ static _Atomic uint64_t fallback_reads;
  */
 #define DEFER_READS 32
 static int deferred_gettime(clockid_t id, struct timespec *ts);
+static int deciding_gettime(clockid_t id, struct timespec *ts);
 static _Atomic(fc_direct_fn) fc_direct_gettime = deferred_gettime;
 static _Atomic int read_before_decision;
 static __thread uint32_t deferred_reads __attribute__((tls_model("initial-exec")));
@@ -103,15 +104,15 @@ static enum fc_kind kind_of(clockid_t id)
     }
 }
 
-/* The decision is made: route reads as it says (from the wrapper, or from
- * NULL in tests), and return where they now go. */
+/* The decision is made: route reads as it says (from whichever wrapper
+ * routes them now), and return where they now go. */
 static fc_direct_fn route_decided(void)
 {
     fc_direct_fn next = 0;
     if (fc_system_from_start())
         next = fc_seam.kernel_gettime ? fc_seam.kernel_gettime : fc_refclock_direct();
     fc_direct_fn expected = atomic_load_explicit(&fc_direct_gettime, memory_order_acquire);
-    if (expected == deferred_gettime || expected == 0)
+    if (expected == deferred_gettime || expected == deciding_gettime)
         atomic_compare_exchange_strong_explicit(&fc_direct_gettime, &expected, next, memory_order_acq_rel,
                                                 memory_order_acquire);
     return next;
@@ -156,6 +157,15 @@ static int deferred_gettime(clockid_t id, struct timespec *ts)
     return r == 0 ? 0 : -errno;
 }
 
+/* Tests (fc_clock_reset_for_tests) decide at the first read, with their
+ * seam in place; from then on reads go as the decision says. */
+static int deciding_gettime(clockid_t id, struct timespec *ts)
+{
+    if (atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_UNINIT)
+        fc_try_init();
+    return deferred_gettime(id, ts);
+}
+
 int fc_decision_wanted(void)
 {
     return atomic_load_explicit(&read_before_decision, memory_order_relaxed);
@@ -163,8 +173,7 @@ int fc_decision_wanted(void)
 
 void fc_clock_reset_for_tests(void)
 {
-    /* Tests decide at the first read (no wrapper): the seam is in place. */
-    atomic_store(&fc_direct_gettime, (fc_direct_fn)0);
+    atomic_store(&fc_direct_gettime, deciding_gettime);
     atomic_store(&read_before_decision, 0);
     deferred_reads = 0;
     atomic_store(&fallback_reads, 0);
@@ -298,12 +307,6 @@ static FC_COLD int64_t slow_read(enum fc_kind kind, int ordered)
                 fc_mode_recalibrate();
             fc_cal_unlock();
             continue;
-        }
-        if (mode == FC_MODE_SYSTEM && fc_system_from_start()) {
-            /* Decided at start-up (tests reach here without the wrapper). */
-            fc_direct_fn k = route_decided();
-            if (k)
-                return direct_ns(k, fc_kind_clock(kind));
         }
         if (mode == FC_MODE_INITIALIZING || mode == FC_MODE_SYSTEM || f.l.mult == 0) {
             /* No line yet, or the kernel's clocks by decision. */
