@@ -475,7 +475,8 @@ struct race {
     _Atomic int lock;
     _Atomic int go, stop;
     int64_t last;
-    long reads, decreases;
+    _Atomic long reads; /* the main thread watches it */
+    long decreases;
     int64_t worst;
     int ncpu;
 };
@@ -524,6 +525,12 @@ static void race_clock(struct race *r, double seconds)
     atomic_store(&r->go, 1);
     struct timespec nap = {(time_t)seconds, (long)((seconds - (time_t)seconds) * NS)};
     nanosleep(&nap, NULL);
+    /* On a loaded machine the racers may not have run yet: race on until
+     * they have made enough reads to mean something (at most 10 s more). */
+    for (int i = 0; i < 1000 && atomic_load_explicit(&r->reads, memory_order_relaxed) < 1000; i++) {
+        struct timespec ten_ms = {0, 10000000};
+        nanosleep(&ten_ms, NULL);
+    }
     atomic_store(&r->stop, 1);
     pthread_join(a, NULL);
     pthread_join(b, NULL);
@@ -850,8 +857,11 @@ static int cmd_init_race_child(void)
     int64_t k1 = sys_ns(CLOCK_MONOTONIC);
     need_shim();
     int64_t bound = allowed_error();
+    CHECK(r.reads >= 1000, "only %ld reads in the race", r.reads);
     CHECK(r.decreases == 0, "%ld decreases while the mode was being decided", r.decreases);
-    CHECK(r.last >= k0 - bound && r.last <= k1 + bound, "the last read is outside the bracket");
+    CHECK(r.last >= k0 - bound && r.last <= k1 + bound,
+          "the last read is outside the bracket: %" PRId64 " ns before its start or %" PRId64 " ns after its end "
+          "(%ld reads, bound %" PRId64 " ns)", k0 - r.last, r.last - k1, r.reads, bound);
     return failures != 0;
 }
 
