@@ -77,8 +77,10 @@ int64_t fastclock_real_ns_unordered(void);
 
 /* Cheap clocks, ~1 ns per call while the calibrator thread ticks them
  * (every ~1 ms; on a busy machine they lag further by as long as that thread
- * waits for a CPU), else the kernel's coarse clocks (a tick, ~4 ms).
- * Monotonic; never ahead of the fine clocks by more than their error bound. */
+ * waits for a CPU: measured with 16 spinning threads on 2 vCPUs, 0.6 ms at
+ * the median but up to ~200 ms), else the kernel's coarse clocks (a tick,
+ * ~4 ms, whatever the load).  Monotonic; never ahead of the fine clocks by
+ * more than their error bound. */
 int64_t fastclock_mono_coarse_ns(void);
 int64_t fastclock_real_coarse_ns(void);
 

@@ -19,8 +19,11 @@
  *     the CPU's out-of-order window around the counter read (measured on an
  *     AMD EPYC KVM guest: at most 20 ns through a mutex, with and without a
  *     CPU hog; up to 186 ns through a lock-free atomic hand-off in a JVM);
- *   coarse: monotonic across threads, at most ~1 ms (ticker) or one kernel
- *     tick (no ticker) behind the fine clocks, never ahead of them;
+ *   coarse: monotonic across threads, never ahead of the fine clocks;
+ *     behind them by ~1 ms plus the ticker thread's scheduling delay
+ *     (ticker: 0.6 ms median, up to ~200 ms on a 2-vCPU guest with 16
+ *     spinning threads) or about one kernel tick (no ticker: the vDSO's,
+ *     4.7 ms median, 6.7 ms worst here, load or not);
  *   wall clocks (REALTIME, TAI): the MONOTONIC value of the same read plus
  *     the kernel's exact offset, checked on every read (wall.h), so the
  *     first read that starts after clock_settime returns is on the new

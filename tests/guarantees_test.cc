@@ -5,6 +5,7 @@
 
 #include <cinttypes>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
@@ -12,6 +13,7 @@
 #include <cstring>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -509,7 +511,8 @@ TEST(Coarse, MonotonicNeverAheadAndAbout1msFresh)
     fastclock_mono_coarse_ns();
     usleep(20000);
     int64_t prev_m = fastclock_mono_coarse_ns();
-    int64_t worst_lag = 0;
+    std::vector<int64_t> lags;
+    lags.reserve(1 << 20);
     long back = 0;
     int64_t until = kernel_ns(CLOCK_MONOTONIC) + 1500000000LL;
     while (kernel_ns(CLOCK_MONOTONIC) < until) {
@@ -517,19 +520,41 @@ TEST(Coarse, MonotonicNeverAheadAndAbout1msFresh)
         int64_t fine = fastclock_mono_ns();
         int64_t r = fastclock_real_coarse_ns();
         int64_t rfine = fastclock_real_ns();
-        back += m < prev_m;
+        // The lag is measured from a coarse read made after the fine one, so
+        // that this thread's own preemption between the two cannot count.
+        int64_t after = fastclock_mono_coarse_ns();
+        back += m < prev_m || after < m;
         EXPECT_LE(m, fine) << "coarse ahead of fine";
         EXPECT_LE(r, rfine + 1000);
-        worst_lag = std::max(worst_lag, fine - m);
-        prev_m = m;
+        lags.push_back(fine - after);
+        prev_m = after;
         for (volatile int i = 0; i < 200; i++) {
         }
     }
     EXPECT_EQ(back, 0);
-    std::printf("coarse lag behind the fine clock: worst %.3f ms\n", double(worst_lag) / 1e6);
-    // Kernel coarse clocks lag up to a tick (4 ms at HZ=250); ours ~1 ms,
-    // plus scheduling delay on a busy machine.
-    EXPECT_LT(worst_lag, 50000000LL);
+    ASSERT_GT(lags.size(), 1000u);
+    std::sort(lags.begin(), lags.end());
+    int64_t median = lags[lags.size() / 2], p99 = lags[lags.size() * 99 / 100], worst = lags.back();
+    std::printf("coarse lag behind the fine clock: median %.3f ms, p99 %.3f ms, worst %.3f ms\n", median / 1e6,
+                p99 / 1e6, worst / 1e6);
+    // The ticker publishes every ~1 ms; without it the kernel's coarse clock
+    // answers, about a tick behind (4 ms at HZ=250).  The median says which one answers
+    // and that it keeps up; the worst case adds the calibrator thread's
+    // scheduling delay, which a CPU-starved machine stretches to tens of ms
+    // (measured: 33 ms in tsc-percpu, whose thread visits every CPU, with 16
+    // spinning threads on 2 vCPUs), so it only has to stay under a second.
+    struct fastclock_status st;
+    ASSERT_EQ(fastclock_status(&st), 0);
+    bool ticker = std::strcmp(st.calibrator, "thread") == 0 &&
+                  (std::strcmp(st.mode, "tsc") == 0 || std::strcmp(st.mode, "tsc-percpu") == 0);
+    struct timespec res;
+    clock_getres(CLOCK_MONOTONIC_COARSE, &res);
+    int64_t tick = res.tv_sec * 1000000000LL + res.tv_nsec;
+    if (ticker)
+        EXPECT_LT(median, 2000000) << "the ticker publishes every millisecond";
+    else // measured here: the kernel's own lags 4.7 ms at the median, 6.7 at worst, with a 4 ms tick
+        EXPECT_LT(median, 2 * tick + 1000000) << "the kernel's coarse clock, a tick of " << tick << " ns";
+    EXPECT_LT(worst, 1000000000LL);
 }
 
 TEST(Ticks, ConvertToNanoseconds)
