@@ -10,16 +10,24 @@
 ARM64_BUILD ?= build-arm64
 
 TEST_TARGETS += test-arm64
-.PHONY: arm64-deps build-arm64 test-arm64
+.PHONY: arm64-deps arm64-configure arm64-jni build-arm64 test-arm64
 
 arm64-deps:
 	@scripts/ensure-deps.sh c arm64
 
 # shim-deps: the JDK, whose (architecture-neutral) JNI headers build the
 # jar's linux-aarch64 native here too.
-build-arm64: arm64-deps shim-deps
+arm64-configure: arm64-deps shim-deps
 	@[ -f $(ARM64_BUILD)/CMakeCache.txt ] || cmake -S . -B $(ARM64_BUILD) -G "$(GENERATOR)" \
 	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake
+
+# Just the jar's linux-aarch64 native (mk/java.mk), without the test suite.
+arm64-jni: arm64-configure
+	cmake --build $(ARM64_BUILD) --target fastclock_jni
+
+# After arm64-jni: two builds in one tree at once (make -j, test-java beside
+# test-arm64) would race on the same files.
+build-arm64: arm64-jni
 	cmake --build $(ARM64_BUILD)
 
 # The same output as test-c's ctest, so .ci/run counts it.

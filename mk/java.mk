@@ -6,6 +6,11 @@
 #
 # Maven gets the library's directory (-Dfastclock.native.dir), so it never
 # runs CMake itself from here; run alone, it builds one under java/fastclock/target.
+#
+# The jar serves both CPUs Java runs on here: on an x86-64 host it carries
+# the linux-aarch64 library too, cross-built in $(ARM64_BUILD) (mk/arm64.mk),
+# and the tests are told to insist on it (a plain `mvn` build carries the
+# host's only).
 
 # Found after ensure-deps has run: recipes expand these lazily.
 JAVA17_HOME ?= $(firstword $(wildcard /usr/lib/jvm/java-17-openjdk-*))
@@ -21,8 +26,12 @@ BENCH_JAVA_MODES ?=
 TEST_TARGETS += test-java
 .PHONY: java-deps java-native java-jar test-java bench-java
 
+JAVA_CROSS_PLATFORM := $(if $(filter x86_64,$(shell uname -m)),linux-aarch64)
+
 JAVA_MVN = cd java && JAVA_HOME="$(JAVA17_HOME)" $(MVN) $(MVN_FLAGS) \
 	-Dfastclock.native.dir="$(abspath $(BUILD))/lib" \
+	$(if $(JAVA_CROSS_PLATFORM),-Dfastclock.native.linux-aarch64.dir="$(abspath $(ARM64_BUILD))/lib" \
+	  -Dfastclock.test.platforms=$(JAVA_CROSS_PLATFORM)) \
 	-Dfastclock.jdk17.home="$(JAVA17_HOME)" -Dfastclock.jdk25.home="$(JAVA25_HOME)"
 
 java-deps:
@@ -32,7 +41,7 @@ java-deps:
 
 # After `build` (shared with test-c, so the two never run CMake at once).
 # Configure again: a tree first configured before the JDK was there finds jni.h now.
-java-native: java-deps build
+java-native: java-deps build $(if $(JAVA_CROSS_PLATFORM),arm64-jni)
 	cmake $(BUILD) >/dev/null
 	@grep -q '^JAVA_INCLUDE_PATH2:PATH=/' $(BUILD)/CMakeCache.txt || { echo "fastclock: CMake found no jni.h; is a JDK installed?" >&2; exit 1; }
 	cmake --build $(BUILD) --target fastclock_jni
