@@ -539,8 +539,13 @@ FC_API int fastclock_gettime(clockid_t id, struct timespec *ts)
         return gettime_null(id);
     if (FC_LIKELY(id == CLOCK_MONOTONIC))
         return gettime_fine(FC_MONO, CLOCK_MONOTONIC, ts);
-    if (FC_LIKELY(id == CLOCK_REALTIME))
+    if (FC_LIKELY(id == CLOCK_REALTIME)) {
+        /* Routed to the vDSO (wall.h): jump there before gettime_real's frame. */
+        fc_gettime_fn w = fc_wall_route(FC_REAL, 1);
+        if (FC_LIKELY(w != 0))
+            return w(CLOCK_REALTIME, ts); /* never fails for REALTIME */
         return gettime_real(ts);
+    }
     return gettime_other(id, ts);
 }
 

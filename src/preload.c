@@ -179,7 +179,12 @@ static int pass_fine(enum shape shape, clockid_t id, void *out)
 {
     gettime_fn vdso = atomic_load_explicit(&vdso_gettime, memory_order_relaxed);
     switch (shape) {
-    case AS_TIMEVAL: return fc_kernel_gettimeofday(out, 0);
+    case AS_TIMEVAL: {
+        gettimeofday_fn gtod = atomic_load_explicit(&vdso_gettimeofday, memory_order_relaxed);
+        if (FC_LIKELY(gtod != 0))
+            return gtod(out, 0);
+        return fc_kernel_gettimeofday(out, 0);
+    }
     case AS_TIMESPEC_GET:
         if (FC_LIKELY(vdso != 0))
             return vdso(CLOCK_REALTIME, out) == 0 ? TIME_UTC : 0;
@@ -311,6 +316,11 @@ static __attribute__((noinline)) int gettime_real(struct timespec *ts)
     return fine(FC_REAL, CLOCK_REALTIME, ts, AS_TIMESPEC, flagged_real);
 }
 
+static __attribute__((noinline)) int gettimeofday_real(struct timeval *tv)
+{
+    return fine(FC_REAL, CLOCK_REALTIME, tv, AS_TIMEVAL, flagged_real_tv);
+}
+
 /* libc would fault in the vDSO; the kernel says EINVAL (bad id) or EFAULT. */
 static SHIM_COLD int gettime_null(clockid_t id)
 {
@@ -355,8 +365,14 @@ SHIM_API int clock_gettime(clockid_t id, struct timespec *ts)
     }
     if (FC_LIKELY(id == CLOCK_MONOTONIC))
         return gettime_mono(ts);
-    if (FC_LIKELY(id == CLOCK_REALTIME))
+    if (FC_LIKELY(id == CLOCK_REALTIME)) {
+        /* The kernel's clock reads the counter itself (wall.h): straight
+         * into the vDSO, before any frame of ours, as libc would. */
+        gettime_fn w = atomic_load_explicit(&fc_wall_direct, memory_order_relaxed);
+        if (FC_LIKELY(w != 0) && !atomic_load_explicit(&shim_flags, memory_order_relaxed))
+            return w(CLOCK_REALTIME, ts);
         return gettime_real(ts);
+    }
     if (id == CLOCK_MONOTONIC_COARSE || id == CLOCK_REALTIME_COARSE) {
         gettime_fn direct = atomic_load_explicit(&fc_coarse.direct, memory_order_relaxed);
         if (FC_LIKELY(direct != 0))
@@ -376,12 +392,19 @@ SHIM_API int gettimeofday(struct timeval *restrict tv, void *restrict tz)
         return pass_gettimeofday(tv, tz); /* the kernel's timezone comes with the kernel's time */
     if (FC_UNLIKELY(!tv))
         return 0;
-    if (FC_UNLIKELY(atomic_load_explicit(&shim_flags, memory_order_relaxed) & SHIM_PASS)) {
+    int flags = atomic_load_explicit(&shim_flags, memory_order_relaxed);
+    if (FC_UNLIKELY(flags & SHIM_PASS)) {
         gettimeofday_fn vdso = atomic_load_explicit(&vdso_gettimeofday, memory_order_relaxed);
         if (FC_LIKELY(vdso != 0))
             return vdso(tv, 0); /* mode system: one jump into the vDSO, as libc makes */
     }
-    return fine(FC_REAL, CLOCK_REALTIME, tv, AS_TIMEVAL, flagged_real_tv);
+    /* Ordered, and the kernel's clock reads the counter itself: one jump
+     * into the vDSO (libc's own gettimeofday is an IFUNC that resolves to
+     * it), before any frame of ours. */
+    gettimeofday_fn w = atomic_load_explicit(&fc_wall_direct_tv, memory_order_relaxed);
+    if (FC_LIKELY(w != 0) && !flags)
+        return w(tv, 0); /* never fails with a valid tv */
+    return gettimeofday_real(tv);
 }
 
 SHIM_API int timespec_get(struct timespec *ts, int base)
