@@ -17,7 +17,8 @@ JAVA17_HOME ?= $(firstword $(wildcard /usr/lib/jvm/java-17-openjdk-*))
 JAVA25_HOME ?= $(firstword $(wildcard /usr/lib/jvm/temurin-25-jdk-*))
 MVN ?= mvn
 MVN_FLAGS ?= -B -ntp
-# Extra options for the JMH runner, e.g. BENCH_JAVA_ARGS="-f 1 -i 3" for a quick look.
+# Extra options for the JMH runner, e.g. BENCH_JAVA_ARGS="-f 1 -i 3" for a quick look,
+# or "--include Log4jAsync -f 5 -wi 3 -i 5" for Log4j 2 async logging alone (java/README.md).
 BENCH_JAVA_ARGS ?=
 # BENCH_JAVA_MODES=all also measures the core's mode system and the pure-Java
 # fallback on both JDKs (never slower holds in every mode; three times as long).

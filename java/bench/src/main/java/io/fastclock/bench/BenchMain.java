@@ -12,12 +12,16 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.TreeMap;
+import java.util.regex.Pattern;
 import org.openjdk.jmh.results.BenchmarkResult;
 import org.openjdk.jmh.results.IterationResult;
+import org.openjdk.jmh.results.Result;
 import org.openjdk.jmh.results.RunResult;
 import org.openjdk.jmh.runner.Runner;
 import org.openjdk.jmh.runner.RunnerException;
 import org.openjdk.jmh.runner.options.ChainedOptionsBuilder;
+import org.openjdk.jmh.runner.options.Options;
 import org.openjdk.jmh.runner.options.OptionsBuilder;
 import org.openjdk.jmh.runner.options.TimeValue;
 import org.openjdk.jmh.util.ListStatistics;
@@ -28,7 +32,12 @@ import org.openjdk.jmh.util.Statistics;
  * ns/op with the 99.9% confidence half-width, and each row as a ratio to
  * System.nanoTime() and to Instant.now() from the same run.
  *
- * <pre>java [--enable-native-access=ALL-UNNAMED] -jar benchmarks.jar [--out FILE] [-f ROUNDS] [-wi N] [-i N] [-w SECONDS] [-r SECONDS] [--jvmArg ARG]...</pre>
+ * <pre>java [--enable-native-access=ALL-UNNAMED] -jar benchmarks.jar [--out FILE] [-f ROUNDS] [-wi N] [-i N] [-w SECONDS] [-r SECONDS] [--jvmArg ARG]... [--include REGEX]</pre>
+ *
+ * {@code --include} keeps only the benchmarks whose name (class.method, without the
+ * package) the regular expression finds, e.g. {@code --include Log4jAsync} for the
+ * Log4j 2 async-logging throughput alone; its table gives events/s with each clock
+ * and the ratio fastclock/default from the same run.
  *
  * {@code --jvmArg -Dfastclock.native=false} measures the pure-Java fallback (the
  * rows that call the bindings directly are left out); FASTCLOCK_MODE in the
@@ -71,6 +80,7 @@ public final class BenchMain {
         double warmupSeconds = 1, iterationSeconds = 1;
         Path out = null;
         List<String> jvmArgs = new ArrayList<>();
+        Pattern only = null;
         for (int i = 0; i < args.length; i++) {
             String a = args[i];
             String v = i + 1 < args.length ? args[i + 1] : null;
@@ -84,6 +94,7 @@ public final class BenchMain {
             case "-w": warmupSeconds = Double.parseDouble(v); break;
             case "-r": iterationSeconds = Double.parseDouble(v); break;
             case "--jvmArg": jvmArgs.add(v); break;
+            case "--include": only = Pattern.compile(v); break;
             default: usage("unknown option " + a);
             }
             i++;
@@ -94,7 +105,7 @@ public final class BenchMain {
         // sampled early, middle and late, so a neighbour's load on a shared
         // machine shifts all rows alike instead of skewing the ratios.
         ChainedOptionsBuilder o = new OptionsBuilder()
-                .include("^" + PKG.replace(".", "\\.") + "(Clock|Log4j)Benchmarks\\.")
+                .include("^" + PKG.replace(".", "\\.") + "(Clock|Log4j|Log4jAsync)Benchmarks\\.")
                 .forks(1)
                 .warmupIterations(warmups)
                 .warmupTime(TimeValue.milliseconds((long) (warmupSeconds * 1000)))
@@ -118,6 +129,8 @@ public final class BenchMain {
         boolean fallback = jvmArgs.contains("-Dfastclock.native=false");
         if (fallback)
             o.exclude("ClockBenchmarks\\.(jni|ffm)").exclude("CriticalJniBenchmarks");
+        if (only != null) // JMH takes includes as alternatives: narrow with an exclude of everything else
+            o.exclude("^" + PKG.replace(".", "\\.") + "(?!.*(" + only.pattern() + "))");
         forkArgs.addAll(jvmArgs);
         if (!forkArgs.isEmpty())
             o.jvmArgsAppend(forkArgs.toArray(new String[0]));
@@ -128,22 +141,37 @@ public final class BenchMain {
         String context = context();
         System.out.println(context);
         Map<String, ListStatistics> byName = new HashMap<>();
+        // Per benchmark: each round's mean (paired ratios) and the secondary counters summed.
+        Map<String, List<Double>> roundMeans = new HashMap<>();
+        Map<String, Map<String, Double>> counters = new HashMap<>();
         for (int round = 1; round <= rounds; round++) {
             System.out.println("# fastclock: round " + round + " of " + rounds);
-            Collection<RunResult> results = new Runner(o.build()).run();
+            // Log4jAsyncBenchmarks: the clock that goes first alternates by round.
+            Options base = o.build();
+            Collection<RunResult> results = new Runner(new OptionsBuilder().parent(base)
+                    .param("clock", round % 2 == 1 ? new String[] {"default", "fastclock"} : new String[] {"fastclock", "default"})
+                    .build()).run();
             for (RunResult r : results) {
-                ListStatistics st = byName.computeIfAbsent(r.getParams().getBenchmark().substring(PKG.length()),
-                        k -> new ListStatistics());
+                String key = key(r);
+                ListStatistics st = byName.computeIfAbsent(key, k -> new ListStatistics());
+                ListStatistics thisRound = new ListStatistics();
+                Map<String, Double> sums = counters.computeIfAbsent(key, k -> new TreeMap<>());
                 for (BenchmarkResult br : r.getBenchmarkResults())
-                    for (IterationResult ir : br.getIterationResults())
+                    for (IterationResult ir : br.getIterationResults()) {
                         st.addValue(ir.getPrimaryResult().getScore());
+                        thisRound.addValue(ir.getPrimaryResult().getScore());
+                        for (Map.Entry<String, Result> e : ir.getSecondaryResults().entrySet())
+                            sums.merge(e.getKey(), e.getValue().getScore(), Double::sum);
+                    }
+                roundMeans.computeIfAbsent(key, k -> new ArrayList<>()).add(thisRound.getMean());
             }
         }
         String clocksourceAfter = clocksource();
         if (!clocksourceBefore.equals(clocksourceAfter))
             context += "WARNING: the kernel's clocksource changed during the run (" + clocksourceBefore + " -> "
                     + clocksourceAfter + "): the JDK rows are not comparable\n";
-        String table = context + "\n" + table(byName, rounds, warmups, iterations, warmupSeconds, iterationSeconds);
+        String table = context + "\n" + table(byName, rounds, warmups, iterations, warmupSeconds, iterationSeconds)
+                + log4jAsync(byName, roundMeans, counters, rounds, warmups, iterations, warmupSeconds, iterationSeconds);
         System.out.println();
         System.out.println(table);
         if (out != null)
@@ -152,12 +180,99 @@ public final class BenchMain {
 
     private static void usage(String why) {
         System.err.println("BenchMain: " + why
-                + "\nusage: java -jar benchmarks.jar [--out FILE] [-f ROUNDS] [-wi N] [-i N] [-w SECONDS] [-r SECONDS]");
+                + "\nusage: java -jar benchmarks.jar [--out FILE] [-f ROUNDS] [-wi N] [-i N] [-w SECONDS] [-r SECONDS]"
+                + " [--jvmArg ARG]... [--include REGEX]");
         System.exit(2);
+    }
+
+    /** class.method without the package, then the parameters if any: "Log4jAsyncBenchmarks.burst1:clock=default". */
+    private static String key(RunResult r) {
+        String key = r.getParams().getBenchmark().substring(PKG.length());
+        for (String p : r.getParams().getParamsKeys())
+            key += ":" + p + "=" + r.getParams().getParam(p);
+        return key;
+    }
+
+    /** Log4jAsyncBenchmarks rows: method -> label. */
+    private static final String[][] LOG4J_ASYNC = {
+        {"burst1", "1 producer, bursts (producer's rate, no back-pressure)"},
+        {"burst2", "2 producers, bursts (producer's rate, no back-pressure)"},
+        {"sustained1", "1 producer, sustained (end to end, ring full)"},
+        {"sustained2", "2 producers, sustained (end to end, ring full)"},
+    };
+
+    /**
+     * Log4j 2 async logging, events/s with Log4j's default clock and with fastclock's, and
+     * the ratio fastclock/default (above 1: more events per second with fastclock); then
+     * where the time goes, from the benchmark's counters (thread CPU times, ring-full waits).
+     */
+    private static String log4jAsync(Map<String, ListStatistics> r, Map<String, List<Double>> rounds,
+            Map<String, Map<String, Double>> counters, int nRounds, int warmups, int iterations, double w, double i) {
+        StringBuilder sb = new StringBuilder();
+        for (String[] row : LOG4J_ASYNC) {
+            String d = "Log4jAsyncBenchmarks." + row[0] + ":clock=default", f = "Log4jAsyncBenchmarks." + row[0] + ":clock=fastclock";
+            Statistics a = r.get(f), b = r.get(d);
+            if (a == null || b == null)
+                continue;
+            if (sb.length() == 0) {
+                sb.append(String.format(Locale.ROOT,
+                        "%nLog4j 2 async logging (all loggers async, PatternLayout with a ns timestamp -> /dev/null), "
+                                + "events/s: %d rounds, each a fresh fork per (benchmark, clock) measuring %d x %.1f s after "
+                                + "%d x %.1f s of warm-up; ± = 99.9%% confidence half-width over the %d iterations; "
+                                + "ratio = fastclock / default (> 1: fastclock logs more events per second), error propagated "
+                                + "from both; per round = the ratio of the two forks run side by side in each round.%n%n",
+                        nRounds, iterations, i, warmups, w, nRounds * iterations));
+                sb.append("| measurement | default clock, M events/s | ± | median | fastclock, M events/s | ± | median "
+                        + "| ratio (means) | ratio (medians) | per round |\n");
+                sb.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
+            }
+            List<Double> ra = rounds.get(f), rb = rounds.get(d);
+            StringBuilder per = new StringBuilder();
+            for (int k = 0; k < Math.min(ra.size(), rb.size()); k++)
+                per.append(k == 0 ? "" : ", ").append(String.format(Locale.ROOT, "%.2f", ra.get(k) / rb.get(k)));
+            sb.append(String.format(Locale.ROOT, "| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %s | %.2f | %s |%n", row[1],
+                    b.getMean() / 1e6, err(b) / 1e6, median(b) / 1e6, a.getMean() / 1e6, err(a) / 1e6, median(a) / 1e6,
+                    ratio(a, b), median(a) / median(b), per));
+        }
+        if (sb.length() == 0)
+            return "";
+        sb.append("\nWhere the time goes (sums over all measured iterations; CPU = the thread's own CPU time, so a thread"
+                + " short of 100% busy was waiting or preempted; the background thread formats and writes every event):\n\n");
+        sb.append("| measurement | clock | producer CPU ns/event | background CPU ns/event | background busy "
+                + "| publishes that found the ring full, per 1000 events |\n");
+        sb.append("|---|---|---:|---:|---:|---:|\n");
+        for (String[] row : LOG4J_ASYNC)
+            for (String clock : new String[] {"default", "fastclock"}) {
+                Map<String, Double> c = counters.get("Log4jAsyncBenchmarks." + row[0] + ":clock=" + clock);
+                if (c == null || c.getOrDefault("events", 0.0) <= 0)
+                    continue;
+                double ev = c.get("events");
+                sb.append(String.format(Locale.ROOT, "| %s | %s | %.0f | %.0f | %.0f%% | %.2f |%n", row[1], clock,
+                        c.getOrDefault("producerCpuNs", 0.0) / ev, c.getOrDefault("consumerCpuNs", 0.0) / ev,
+                        100 * c.getOrDefault("consumerCpuNs", 0.0) / c.getOrDefault("wallNs", Double.NaN),
+                        1000 * c.getOrDefault("ringFull", 0.0) / ev));
+            }
+        sb.append("\nNever slower, Log4j 2 async (fastclock's events/s against the default clock's, same run; \"met\" when the "
+                + "ratio is >= 1 within its 99.9% error):\n\n");
+        for (String[] row : LOG4J_ASYNC) {
+            Statistics a = r.get("Log4jAsyncBenchmarks." + row[0] + ":clock=fastclock");
+            Statistics b = r.get("Log4jAsyncBenchmarks." + row[0] + ":clock=default");
+            if (a == null || b == null)
+                continue;
+            double q = a.getMean() / b.getMean(), e = q * Math.sqrt(sq(rel(a)) + sq(rel(b)));
+            sb.append(String.format(Locale.ROOT, "- %s: %.2f ± %.2f (median %.2f) -> %s%n", row[1], q, e,
+                    median(a) / median(b), q + e >= 1.0 ? "met" : "NOT met"));
+        }
+        return sb.toString();
     }
 
     private static String table(Map<String, ListStatistics> r, int rounds, int warmups, int iterations, double w,
             double i) {
+        boolean any = false;
+        for (String[] row : ROWS)
+            any |= r.containsKey(row[0]);
+        if (!any)
+            return "";
         Statistics nano = r.get("ClockBenchmarks.systemNanoTime");
         Statistics inst = r.get("ClockBenchmarks.instantNowEpochNanos");
         StringBuilder sb = new StringBuilder();
