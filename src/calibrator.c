@@ -80,11 +80,14 @@ static void coarse_update(void)
 
 static void fc_coarse_deactivate(void)
 {
-    /* Readers fall back to the kernel's coarse clocks, clamped at the last value. */
-    atomic_store_explicit(&fc_coarse.direct, (fc_coarse_fn)0, memory_order_relaxed);
+    /* Readers fall back to the kernel's coarse clocks, clamped at the last
+     * value served from memory; if none ever was, unclamped, and a direct
+     * route to the vDSO (upkeep.h) may stay. */
     int64_t last = atomic_load_explicit(&fc_coarse.mono, memory_order_relaxed);
-    if (last > atomic_load_explicit(&fc_coarse.floor_mono, memory_order_relaxed))
+    if (last > atomic_load_explicit(&fc_coarse.floor_mono, memory_order_relaxed)) {
+        atomic_store_explicit(&fc_coarse.direct, (fc_coarse_fn)0, memory_order_relaxed);
         atomic_store_explicit(&fc_coarse.floor_mono, last, memory_order_relaxed);
+    }
     atomic_store_explicit(&fc_coarse.mono, 0, memory_order_release);
 }
 

@@ -112,8 +112,13 @@ static enum fc_kind kind_of(clockid_t id)
 static fc_direct_fn route_decided(void)
 {
     fc_direct_fn next = 0;
-    if (fc_system_from_start())
+    if (fc_system_from_start()) {
         next = fc_seam.kernel_gettime ? fc_seam.kernel_gettime : fc_refclock_direct();
+        /* No ticker will serve the coarse clocks, and none ever did: the
+         * kernel's, one jump away (upkeep.h). */
+        if (atomic_load_explicit(&fc_coarse.floor_mono, memory_order_relaxed) == 0)
+            atomic_store_explicit(&fc_coarse.direct, next, memory_order_relaxed);
+    }
     fc_direct_fn expected = atomic_load_explicit(&fc_direct_gettime, memory_order_acquire);
     if (expected == deferred_gettime || expected == deciding_gettime)
         atomic_compare_exchange_strong_explicit(&fc_direct_gettime, &expected, next, memory_order_acq_rel,
