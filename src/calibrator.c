@@ -279,6 +279,12 @@ static void *calibrator_main(void *arg)
             seen_gen = gen;
             force = 1;
         }
+        /* Tick first: calibrating tsc-percpu pins this thread to each CPU
+         * in turn, and on a busy machine waits there for a turn. */
+        if (fc_coarse_wanted()) {
+            coarse_update();
+            last_tick = now;
+        }
         if (force || now - last_cal >= interval_ns(mode)) {
             if (mode == FC_MODE_TSC) {
                 if (fc_cal_trylock()) {
@@ -290,10 +296,8 @@ static void *calibrator_main(void *arg)
                 calibrate_every_cpu(&allowed, force);
             }
             last_cal = fastclock_mono_ns();
-        }
-        if (fc_coarse_wanted()) {
-            coarse_update();
-            last_tick = now;
+            if (fc_coarse_wanted()) /* and again after it: it may have waited */
+                coarse_update();
         }
     }
     if (still_our_timer(tfd))
