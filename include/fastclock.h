@@ -37,9 +37,11 @@
  *     next ticks (the step wakes it).
  * Mode "tsc-percpu" (CPUs whose counters disagree): one line per CPU,
  * selected by rdtscp; monotonic within a thread; across threads a read may
- * come out below an earlier one by at most the reported error bound (which
- * in this mode adds the two largest CPUs' bounds: one CPU's line may be
- * ahead of the kernel while another's is behind).
+ * come out below an earlier one by at most the error bound reported just
+ * before or just after it, the larger (in this mode the bound adds the two
+ * largest CPUs' bounds: one CPU's line may be ahead of the kernel while
+ * another's is behind; a line that was behind may be recalibrated forward
+ * at any moment, and its bound shrinks with it).
  * Mode "system" has the kernel's own guarantees.
  *
  * The mode is decided by trust alone (never by cost), and only once the

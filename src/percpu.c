@@ -343,10 +343,15 @@ void fc_percpu_stats(struct fc_percpu_stats *out)
         /* A line is read only within its fast span: past it a reader polls
          * adjtimex or recalibrates first, or the kernel answers (clamped at
          * the line's end).  So its bound counts up to that end, not up to
-         * now: a CPU nobody has read on since does not hold the bound up. */
+         * now: a CPU nobody has read on since does not hold the bound up.
+         * The end is the line's own value there; a line behind the kernel
+         * reaches it later in kernel time, by up to its bound b there.  The
+         * bound grows by well under 0.5 ns per ns (sync.c), so end + 2b is
+         * no earlier than the kernel's time at the end. */
         int64_t at = now;
         if (l.fast_span) {
             int64_t end = fc_line_eval(&l, (int64_t)l.fast_span);
+            end += 2 * fc_meta_bound(&m, end);
             if (end < at)
                 at = end;
         }

@@ -720,6 +720,86 @@ TEST_F(Faults, PerCpuOffsetsAndRatesWithMigration)
     EXPECT_STREQ(st.counter, "rdtscp");
 }
 
+// Tick changes in tsc-percpu mode: every read lies within the bound the
+// status reports just after it, including a read late in its line's fast
+// span while the line is behind a kernel that sped up (the bound of such a
+// line is due at the kernel's time, not at the line's own, lagging value).
+TEST_F(Faults, PerCpuTickChangesStayWithinTheReportedBound)
+{
+    NEEDS_PERCPU();
+    sim.cpu_offset[1] = 1000000;
+    setenv("FASTCLOCK_MODE", "percpu", 1);
+    install();
+    ASSERT_EQ(mode(), "tsc-percpu") << reason();
+    Rng rng;
+    for (int i = 0; i < 2000; i++) {
+        sim.cpu = int(rng.next() % 2);
+        sim_advance_ns(double(rng.next() % 200000));
+        fastclock_mono_ns();
+    }
+    int64_t prev = fastclock_mono_ns(), worst_over = INT64_MIN, worst_err = 0;
+    long back = 0, outside = 0;
+    const long ticks[] = {10500, 9000, 11000, 9000, 11000, 10000};
+    for (long tick : ticks) {
+        sim.tick_us = tick;
+        sim_set_rate((1.0 / 2.6) * double(tick) / 10000.0);
+        for (int i = 0; i < 4000; i++) {
+            sim.cpu = int(rng.next() % 2);
+            sim_advance_ns(double(rng.next() % 200000)); // irregular gaps up to 0.2 ms
+            int64_t v, e = read_err(&v);
+            back += v < prev;
+            prev = v;
+            int64_t over = fctest::iabs(e) - status_now().error_bound_ns;
+            outside += over > 0;
+            worst_over = std::max(worst_over, over);
+            worst_err = std::max(worst_err, fctest::iabs(e));
+        }
+    }
+    std::printf("tick changes on 2 CPUs: worst |error| %lld ns; worst error - bound %lld ns\n",
+                (long long)worst_err, (long long)worst_over);
+    EXPECT_EQ(back, 0);
+    EXPECT_EQ(outside, 0) << "largest excess over the bound " << worst_over << " ns";
+    EXPECT_GT(worst_err, 10000) << "the tick changes should have moved the lines off the kernel";
+}
+
+// The worst case of the above, made exactly: the kernel speeds up by the
+// most adjtimex allows (tick 9000 -> 11000) just after a poll, so a line
+// falls behind until its fast span ends.  Near that end the line's own
+// value lags the kernel's time by ~200 us; its bound must still be counted
+// at the kernel's time, or it falls short of the error by ~40 us.
+TEST_F(Faults, PerCpuLineBehindAFasterKernelStaysInsideItsBound)
+{
+    NEEDS_PERCPU();
+    sim.tick_us = 9000;
+    sim_set_rate((1.0 / 2.6) * 0.9);
+    setenv("FASTCLOCK_MODE", "percpu", 1);
+    install();
+    ASSERT_EQ(mode(), "tsc-percpu") << reason();
+    warm_up(3000, 200e3); // one CPU, settled at tick 9000
+    int64_t worst_over = INT64_MIN, worst_err = 0;
+    for (int round = 0; round < 4; round++) {
+        // A read just past the fast span polls adjtimex (nothing changed)
+        // and extends the span by one poll interval, 1 ms.
+        sim_advance_ns(1.5e6);
+        fastclock_mono_ns();
+        sim.tick_us = 11000;
+        sim_set_rate((1.0 / 2.6) * 1.1);
+        for (int i = 0; i < 130; i++) { // 1.3 ms: to the span's end and past it
+            sim_advance_ns(10e3);
+            int64_t e = read_err();
+            worst_err = std::max(worst_err, fctest::iabs(e));
+            worst_over = std::max(worst_over, fctest::iabs(e) - status_now().error_bound_ns);
+        }
+        sim.tick_us = 9000; // and back, for the next round
+        sim_set_rate((1.0 / 2.6) * 0.9);
+        warm_up(3000, 200e3);
+    }
+    std::printf("tick 9000 -> 11000 after a poll: worst |error| %lld ns, worst error - bound %lld ns\n",
+                (long long)worst_err, (long long)worst_over);
+    EXPECT_GT(worst_err, 100000) << "the line should have fallen ~200 us behind";
+    EXPECT_LE(worst_over, 0);
+}
+
 int slow_cpu = -1;
 int slow_gettime(clockid_t id, timespec *ts)
 {
