@@ -850,9 +850,18 @@ int fc_cal_begin(char *why, size_t why_size)
     struct fc_buf b;
     fc_buf_init(&b, why, why_size);
     struct fc_sample s0;
+    uint64_t c0 = fc_now_counter(1);
     int64_t k0 = fc_kernel_ns(CLOCK_MONOTONIC);
     int r = fc_cal_sample(&s0, FC_SAMPLE_TRIES, -1);
-    double per_read_ns = (double)(fc_kernel_ns(CLOCK_MONOTONIC) - k0) / (FC_SAMPLE_TRIES + 10);
+    int64_t k1 = fc_kernel_ns(CLOCK_MONOTONIC);
+    uint64_t c1 = fc_now_counter(1);
+    /* A read's cost is its tightest bracket, in ns at the rate the sample
+     * itself shows (kernel and counter both run through a preemption): one
+     * preempted read -- a busy machine, qemu translating code -- must not
+     * pass for a slow clock, and decide the mode for the process's life. */
+    double per_read_ns = (double)(k1 - k0) / (FC_SAMPLE_TRIES + 10);
+    if (r == FC_SAMPLE_OK && c1 > c0 && k1 > k0)
+        per_read_ns = (double)s0.width * (double)(k1 - k0) / (double)(c1 - c0);
     if (r != FC_SAMPLE_ERROR && per_read_ns > FC_MAX_WIDTH_NS) {
         fc_buf_str(&b, "calibration cannot converge: every read of the kernel clock took over ");
         fc_buf_fixed(&b, per_read_ns / 1000.0, 1);

@@ -561,6 +561,37 @@ TEST_F(Faults, CalibrationThatCannotConvergeFallsBack)
     EXPECT_NE(reason().find("cannot converge"), std::string::npos) << reason();
 }
 
+// A busy machine: one kernel read in seven is preempted for 5 ms.  The
+// decision takes a read's cost from its tightest bracket, so the counter is
+// still trusted (an average over the decision's reads once made such a
+// process run mode system for life).
+int sim_preempted_gettime(clockid_t id, timespec *ts)
+{
+    if (sim.kernel_reads % 7 == 3)
+        sim_advance_ns(5e6);
+    return sim_gettime(id, ts);
+}
+
+TEST_F(Faults, PreemptedKernelReadsDoNotDecideTheMode)
+{
+    install();
+    struct fc_seam seam;
+    memset(&seam, 0, sizeof seam);
+    seam.counter = sim_counter;
+    seam.counter_aux = sim_counter_aux;
+    seam.kernel_gettime = sim_preempted_gettime;
+    seam.adjtimex = sim_adjtimex;
+    seam.ncpus = 8;
+    seam.cpu = &cpu;
+    seam.sysroot = root.c_str();
+    fc_test_reset(&seam);
+    EXPECT_EQ(mode(), "tsc") << reason();
+    warm_up(2000, 1e6);
+    int64_t v = fastclock_mono_ns();
+    reads_stay_right(100, &v);
+    EXPECT_EQ(mode(), "tsc") << reason();
+}
+
 TEST_F(Faults, SuspendRestartsCalibrationWithoutGoingBack)
 {
     install();
