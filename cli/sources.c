@@ -343,6 +343,11 @@ void src_step(struct source *s, double window_ns, double ticks_hz)
     s->step_changes = 0;
     if (!s->usable)
         return;
+    /* The smallest step seen: a reader preempted across a tick sees two
+     * steps as one, so a clock that moves only a few times in the window
+     * (a 4 ms coarse clock: ~6) is watched for 8 changes, up to 6 windows,
+     * before its step is taken (seconds-clocks: one window). */
+    const double longest = s->unit == UNIT_S ? window_ns : 6 * window_ns;
     int64_t start = mono_raw_ns();
     int64_t prev = s->read(s->arg), best = INT64_MAX;
     for (uint64_t i = 1;; i++) {
@@ -355,8 +360,11 @@ void src_step(struct source *s, double window_ns, double ticks_hz)
             if (s->step_changes >= 64)
                 break;
         }
-        if ((i & 63) == 0 && mono_raw_ns() - start > window_ns)
-            break;
+        if ((i & 63) == 0) {
+            double elapsed = (double)(mono_raw_ns() - start);
+            if (elapsed > longest || (elapsed > window_ns && s->step_changes >= 8))
+                break;
+        }
     }
     if (best == INT64_MAX)
         return;

@@ -68,6 +68,35 @@ TEST(Granularity, CoarseClockStepsByItsResolution)
     EXPECT_GE(s.step_changes, 1);
 }
 
+// A reader that misses every other tick for the first six changes (a busy
+// machine): the step is still the clock's own, because a clock that moves
+// only a few times in the window is watched for more changes.
+namespace {
+int64_t g_fake_start;
+int64_t fake_busy_coarse(long)
+{
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int64_t changes = (ts.tv_sec * 1000000000LL + ts.tv_nsec - g_fake_start) / 4000000;
+    return changes <= 6 ? changes * 8000000 : 6 * 8000000 + (changes - 6) * 4000000;
+}
+} // namespace
+
+TEST(Granularity, FewChangesInTheWindowAreWatchedLonger)
+{
+    source s;
+    std::memset(&s, 0, sizeof s);
+    s.read = fake_busy_coarse;
+    s.unit = UNIT_NS;
+    s.usable = 1;
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    g_fake_start = ts.tv_sec * 1000000000LL + ts.tv_nsec;
+    src_step(&s, 25e6, 0); // six changes in the window, all two ticks wide
+    EXPECT_EQ(s.step_ns, 4e6);
+    EXPECT_GE(s.step_changes, 8);
+}
+
 TEST(Granularity, GettimeofdayStepsByMicroseconds)
 {
     source s;
