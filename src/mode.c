@@ -28,7 +28,6 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "calibration.h"
@@ -446,34 +445,50 @@ static void do_init(void)
     errno = saved;
 }
 
-static _Atomic long init_tid;
+/* Set on the deciding thread for the length of the decision, and before
+ * the mode says "initialising": a signal handler that interrupts the
+ * decision on that thread must not wait for it (it would wait for itself).
+ * A thread id stored after the mode left a window -- a gettid system call
+ * long -- where a handler took its own thread for another and spun, under
+ * load for over a minute, with the next timer signal waiting behind it. */
+static __thread int deciding_here __attribute__((tls_model("initial-exec")));
 
 int fc_try_init(void)
 {
     int expected = FC_MODE_UNINIT;
-    if (!atomic_compare_exchange_strong_explicit(&fc_mode, &expected, FC_MODE_INITIALIZING,
-                                                 memory_order_acq_rel, memory_order_acquire))
-        return 0;
-    atomic_store_explicit(&init_tid, (long)syscall(SYS_gettid), memory_order_relaxed);
-    do_init();
-    atomic_store_explicit(&init_tid, 0, memory_order_relaxed);
-    return 1;
+    deciding_here = 1;
+    atomic_signal_fence(memory_order_seq_cst);
+    int won = atomic_compare_exchange_strong_explicit(&fc_mode, &expected, FC_MODE_INITIALIZING,
+                                                      memory_order_acq_rel, memory_order_acquire);
+    if (won)
+        do_init();
+    atomic_signal_fence(memory_order_seq_cst);
+    deciding_here = 0;
+    return won;
 }
 
 int fc_init_in_progress_elsewhere(void)
 {
-    if (atomic_load_explicit(&fc_mode, memory_order_acquire) != FC_MODE_INITIALIZING)
-        return 0;
-    /* A signal handler on the initialising thread itself must not wait. */
-    return atomic_load_explicit(&init_tid, memory_order_relaxed) != (long)syscall(SYS_gettid);
+    return !deciding_here && atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_INITIALIZING;
 }
+
+#define WAIT_DECIDED_NS 100000000LL /* the decision takes well under 1 ms */
 
 void fc_wait_decided(void)
 {
-    /* The decision takes well under a millisecond: wait for it, but never on
-     * the deciding thread itself, and never forever. */
-    for (int i = 0; i < 20000 && fc_init_in_progress_elsewhere(); i++)
-        i < 1000 ? fc_cpu_relax() : (void)sched_yield();
+    /* Wait for the decision, but never on the deciding thread itself, and
+     * never long: bounded in time, not in turns (a turn of sched_yield on a
+     * loaded machine lasts a scheduler slice). */
+    if (!fc_init_in_progress_elsewhere())
+        return;
+    for (int i = 0; i < 1000; i++) {
+        fc_cpu_relax();
+        if (!fc_init_in_progress_elsewhere())
+            return;
+    }
+    int64_t give_up = fc_kernel_ns(CLOCK_MONOTONIC) + WAIT_DECIDED_NS;
+    while (fc_init_in_progress_elsewhere() && fc_kernel_ns(CLOCK_MONOTONIC) < give_up)
+        sched_yield();
 }
 
 /* Mode tsc, no line yet: publish the first one as soon as its baseline

@@ -666,17 +666,66 @@ TEST(FirstUse, InsideASignalHandler)
     fc_test_reset(nullptr);
 }
 
-TEST(FirstUse, DecisionIsQuick)
+// A signal handler that interrupts the decision on the deciding thread asks
+// for the status and reads: it must not wait for the decision (it would
+// wait for itself, and a timer's next signal behind it).
+int interrupt_armed;
+int64_t interrupted_for_ns = -1;
+std::string interrupted_mode;
+void interrupting_handler(int)
 {
-    fc_test_reset(nullptr);
-    int64_t t0 = fctest::kernel_ns(CLOCK_MONOTONIC);
-    fastclock_mono_ns();
-    int64_t t1 = fctest::kernel_ns(CLOCK_MONOTONIC);
+    int64_t k0 = fctest::kernel_ns(CLOCK_MONOTONIC);
     struct fastclock_status st;
     fastclock_status(&st);
-    std::printf("first read (mode decision included) took %.1f us; mode %s\n", double(t1 - t0) / 1e3, st.mode);
+    fastclock_mono_ns();
+    interrupted_for_ns = fctest::kernel_ns(CLOCK_MONOTONIC) - k0;
+    interrupted_mode = st.mode;
+}
+int interrupting_gettime(clockid_t id, timespec *ts)
+{
+    if (interrupt_armed) {
+        interrupt_armed = 0;
+        raise(SIGUSR1);
+    }
+    return clock_gettime(id, ts);
+}
+
+TEST(FirstUse, HandlerInterruptingTheDecisionDoesNotWaitForIt)
+{
+    struct fc_seam seam;
+    memset(&seam, 0, sizeof seam);
+    seam.kernel_gettime = interrupting_gettime; // the decision reads the kernel's clock
+    fc_test_reset(&seam);
+    signal(SIGUSR1, interrupting_handler);
+    interrupt_armed = 1;
+    int64_t v = fastclock_mono_ns(); // decides, and is interrupted while it does
+    signal(SIGUSR1, SIG_DFL);
+    EXPECT_EQ(interrupt_armed, 0) << "the decision read no kernel clock";
+    EXPECT_GE(interrupted_for_ns, 0);
+    EXPECT_LT(interrupted_for_ns, 2000000) << "the handler waited; it saw mode " << interrupted_mode;
+    EXPECT_GT(v, 0);
+    fc_test_reset(nullptr);
+}
+
+TEST(FirstUse, DecisionIsQuick)
+{
+    // Three fresh decisions, the quickest counts: a busy machine may
+    // preempt one (and an emulator translates the code on the first), but
+    // a decision that sleeps or spins is slow every time.
+    int64_t best = INT64_MAX;
+    for (int i = 0; i < 3; i++) {
+        fc_test_reset(nullptr);
+        int64_t t0 = fctest::kernel_ns(CLOCK_MONOTONIC);
+        fastclock_mono_ns();
+        int64_t t1 = fctest::kernel_ns(CLOCK_MONOTONIC);
+        struct fastclock_status st;
+        fastclock_status(&st);
+        std::printf("first read (mode decision included) took %.1f us; mode %s\n", double(t1 - t0) / 1e3,
+                    st.mode);
+        best = std::min(best, t1 - t0);
+    }
     // "Well under 1 ms": generous for a shared VM, but no 20 ms sleep.
-    EXPECT_LT(t1 - t0, 5000000);
+    EXPECT_LT(best, 5000000);
     fc_test_reset(nullptr);
 }
 
