@@ -40,6 +40,7 @@
 #include "calibration.h"
 #include "clock.h"
 #include "fmt.h"
+#include "kernel.h"
 #include "mode.h"
 #include "percpu.h"
 #include "sync.h"
@@ -363,16 +364,26 @@ static _Atomic int fork_held_lock;
 static void atfork_prepare(void)
 {
     /* Keep the writer's state whole across fork: wait briefly for a
-     * calibration in progress (a few microseconds), never indefinitely. */
-    for (int i = 0; i < 2000; i++) {
+     * calibration in progress (a few microseconds), never long -- bounded
+     * in time, not turns: a sched_yield lasts a scheduler slice on a busy
+     * machine, and the holder may be this very thread (fork from a signal
+     * handler that interrupted a calibration). */
+    int64_t give_up = 0;
+    for (int i = 0;; i++) {
         if (fc_cal_trylock()) {
             atomic_store_explicit(&fork_held_lock, 1, memory_order_relaxed);
             return;
         }
-        if (i > 100)
-            sched_yield();
-        else
+        if (i < 100) {
             fc_cpu_relax();
+            continue;
+        }
+        int64_t now = fc_kernel_ns(CLOCK_MONOTONIC);
+        if (!give_up)
+            give_up = now + 2000000; /* 2 ms */
+        else if (now > give_up)
+            return;
+        sched_yield();
     }
 }
 
