@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <time.h>
@@ -338,73 +337,35 @@ void src_free(struct source *s, int n)
 
 /* ---- granularity -------------------------------------------------------- */
 
-/* Involuntary context switches of this thread so far (-1: unknown). */
-static long involuntary_switches(void)
-{
-    struct rusage ru;
-    return getrusage(RUSAGE_THREAD, &ru) == 0 ? ru.ru_nivcsw : -1;
-}
-
 void src_step(struct source *s, double window_ns, double ticks_hz)
 {
     s->step_native = s->step_ns = NAN;
     s->step_changes = 0;
     if (!s->usable)
         return;
-    /* The smallest step seen while this thread kept the CPU: a reader
-     * preempted across a tick sees two steps as one (under a CPU hog, half
-     * of a 4 ms coarse clock's steps look 8 ms wide).  Reads go in windows
-     * of 64; a step counts as watched when no involuntary switch happened
-     * from the window where its old value was first seen to the end of the
-     * window where the new one was.  A clock that moves only a few times
-     * in the window is watched for 8 changes and one watched step, up to 6
-     * windows (seconds-clocks: one window).  With no watched step at all,
-     * the smallest seen stands. */
+    /* The smallest step seen: a reader preempted across a tick sees two
+     * steps as one, so a clock that moves only a few times in the window
+     * (a 4 ms coarse clock: ~6) is watched for 8 changes, up to 6 windows,
+     * before its step is taken (seconds-clocks: one window). */
     const double longest = s->unit == UNIT_S ? window_ns : 6 * window_ns;
     int64_t start = mono_raw_ns();
-    int64_t prev = s->read(s->arg), best = INT64_MAX, best_watched = INT64_MAX;
-    long csw_window = involuntary_switches(); /* at the start of this window */
-    long csw_prev_seen = csw_window;          /* at the start of the window prev was first seen in */
-    int64_t first_step = INT64_MAX, later_steps = INT64_MAX;
-    long first_from = 0;
+    int64_t prev = s->read(s->arg), best = INT64_MAX;
     for (uint64_t i = 1;; i++) {
         int64_t v = s->read(s->arg);
-        int last = 0;
         if (v != prev) {
-            if (v > prev) {
-                int64_t d = v - prev;
-                if (d < best)
-                    best = d;
-                if (first_step == INT64_MAX && later_steps == INT64_MAX) {
-                    first_step = d;
-                    first_from = csw_prev_seen;
-                } else if (d < later_steps) {
-                    later_steps = d;
-                }
-            }
+            if (v > prev && v - prev < best)
+                best = v - prev;
             s->step_changes++;
             prev = v;
-            csw_prev_seen = csw_window;
-            last = s->step_changes >= 64;
-        }
-        if ((i & 63) == 0 || last) {
-            long csw = involuntary_switches();
-            if (first_step != INT64_MAX && csw == first_from && first_step < best_watched)
-                best_watched = first_step;
-            if (later_steps != INT64_MAX && csw == csw_window && later_steps < best_watched)
-                best_watched = later_steps;
-            first_step = later_steps = INT64_MAX;
-            csw_window = csw;
-            if (last)
+            if (s->step_changes >= 64)
                 break;
+        }
+        if ((i & 63) == 0) {
             double elapsed = (double)(mono_raw_ns() - start);
-            if (elapsed > longest ||
-                (elapsed > window_ns && s->step_changes >= 8 && best_watched != INT64_MAX))
+            if (elapsed > longest || (elapsed > window_ns && s->step_changes >= 8))
                 break;
         }
     }
-    if (best_watched != INT64_MAX)
-        best = best_watched;
     if (best == INT64_MAX)
         return;
     s->step_native = (double)best;

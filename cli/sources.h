@@ -75,11 +75,9 @@ void src_measure(struct source *s, int n, double seconds, double batch_ns, int m
                  src_progress_fn progress, void *ctx);
 void src_free(struct source *s, int n);
 
-/* Smallest non-zero step between consecutive readings made while the
- * thread kept its CPU (no involuntary switch between them), watched for
- * window_ns, longer (up to 6 windows) until 8 changes and one such step were
- * seen, except for UNIT_S clocks; stops early after 64 changes.  ticks_hz
- * converts UNIT_TICKS. */
+/* Smallest non-zero step between consecutive readings, watched for
+ * window_ns, longer (up to 6 windows) until 8 changes were seen, except for
+ * UNIT_S clocks; stops early after 64 changes.  ticks_hz converts UNIT_TICKS. */
 void src_step(struct source *s, double window_ns, double ticks_hz);
 
 /* Thread scaling: `threads` threads, pinned round-robin to cpus[], each
