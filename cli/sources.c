@@ -343,10 +343,13 @@ void src_step(struct source *s, double window_ns, double ticks_hz)
     s->step_changes = 0;
     if (!s->usable)
         return;
-    /* The smallest step seen: a reader preempted across a tick sees two
-     * steps as one, so a clock that moves only a few times in the window
-     * (a 4 ms coarse clock: ~6) is watched for 8 changes, up to 6 windows,
-     * before its step is taken (seconds-clocks: one window). */
+    /* The smallest step seen.  A step is never seen smaller than the
+     * clock's, but often larger: a reader preempted across a tick sees two
+     * as one, and a guest whose vCPU the host preempts advances its coarse
+     * clock two ticks at once (under a CPU hog on a 2-vCPU guest, half the
+     * steps of a 4 ms coarse clock, for 100 ms at a stretch).  So a clock
+     * that moves only a few times in the window (a 4 ms coarse clock: ~6)
+     * is watched for 8 changes, up to 6 windows (seconds-clocks: one). */
     const double longest = s->unit == UNIT_S ? window_ns : 6 * window_ns;
     int64_t start = mono_raw_ns();
     int64_t prev = s->read(s->arg), best = INT64_MAX;

@@ -329,7 +329,11 @@ class Bench(unittest.TestCase):
         # Granularity: the coarse clock moves by its resolution, time() by a second.
         coarse = src["clock_gettime(CLOCK_MONOTONIC_COARSE)"]
         res = time.clock_getres(CLOCK_MONOTONIC_COARSE) * 1e9
-        self.assertAlmostEqual(coarse["step_ns"], res, delta=res * 0.1)
+        # One tick; two where the host held the guest's vCPU across ticks for
+        # the whole watch (its kernel then advances the clock two at once).
+        ticks = round(coarse["step_ns"] / res)
+        self.assertIn(ticks, (1, 2), coarse["step_ns"])
+        self.assertAlmostEqual(coarse["step_ns"], ticks * res, delta=res * 0.1)
         self.assertEqual(src["time"]["step"], 1)
         self.assertEqual(src["time"]["step_unit"], "s")
         self.assertEqual(src["gettimeofday"]["step_ns"], 1000)
