@@ -456,6 +456,9 @@ static __thread int deciding_here __attribute__((tls_model("initial-exec")));
 int fc_try_init(void)
 {
     int expected = FC_MODE_UNINIT;
+    /* Restored, not cleared: a handler's own call, nested in the decision,
+     * must leave the flag set for the decision it interrupted. */
+    int outer = deciding_here;
     deciding_here = 1;
     atomic_signal_fence(memory_order_seq_cst);
     int won = atomic_compare_exchange_strong_explicit(&fc_mode, &expected, FC_MODE_INITIALIZING,
@@ -463,7 +466,7 @@ int fc_try_init(void)
     if (won)
         do_init();
     atomic_signal_fence(memory_order_seq_cst);
-    deciding_here = 0;
+    deciding_here = outer;
     return won;
 }
 
