@@ -352,9 +352,13 @@ static void text_fastclock(FILE *out, const struct doctor_facts *f, const struct
                                    "early or late (it is not a memory access); for intervals measured by one thread",
             b);
     } else {
+        /* Name the fenced read this process chose (status().counter), not a fixed one. */
+        const char *fenced = strcmp(f->fc_counter, "rdtscp") == 0 || strcmp(f->fc_counter, "lfence;rdtsc") == 0
+                                 ? f->fc_counter
+                                 : "the kernel's own ordered read";
         row(out, "ordered read", "fastclock_mono_ns %s: the counter is read after every earlier instruction "
-                                 "(lfence;rdtsc), so a read that follows another thread's read never goes back",
-            a);
+                                 "(%s), so a read that follows another thread's read never goes back",
+            a, fenced);
         row(out, "unordered read", "fastclock_mono_ns_unordered %s: bare rdtsc, monotonic within one thread only "
                                    "(the CPU may read the counter early); for intervals measured by one thread",
             b);

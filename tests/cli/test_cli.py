@@ -13,6 +13,7 @@ import io
 import json
 import os
 import pwd
+import re
 import shutil
 import subprocess
 import sys
@@ -122,6 +123,13 @@ class DoctorLive(unittest.TestCase):
         self.assertNotIn("\033[", p.stdout, "colours on a pipe")
         self.assertEqual(p.stderr, "", "a progress line on a pipe")
         self.assertTrue(all(len(l) <= 110 for l in lines if "`" not in l), "unwrapped lines")
+        # The ordered read is described with the instruction this process chose, the one the mode
+        # row names (it used to say lfence;rdtsc where rdtscp ran).
+        m = re.search(r"counter (rdtscp|lfence;rdtsc) at", p.stdout)
+        if m:
+            ordered = re.search(r"ordered read .*?\(([^)]*)\)", p.stdout.replace("\n", " "))
+            self.assertIsNotNone(ordered, p.stdout)
+            self.assertEqual(ordered.group(1), m.group(1))
 
     def test_ordinary_user(self):
         """What it cannot read it reports as unknown, with the reason, and carries on."""
