@@ -118,16 +118,20 @@ final class Routes {
      * status says real_source=vdso): those cannot beat the JDK's call of the
      * same clock, so the JDK's System.nanoTime()/currentTimeMillis() answer
      * without a measurement that a near tie could flip between JVMs (it did:
-     * 1 of 20 fresh JVMs, mode system, JDK 25).  Against Instant.now() the
-     * measurement still decides (it builds an Instant on top).
+     * 1 of 20 fresh JVMs, mode system, JDK 25).  Against Instant.now(), which
+     * builds an Instant on top of the same kernel call, such a read costs the
+     * kernel's call by construction (plus a load and a jump, inside MARGIN),
+     * so that cost decides, not the measured ratio: the ratio's jitter under
+     * load flipped currentTimeNanos in 3 of 20 fresh JVMs (mode system, JDK 17).
      */
     static Routes decide(String binding, double[] c, boolean monoIsKernel, boolean realIsKernel) {
         double call = callNs(binding);
         double instantNow = c[KERNEL_REAL] > 0 ? c[KERNEL_REAL] + JNI_CALL_NS + INSTANT_NS : 0;
         boolean nano = !monoIsKernel && wins(c[MONO], call, c[KERNEL_MONO]);
         boolean nanoU = !monoIsKernel && wins(c[MONO_UNORDERED], call, c[KERNEL_MONO]);
-        boolean real = wins(c[REAL], call, instantNow);
-        boolean realU = wins(c[REAL_UNORDERED], call, instantNow);
+        // Unordered wall reads are the kernel's only in mode system (elsewhere the line's).
+        boolean real = wins(realIsKernel ? c[KERNEL_REAL] : c[REAL], call, instantNow);
+        boolean realU = wins(monoIsKernel ? c[KERNEL_REAL] : c[REAL_UNORDERED], call, instantNow);
         boolean millis = !realIsKernel && wins(c[REAL], call, c[KERNEL_REAL]);
         return new Routes(nano, nanoU, real, realU, millis, words(nano, nanoU, real, realU, millis),
                 describe(binding, c));

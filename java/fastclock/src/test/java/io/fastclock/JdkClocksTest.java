@@ -8,8 +8,10 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import java.util.ArrayList;
 import java.util.Collections;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.TreeMap;
 import org.junit.jupiter.api.Test;
 
@@ -66,6 +68,31 @@ class JdkClocksTest {
         Routes r = Routes.decide("ffm", costs(20.6, 9.5, 22.2, 9.5, 23.6, 23.7), false, true);
         assertFalse(r.currentTimeMillis, r.answers);
         assertTrue(r.nanoTime, r.answers);
+    }
+
+    @Test
+    void whereTheWallReadIsTheKernelsItsMeasuredRatioDoesNotDecideAgainstInstantNow() {
+        // Mode system, or mode tsc with real_source=vdso: currentTimeNanos() is
+        // the kernel's REALTIME through the binding, Instant.now() the same call
+        // through JNI plus an Instant.  A ratio that jitters +-15% under load
+        // must not move the choice (it did: 3 of 20 fresh JVMs, JDK 17).
+        for (String binding : new String[] {"jni", "ffm"}) {
+            for (boolean system : new boolean[] {true, false}) {
+                Set<String> seen = new HashSet<>();
+                for (double ratio = 0.85; ratio <= 1.15; ratio += 0.01) {
+                    double real = 23.7 * ratio;
+                    Routes r = Routes.decide(binding, costs(20.6, 9.5, real, system ? real : 9.5, 23.6, 23.7), system,
+                            true);
+                    assertTrue(r.currentTimeNanos, binding + " ratio " + ratio + ": " + r.answers);
+                    seen.add(r.answers);
+                }
+                assertEquals(1, seen.size(), binding + (system ? ", mode system: " : ", real_source=vdso: ") + seen);
+            }
+        }
+        // The kernel's cost still counts: a slow kernel call makes the two a near tie,
+        // and then Instant.now() answers (jni: 600 + 6 against 0.95 x 609).
+        Routes r = Routes.decide("jni", costs(600, 600, 600, 600, 600, 600), true, true);
+        assertFalse(r.currentTimeNanos || r.currentTimeNanosUnordered, r.answers);
     }
 
     @Test
