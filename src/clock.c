@@ -3,7 +3,7 @@
  *
  * Fast path (mode tsc, line current): fc_line_read (line.h) -- two loads of
  * seq, six loads from one cache line, the fenced (or bare) counter read,
- * one 64-bit multiply.  No locks, no syscalls, no stores.  Everything else
+ * one 64-bit multiply after it (line.h).  No locks, no syscalls, no stores.  Everything else
  * goes through an out-of-line slow path, itself lock-free and
  * async-signal-safe:
  *   - mode system decided at start-up: straight to the vDSO (fc_direct_gettime);

@@ -107,6 +107,27 @@ FC_INLINE int64_t fc_line_view_mono(const struct fc_line_view *v, uint64_t t)
     return v->base_ns + (int64_t)((t * (uint64_t)v->mult + v->c) >> FC_SHIFT);
 }
 
+/* The same value from the counter's halves, as x86 returns them (lo in
+ * eax, hi in edx).  While hi is the base's high half -- every read of a
+ * line except those after it crossed a 2^32-tick boundary (one every
+ * ~1.7 s at 2.5 GHz) -- t * mult + c = lo * mult + ((hi << 32) * mult + c)
+ * mod 2^64, and the bracket is the same for every read of the line: it is
+ * computed in the counter read's shadow, which leaves imul, add, shift and
+ * the base on the chain after the counter, not shl, or and those four.
+ * Exact: equal to fc_line_view_mono mod 2^64, and the caller's range check
+ * keeps the true sum below 2^64 (tests: LineArithmetic.*). */
+FC_INLINE int64_t fc_line_view_mono_halves(const struct fc_line_view *v, uint64_t lo, uint64_t hi)
+{
+    if (FC_LIKELY(hi == v->base >> 32)) {
+        uint64_t c_hi = v->c + (v->base & 0xffffffff00000000ull) * (uint64_t)v->mult;
+        /* Opaque, or GCC factors lo * mult + base_hi * mult back into
+         * (lo + base_hi) * mult, an add ahead of the multiply again. */
+        __asm__("" : "+r"(c_hi));
+        return v->base_ns + (int64_t)((lo * (uint64_t)v->mult + c_hi) >> FC_SHIFT);
+    }
+    return fc_line_view_mono(v, (hi << 32) | lo);
+}
+
 /*
  * The read path: the global line, now.  Returns 0 when the line cannot
  * answer (none yet, routed elsewhere, or run out): the caller's slow path
@@ -119,12 +140,19 @@ FC_INLINE int64_t fc_line_view_mono(const struct fc_line_view *v, uint64_t t)
  * earlier load: behind the seq load, and behind whatever the caller did to
  * synchronise with another thread -- the cross-thread guarantee.
  *
- * After the counter read: combine edx:eax, one 64-bit multiply, an add, a
+ * After an unordered read: combine edx:eax, one 64-bit multiply, an add, a
  * shift and the base -- the compare against fast_span runs beside them.
+ * After an ordered (x86) read, the chain the next fenced read waits for is
+ * shorter: multiply the low half, add the line's bracket for this high half
+ * (computed in the counter read's shadow), shift, add the base
+ * (fc_line_view_mono_halves); the combine feeds only the span compare.
  */
 FC_INLINE int fc_line_read(const struct fc_latch *latch, enum fc_kind kind, int ordered, int64_t *out)
 {
     uint64_t seq, t;
+#if FC_COUNTER_HALVES
+    uint64_t lo, hi;
+#endif
     struct fc_line_view v;
     do {
         seq = atomic_load_explicit(&latch->seq, memory_order_acquire);
@@ -136,9 +164,30 @@ FC_INLINE int fc_line_read(const struct fc_latch *latch, enum fc_kind kind, int 
         fc_line_view_load(l, kind, &v);
         if (FC_UNLIKELY(v.span == 0 || (flags & FC_READ_ORDERED_KERNEL)))
             return 0;
-        t = ordered ? fc_counter_fenced(flags) : fc_counter_unordered();
+#if FC_COUNTER_HALVES
+        if (ordered)
+            fc_counter_halves(1, flags, &lo, &hi);
+        else
+#endif
+            t = ordered ? fc_counter_fenced(flags) : fc_counter_unordered();
         atomic_thread_fence(memory_order_acquire);
     } while (FC_UNLIKELY(seq != atomic_load_explicit(&latch->seq, memory_order_relaxed)));
+#if FC_COUNTER_HALVES
+    /* Ordered reads only: the next fenced read waits for this one's chain.
+     * An unordered read's cost is the counter's throughput, which the fold's
+     * extra instructions would only add to. */
+    if (ordered) {
+        /* No instruction: the line's fields pass through here after the
+         * counter read, so the compiler computes the bracket behind it, in
+         * its shadow, and not ahead of it, where the fence would wait for it. */
+        __asm__("" : "+r"(v.base), "+r"(v.mult) : "r"(hi));
+        t = (hi << 32) | lo;
+        if (FC_UNLIKELY(t - v.base >= v.span))
+            return 0;
+        *out = fc_line_view_mono_halves(&v, lo, hi) + v.off;
+        return 1;
+    }
+#endif
     if (FC_UNLIKELY(t - v.base >= v.span))
         return 0;
     *out = fc_line_view_mono(&v, t) + v.off;

@@ -49,6 +49,17 @@ int64_t fc_test_line_eval(const struct fc_test_line *l, uint64_t t)
     return l->base_ns + (int64_t)(x >> FC_SHIFT);
 }
 
+int64_t fc_test_line_eval_halves(const struct fc_test_line *l, uint64_t t)
+{
+    struct fc_line_view v = {
+        .base = l->base_tsc,
+        .c = l->base_frac - l->base_tsc * (uint64_t)l->mult,
+        .mult = l->mult,
+        .base_ns = l->base_ns,
+    };
+    return fc_line_view_mono_halves(&v, t & 0xffffffffu, t >> 32);
+}
+
 void fc_test_pause_calibrator(int paused)
 {
     fc_calibrator_pause(paused);

@@ -27,6 +27,9 @@ struct fc_test_line {
 void fc_test_current_line(struct fc_test_line *out);
 /* The line's CLOCK_MONOTONIC value at counter value t (exact fixed point). */
 int64_t fc_test_line_eval(const struct fc_test_line *l, uint64_t t);
+/* The same from the counter's halves, as the x86 read path computes it
+ * (line.h fc_line_view_mono_halves), for t - base_tsc < the line's span. */
+int64_t fc_test_line_eval_halves(const struct fc_test_line *l, uint64_t t);
 /* Recalibrate now, as the thread or a due reader would.  0 if a line was published. */
 int fc_test_recalibrate(void);
 /* A stalled calibrator thread (1) and its recovery (0). */

@@ -748,6 +748,38 @@ struct Rng {
     }
 };
 
+// The x86 read path folds the counter's high half into a constant per line
+// (line.h fc_line_view_mono_halves): it must give the exact line's value to
+// the ns for every read a line serves, on either side of a 2^32-tick
+// boundary the line crosses, for TSC-like and arm64-like rates.
+TEST(LineArithmetic, CounterHalvesGiveTheExactLine)
+{
+    Rng rng;
+    long crossed = 0, same = 0;
+    for (int i = 0; i < 200000; i++) {
+        fc_test_line l{};
+        // ns per tick: 0.1-1 (1-10 GHz TSCs) or 1-60 (arm64's 16 MHz-1 GHz counters).
+        double ns_per_tick = (i & 1) ? 0.1 + 0.9 * double(rng.next() % 1000000) / 1e6
+                                     : 1.0 + 59.0 * double(rng.next() % 1000000) / 1e6;
+        l.mult = int64_t(ns_per_tick * 4294967296.0);
+        l.base_frac = rng.next() & 0xffffffffu;
+        l.base_ns = int64_t(rng.next() % (1ull << 62));
+        // Bases anywhere, often just below a 2^32 boundary so reads cross it.
+        l.base_tsc = rng.next();
+        if (i % 3 == 0)
+            l.base_tsc = (l.base_tsc | 0xffffffffull) - rng.next() % 100000000;
+        // A read within the line's span: (t - base) * mult + frac < 2^64.
+        uint64_t max_d = (~0ull - 0xffffffffull) / uint64_t(l.mult);
+        uint64_t d = rng.next() % std::min<uint64_t>(max_d, 8000000000ull);
+        uint64_t t = l.base_tsc + d;
+        ((t >> 32) == (l.base_tsc >> 32) ? same : crossed)++;
+        ASSERT_EQ(fc_test_line_eval_halves(&l, t), fc_test_line_eval(&l, t))
+            << "base " << l.base_tsc << " d " << d << " mult " << l.mult << " frac " << l.base_frac;
+    }
+    EXPECT_GT(same, 10000);
+    EXPECT_GT(crossed, 10000);
+}
+
 struct fastclock_status status_now()
 {
     struct fastclock_status st;
