@@ -8,12 +8,18 @@
 #   install  dpkg -i into an empty root (dpkg --root, its own database), then
 #            from there: fastclock doctor, fastclock run finding the shim, a
 #            pkg-config consumer, the completion; dpkg -r leaves nothing behind
+# A cross build's package is its target's (scripts/make-deb.sh): its programs
+# run under the emulator, the consumer is built for the target (tests/target.sh).
 # usage: package_test.sh build|lintian|install BUILD_DIR SOURCE_DIR
 set -u
 step=$1 build=$2 src=$3
 ok() { echo "  ok: $*"; }
 fail() { echo "FAIL: $*"; exit 1; }
-multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || cc -print-multiarch)
+. "$src/tests/target.sh"
+gnu_type=""
+[ -z "$cross" ] || gnu_type=$("$cc" -dumpmachine)
+arch=$(dpkg-architecture ${gnu_type:+-t"$gnu_type"} -qDEB_HOST_ARCH 2>/dev/null)
+multiarch=$(dpkg-architecture ${gnu_type:+-t"$gnu_type"} -qDEB_HOST_MULTIARCH 2>/dev/null || cc -print-multiarch)
 deb() { ls "$build"/deb/package/*.deb 2>/dev/null | head -1; }
 
 case $step in
@@ -39,11 +45,12 @@ build)
     java=$(echo "$list" | grep -E '/jni/|/share/java' || true)
     [ -z "$java" ] || fail "the package carries Java parts: $java"
     ok "and no Java part"
-    dpkg-deb -x "$d" "$build/deb/x" && a="$build/deb/x/usr/lib/$multiarch/libfastclock.a"
-    if readelf -S "$a" | grep -q '\.debug_info'; then rm -rf "$build/deb/x"; fail "libfastclock.a in the package has debug info"; fi
-    nm -g --defined-only "$a" | grep -q ' T fastclock_mono_ns$' || { rm -rf "$build/deb/x"; fail "libfastclock.a in the package lost its symbols"; }
+    x="$build/deb/x"
+    trap 'rm -rf "$x"' EXIT
+    dpkg-deb -x "$d" "$x" && a="$x/usr/lib/$multiarch/libfastclock.a"
+    if readelf -S "$a" | grep -q '\.debug_info'; then fail "libfastclock.a in the package has debug info"; fi
+    "$nm" -g --defined-only "$a" | grep -q ' T fastclock_mono_ns$' || fail "libfastclock.a in the package lost its symbols"
     ok "its libfastclock.a is stripped of debug info ($(stat -c %s "$a") bytes), symbols kept"
-    rm -rf "$build/deb/x"
     dpkg-deb -f "$d" Depends | grep -q libc6 || fail "Depends does not name libc6: $(dpkg-deb -f "$d" Depends)"
     ok "Depends: $(dpkg-deb -f "$d" Depends)"
     ;;
@@ -69,6 +76,10 @@ install)
         as_root="fakeroot"; fi
     dpkg_root() { $as_root dpkg --root="$root" --log="$work/dpkg.log" --force-script-chrootless \
                   --force-depends --force-not-root "$@"; }
+    # A cross build's package is of a foreign architecture here: the root
+    # takes it as a multiarch system does.
+    [ "$arch" = "$(dpkg --print-architecture)" ] || dpkg_root --add-architecture "$arch" ||
+        fail "dpkg --add-architecture $arch in $root"
     dpkg_root -i "$d" > "$work/install.log" 2>&1 || { cat "$work/install.log"; fail "dpkg -i into $root"; }
     status=$(dpkg --root="$root" -s fastclock 2>/dev/null | sed -n 's/^Status: //p')
     [ "$status" = "install ok installed" ] || fail "dpkg says '$status' after dpkg -i"
@@ -77,29 +88,36 @@ install)
     l=$root/usr/lib/$multiarch
     export LD_LIBRARY_PATH="$l"
     unset LD_PRELOAD FASTCLOCK_PRELOAD
-    "$root/usr/bin/fastclock" doctor --quick > "$work/doctor.txt" 2>&1
+    $run "$root/usr/bin/fastclock" doctor --quick > "$work/doctor.txt" 2>&1
     rc=$?
     [ $rc -le 1 ] || { cat "$work/doctor.txt"; fail "the installed fastclock doctor exited $rc"; }
     grep -qi mode "$work/doctor.txt" || { cat "$work/doctor.txt"; fail "fastclock doctor said nothing about the mode"; }
     ok "the installed fastclock doctor runs (exit $rc, $(wc -l < "$work/doctor.txt") lines)"
-    pre=$("$root/usr/bin/fastclock" run -- sh -c 'echo "$LD_PRELOAD"')
+    # (The host's sh cannot preload a cross build's shim, and says so.)
+    pre=$($run "$root/usr/bin/fastclock" run -- sh -c 'echo "$LD_PRELOAD"')
     [ "$pre" = "$l/libfastclock-preload.so" ] || fail "installed fastclock run preloads '$pre', want $l/libfastclock-preload.so"
     ok "the installed fastclock run preloads the installed shim"
 
+    # It names the library it loaded (dladdr: ldd cannot look into a
+    # foreign program).
     cat > "$work/app.c" <<'C'
+#define _GNU_SOURCE
+#include <dlfcn.h>
 #include <fastclock.h>
 #include <stdio.h>
 int main(void) {
     struct fastclock_status st;
+    Dl_info lib;
     if (fastclock_status(&st) != 0 || fastclock_mono_ns() <= 0) return 1;
-    printf("%s %s\n", fastclock_version(), st.mode);
+    if (!dladdr((void *)fastclock_mono_ns, &lib) || !lib.dli_fname) return 2;
+    printf("%s %s %s\n", fastclock_version(), st.mode, lib.dli_fname);
     return 0;
 }
 C
     flags=$(PKG_CONFIG_PATH="$l/pkgconfig" pkg-config --cflags --libs fastclock) || fail "pkg-config fastclock"
-    cc "$work/app.c" $flags -o "$work/app" || fail "cc app.c $flags"
-    out=$("$work/app") || fail "the pkg-config consumer failed"
-    ldd "$work/app" | grep -qF "$l/libfastclock.so.0" || fail "the consumer did not load $l/libfastclock.so.0"
+    "$cc" "$work/app.c" $flags -o "$work/app" || fail "$cc app.c $flags"
+    out=$($run "$work/app") || fail "the pkg-config consumer failed"
+    [ "${out##* }" = "$l/libfastclock.so.0" ] || fail "the consumer loaded ${out##* }, not $l/libfastclock.so.0"
     ok "a pkg-config consumer ($flags) runs on the installed library: $out"
 
     bash -c ". '$root/usr/share/bash-completion/completions/fastclock' && complete -p fastclock" >/dev/null ||
