@@ -3,7 +3,9 @@
 # package.lintian and package.install:
 #   build    scripts/make-deb.sh builds it; dpkg-deb -c must list every part
 #            (library, headers, .pc, CMake package, shim, CLI, man pages, bash
-#            completion, copyright, changelog) and no Java part
+#            completion, copyright, changelog) and no Java part; its
+#            Architecture and its binaries' ELF machine are this tree's, its
+#            Depends the glibc its binaries ask for
 #   lintian  no error (warnings are printed)
 #   install  dpkg -i into an empty root (dpkg --root, its own database), then
 #            from there: fastclock doctor, fastclock run finding the shim, a
@@ -51,8 +53,28 @@ build)
     if readelf -S "$a" | grep -q '\.debug_info'; then fail "libfastclock.a in the package has debug info"; fi
     "$nm" -g --defined-only "$a" | grep -q ' T fastclock_mono_ns$' || fail "libfastclock.a in the package lost its symbols"
     ok "its libfastclock.a is stripped of debug info ($(stat -c %s "$a") bytes), symbols kept"
-    dpkg-deb -f "$d" Depends | grep -q libc6 || fail "Depends does not name libc6: $(dpkg-deb -f "$d" Depends)"
-    ok "Depends: $(dpkg-deb -f "$d" Depends)"
+
+    got=$(dpkg-deb -f "$d" Architecture)
+    [ "$got" = "$arch" ] || fail "the package's Architecture is $got, want $arch"
+    machine() { readelf -h "$1" | sed -n 's/^ *Machine: *//p'; }
+    want=$(machine "$build/bin/fastclock")
+    elfs="usr/bin/fastclock usr/lib/$multiarch/libfastclock.so.0.1.0 usr/lib/$multiarch/libfastclock-preload.so"
+    for f in $elfs; do
+        m=$(machine "$x/$f")
+        [ "$m" = "$want" ] || fail "/$f in the package is for '$m', this tree's programs for '$want'"
+    done
+    ok "Architecture: $got; its library, CLI and shim are $want ELF, as this tree's"
+
+    # The glibc it needs: libc6 (>= x.y), x.y the highest GLIBC_x.y version
+    # node its binaries ask for -- what dpkg-shlibdeps says of a native
+    # package, and what cmake/deb-depends.cmake says of a cross build's.
+    depends=$(dpkg-deb -f "$d" Depends)
+    glibc=$(for f in $elfs; do readelf -V -W "$x/$f"; done |
+            sed -n 's/^.*Name: GLIBC_\([0-9.]*\) .*$/\1/p' | sort -V | tail -1)
+    [ -n "$glibc" ] || fail "the package's binaries ask for no GLIBC_* version"
+    [ "$depends" = "libc6 (>= $glibc)" ] ||
+        fail "Depends is '$depends'; its binaries ask for GLIBC_$glibc at most: want 'libc6 (>= $glibc)'"
+    ok "Depends: $depends (its binaries ask for GLIBC_$glibc at most)"
     ;;
 lintian)
     command -v lintian >/dev/null || { echo "SKIP: lintian is not installed (scripts/ensure-deps.sh pkg)"; exit 77; }
