@@ -11,10 +11,10 @@
 # emulator is missing skips (exit 77), naming it.
 cross=${FASTCLOCK_CROSS:-} cc=cc nm=nm toolchain="" run=""
 if [ -n "$cross" ]; then
-    cc=$FASTCLOCK_CC nm=$FASTCLOCK_NM toolchain=$FASTCLOCK_TOOLCHAIN run=${FASTCLOCK_RUN:-}
+    cc=${FASTCLOCK_CC:-} nm=${FASTCLOCK_NM:-} toolchain=${FASTCLOCK_TOOLCHAIN:-} run=${FASTCLOCK_RUN:-}
     for tool in "$cc" "$nm"; do
-        command -v "$tool" >/dev/null ||
-            { echo "skip: a cross build, and its $tool is not installed (scripts/ensure-deps.sh arm64)"; exit 77; }
+        [ -n "$tool" ] && command -v "$tool" >/dev/null ||
+            { echo "skip: a cross build, and its compiler or nm ('$tool') is not installed (scripts/ensure-deps.sh arm64)"; exit 77; }
     done
     [ -n "$run" ] ||
         { echo "skip: a cross build, and no emulator runs its programs (qemu-user: scripts/ensure-deps.sh arm64)"; exit 77; }
