@@ -55,5 +55,21 @@ set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 set(CPACK_COMPONENTS_ALL library shim cli debian)
 set(CPACK_DEB_COMPONENT_INSTALL ON)
 set(CPACK_COMPONENTS_GROUPING ALL_COMPONENTS_IN_ONE)
+# A cross build's package is its target's: the Debian architecture of the
+# target's compiler (scripts/make-deb.sh reads FASTCLOCK_DEB_ARCH from the
+# calling tree's cache for the multiarch libdir), fastclock_0.1.0_arm64.deb.
+# dpkg-shlibdeps cannot resolve the target's libc: cmake/deb-depends.cmake
+# derives the Depends it would give from the staged binaries instead.
+if(CMAKE_CROSSCOMPILING)
+  execute_process(COMMAND ${CMAKE_C_COMPILER} -dumpmachine
+    OUTPUT_VARIABLE _fc_gnu_type OUTPUT_STRIP_TRAILING_WHITESPACE)
+  execute_process(COMMAND dpkg-architecture -t${_fc_gnu_type} -qDEB_HOST_ARCH
+    OUTPUT_VARIABLE _fc_deb_arch OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+  set(FASTCLOCK_DEB_ARCH "${_fc_deb_arch}" CACHE INTERNAL "Debian architecture of the cross build's target")
+  set(CPACK_DEBIAN_PACKAGE_ARCHITECTURE "${FASTCLOCK_DEB_ARCH}")
+  set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS OFF)
+  set(CPACK_FASTCLOCK_OBJDUMP ${CMAKE_OBJDUMP})
+  set(CPACK_PRE_BUILD_SCRIPTS ${CMAKE_SOURCE_DIR}/cmake/deb-depends.cmake)
+endif()
 set(CPACK_PACKAGE_DIRECTORY ${CMAKE_BINARY_DIR}/package)
 include(CPack)

@@ -3,17 +3,25 @@
 # package.lintian and package.install:
 #   build    scripts/make-deb.sh builds it; dpkg-deb -c must list every part
 #            (library, headers, .pc, CMake package, shim, CLI, man pages, bash
-#            completion, copyright, changelog) and no Java part
+#            completion, copyright, changelog) and no Java part; its
+#            Architecture and its binaries' ELF machine are this tree's, its
+#            Depends the glibc its binaries ask for
 #   lintian  no error (warnings are printed)
 #   install  dpkg -i into an empty root (dpkg --root, its own database), then
 #            from there: fastclock doctor, fastclock run finding the shim, a
 #            pkg-config consumer, the completion; dpkg -r leaves nothing behind
+# A cross build's package is its target's (scripts/make-deb.sh): its programs
+# run under the emulator, the consumer is built for the target (tests/target.sh).
 # usage: package_test.sh build|lintian|install BUILD_DIR SOURCE_DIR
 set -u
 step=$1 build=$2 src=$3
 ok() { echo "  ok: $*"; }
 fail() { echo "FAIL: $*"; exit 1; }
-multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || cc -print-multiarch)
+. "$src/tests/target.sh"
+gnu_type=""
+[ -z "$cross" ] || gnu_type=$("$cc" -dumpmachine)
+arch=$(dpkg-architecture ${gnu_type:+-t"$gnu_type"} -qDEB_HOST_ARCH 2>/dev/null)
+multiarch=$(dpkg-architecture ${gnu_type:+-t"$gnu_type"} -qDEB_HOST_MULTIARCH 2>/dev/null || cc -print-multiarch)
 deb() { ls "$build"/deb/package/*.deb 2>/dev/null | head -1; }
 
 case $step in
@@ -39,13 +47,34 @@ build)
     java=$(echo "$list" | grep -E '/jni/|/share/java' || true)
     [ -z "$java" ] || fail "the package carries Java parts: $java"
     ok "and no Java part"
-    dpkg-deb -x "$d" "$build/deb/x" && a="$build/deb/x/usr/lib/$multiarch/libfastclock.a"
-    if readelf -S "$a" | grep -q '\.debug_info'; then rm -rf "$build/deb/x"; fail "libfastclock.a in the package has debug info"; fi
-    nm -g --defined-only "$a" | grep -q ' T fastclock_mono_ns$' || { rm -rf "$build/deb/x"; fail "libfastclock.a in the package lost its symbols"; }
+    x="$build/deb/x"
+    trap 'rm -rf "$x"' EXIT
+    dpkg-deb -x "$d" "$x" && a="$x/usr/lib/$multiarch/libfastclock.a"
+    if readelf -S "$a" | grep -q '\.debug_info'; then fail "libfastclock.a in the package has debug info"; fi
+    "$nm" -g --defined-only "$a" | grep -q ' T fastclock_mono_ns$' || fail "libfastclock.a in the package lost its symbols"
     ok "its libfastclock.a is stripped of debug info ($(stat -c %s "$a") bytes), symbols kept"
-    rm -rf "$build/deb/x"
-    dpkg-deb -f "$d" Depends | grep -q libc6 || fail "Depends does not name libc6: $(dpkg-deb -f "$d" Depends)"
-    ok "Depends: $(dpkg-deb -f "$d" Depends)"
+
+    got=$(dpkg-deb -f "$d" Architecture)
+    [ "$got" = "$arch" ] || fail "the package's Architecture is $got, want $arch"
+    machine() { readelf -h "$1" | sed -n 's/^ *Machine: *//p'; }
+    want=$(machine "$build/bin/fastclock")
+    elfs="usr/bin/fastclock usr/lib/$multiarch/libfastclock.so.0.1.0 usr/lib/$multiarch/libfastclock-preload.so"
+    for f in $elfs; do
+        m=$(machine "$x/$f")
+        [ "$m" = "$want" ] || fail "/$f in the package is for '$m', this tree's programs for '$want'"
+    done
+    ok "Architecture: $got; its library, CLI and shim are $want ELF, as this tree's"
+
+    # The glibc it needs: libc6 (>= x.y), x.y the highest GLIBC_x.y version
+    # node its binaries ask for -- what dpkg-shlibdeps says of a native
+    # package, and what cmake/deb-depends.cmake says of a cross build's.
+    depends=$(dpkg-deb -f "$d" Depends)
+    glibc=$(for f in $elfs; do readelf -V -W "$x/$f"; done |
+            sed -n 's/^.*Name: GLIBC_\([0-9.]*\) .*$/\1/p' | sort -V | tail -1)
+    [ -n "$glibc" ] || fail "the package's binaries ask for no GLIBC_* version"
+    [ "$depends" = "libc6 (>= $glibc)" ] ||
+        fail "Depends is '$depends'; its binaries ask for GLIBC_$glibc at most: want 'libc6 (>= $glibc)'"
+    ok "Depends: $depends (its binaries ask for GLIBC_$glibc at most)"
     ;;
 lintian)
     command -v lintian >/dev/null || { echo "SKIP: lintian is not installed (scripts/ensure-deps.sh pkg)"; exit 77; }
@@ -69,6 +98,10 @@ install)
         as_root="fakeroot"; fi
     dpkg_root() { $as_root dpkg --root="$root" --log="$work/dpkg.log" --force-script-chrootless \
                   --force-depends --force-not-root "$@"; }
+    # A cross build's package is of a foreign architecture here: the root
+    # takes it as a multiarch system does.
+    [ "$arch" = "$(dpkg --print-architecture)" ] || dpkg_root --add-architecture "$arch" ||
+        fail "dpkg --add-architecture $arch in $root"
     dpkg_root -i "$d" > "$work/install.log" 2>&1 || { cat "$work/install.log"; fail "dpkg -i into $root"; }
     status=$(dpkg --root="$root" -s fastclock 2>/dev/null | sed -n 's/^Status: //p')
     [ "$status" = "install ok installed" ] || fail "dpkg says '$status' after dpkg -i"
@@ -77,29 +110,36 @@ install)
     l=$root/usr/lib/$multiarch
     export LD_LIBRARY_PATH="$l"
     unset LD_PRELOAD FASTCLOCK_PRELOAD
-    "$root/usr/bin/fastclock" doctor --quick > "$work/doctor.txt" 2>&1
+    $run "$root/usr/bin/fastclock" doctor --quick > "$work/doctor.txt" 2>&1
     rc=$?
     [ $rc -le 1 ] || { cat "$work/doctor.txt"; fail "the installed fastclock doctor exited $rc"; }
     grep -qi mode "$work/doctor.txt" || { cat "$work/doctor.txt"; fail "fastclock doctor said nothing about the mode"; }
     ok "the installed fastclock doctor runs (exit $rc, $(wc -l < "$work/doctor.txt") lines)"
-    pre=$("$root/usr/bin/fastclock" run -- sh -c 'echo "$LD_PRELOAD"')
+    # (The host's sh cannot preload a cross build's shim, and says so.)
+    pre=$($run "$root/usr/bin/fastclock" run -- sh -c 'echo "$LD_PRELOAD"')
     [ "$pre" = "$l/libfastclock-preload.so" ] || fail "installed fastclock run preloads '$pre', want $l/libfastclock-preload.so"
     ok "the installed fastclock run preloads the installed shim"
 
+    # It names the library it loaded (dladdr: ldd cannot look into a
+    # foreign program).
     cat > "$work/app.c" <<'C'
+#define _GNU_SOURCE
+#include <dlfcn.h>
 #include <fastclock.h>
 #include <stdio.h>
 int main(void) {
     struct fastclock_status st;
+    Dl_info lib;
     if (fastclock_status(&st) != 0 || fastclock_mono_ns() <= 0) return 1;
-    printf("%s %s\n", fastclock_version(), st.mode);
+    if (!dladdr((void *)fastclock_mono_ns, &lib) || !lib.dli_fname) return 2;
+    printf("%s %s %s\n", fastclock_version(), st.mode, lib.dli_fname);
     return 0;
 }
 C
     flags=$(PKG_CONFIG_PATH="$l/pkgconfig" pkg-config --cflags --libs fastclock) || fail "pkg-config fastclock"
-    cc "$work/app.c" $flags -o "$work/app" || fail "cc app.c $flags"
-    out=$("$work/app") || fail "the pkg-config consumer failed"
-    ldd "$work/app" | grep -qF "$l/libfastclock.so.0" || fail "the consumer did not load $l/libfastclock.so.0"
+    "$cc" "$work/app.c" $flags -o "$work/app" || fail "$cc app.c $flags"
+    out=$($run "$work/app") || fail "the pkg-config consumer failed"
+    [ "${out##* }" = "$l/libfastclock.so.0" ] || fail "the consumer loaded ${out##* }, not $l/libfastclock.so.0"
     ok "a pkg-config consumer ($flags) runs on the installed library: $out"
 
     bash -c ". '$root/usr/share/bash-completion/completions/fastclock' && complete -p fastclock" >/dev/null ||

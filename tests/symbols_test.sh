@@ -6,18 +6,17 @@
 #   - libfastclock.a: the same names as its only global definitions (the
 #     library's own fc_* are local), so a program may define its own fc_*
 #     names and still link it.
+# In a cross build, with the target's compiler and nm, the program run under
+# the emulator (tests/target.sh).
 # usage: symbols_test.sh BUILD_DIR SOURCE_DIR
 set -u
 build=$1 src=$2
-if [ -n "${FASTCLOCK_CROSS:-}" ]; then
-    echo "skip: a cross build; the consumer programs here are built with the host's cc and run directly"
-    exit 77
-fi
+. "$src/tests/target.sh"
 fail=0
 ok() { echo "  ok: $*"; }
 bad() { echo "FAIL: $*"; fail=1; }
-for tool in nm readelf cc; do
-    command -v $tool >/dev/null || { echo "FAIL: $tool is required (binutils, gcc)"; exit 1; }
+for tool in "$nm" readelf "$cc"; do
+    command -v "$tool" >/dev/null || { echo "FAIL: $tool is required (binutils, gcc)"; exit 1; }
 done
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -28,7 +27,7 @@ ar=$(find "$work/p" -name libfastclock.a | head -1)
 
 # The API, from the headers (comments stripped by the preprocessor; the
 # static inline helpers are the header's own, not the library's).
-cc -E -P -I"$src/include" "$src/include/fastclock_inline.h" |
+"$cc" -E -P -I"$src/include" "$src/include/fastclock_inline.h" |
     grep -v 'static inline' |
     grep -oE '(^|[^a-z0-9_])fastclock_[a-z0-9_]+[[:space:]]*[(;]' |
     sed -E 's/^[^f]//; s/[[:space:](;]+$//' | sort -u > "$work/api"
@@ -47,10 +46,10 @@ if cmp -s "$work/api" "$work/so_names"; then ok "${so##*/} exports exactly the A
 else bad "${so##*/} exports differ from the headers (< headers, > library):"; diff "$work/api" "$work/so_names"; fi
 
 # Static library: global definitions, and nothing internal left global.
-nm -g --defined-only "$ar" | awk 'NF == 3 { print $3 }' | sort -u > "$work/a_names"
+"$nm" -g --defined-only "$ar" | awk 'NF == 3 { print $3 }' | sort -u > "$work/a_names"
 if cmp -s "$work/api" "$work/a_names"; then ok "libfastclock.a defines exactly the API globally"
 else bad "libfastclock.a global definitions differ from the headers (< headers, > archive):"; diff "$work/api" "$work/a_names"; fi
-undef_internal=$(nm -u "$ar" | awk '{ print $2 }' | grep -E '^fc_' || true)
+undef_internal=$("$nm" -u "$ar" | awk '{ print $2 }' | grep -E '^fc_' || true)
 [ -z "$undef_internal" ] && ok "libfastclock.a leaves no fc_* reference unresolved" ||
     bad "libfastclock.a refers to internal names: $undef_internal"
 
@@ -69,7 +68,7 @@ int main(void) {
     return 0;
 }
 C
-if cc "$work/clash.c" -I"$work/p/include" "$ar" -pthread -o "$work/clash" 2> "$work/clash.err" && "$work/clash" >/dev/null; then
+if "$cc" "$work/clash.c" -I"$work/p/include" "$ar" -pthread -o "$work/clash" 2> "$work/clash.err" && $run "$work/clash" >/dev/null; then
     ok "a program defining fc_mode, fc_cpu_probe and fc_seam links libfastclock.a and runs"
 else
     bad "a program with its own fc_* names does not link or run with libfastclock.a:"; cat "$work/clash.err"
