@@ -76,6 +76,7 @@ static inline __attribute__((always_inline)) uint64_t fc_counter_rdtscp(uint32_t
  * on the low half without first combining the two (two cycles on the chain
  * that the next fenced read waits for).  Same instructions and clobbers as
  * the reads above. */
+#if defined(__x86_64__) /* i386's "=a" of a 64-bit value would mean edx:eax */
 #define FC_COUNTER_HALVES 1
 static inline __attribute__((always_inline)) void fc_counter_halves(int ordered, uint32_t flags, uint64_t *lo,
                                                                     uint64_t *hi)
@@ -90,6 +91,9 @@ static inline __attribute__((always_inline)) void fc_counter_halves(int ordered,
         __asm__ __volatile__("lfence\n\trdtsc" : "=a"(*lo), "=d"(*hi) :: "memory");
     }
 }
+#else
+#define FC_COUNTER_HALVES 0
+#endif
 
 static inline __attribute__((always_inline)) void fc_cpu_relax(void)
 {
