@@ -70,20 +70,18 @@ static inline __attribute__((always_inline)) uint64_t fc_counter_rdtscp(uint32_t
     return ((uint64_t)hi << 32) | lo;
 }
 
-/* The hot path's reads (line.h): the counter's two halves as the
+/* The hot path's ordered read (line.h): the counter's two halves as the
  * instruction leaves them, rax = low and rdx = high, each zero-extended
  * (rdtsc clears the upper halves), so that the line's arithmetic can start
  * on the low half without first combining the two (two cycles on the chain
- * that the next fenced read waits for).  Same instructions and clobbers as
- * the reads above. */
+ * that the next fenced read waits for).  The instruction flags choose, as
+ * in fc_counter_fenced (line.h); same clobbers as the reads above. */
 #if defined(__x86_64__) /* i386's "=a" of a 64-bit value would mean edx:eax */
 #define FC_COUNTER_HALVES 1
-static inline __attribute__((always_inline)) void fc_counter_halves(int ordered, uint32_t flags, uint64_t *lo,
-                                                                    uint64_t *hi)
+static inline __attribute__((always_inline)) void fc_counter_fenced_halves(uint32_t flags, uint64_t *lo,
+                                                                           uint64_t *hi)
 {
-    if (!ordered) {
-        __asm__ __volatile__("rdtsc" : "=a"(*lo), "=d"(*hi));
-    } else if (flags & FC_READ_RDTSCP) {
+    if (flags & FC_READ_RDTSCP) {
         uint64_t c;
         __asm__ __volatile__("rdtscp" : "=a"(*lo), "=d"(*hi), "=c"(c) :: "memory");
         (void)c;

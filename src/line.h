@@ -166,7 +166,7 @@ FC_INLINE int fc_line_read(const struct fc_latch *latch, enum fc_kind kind, int 
             return 0;
 #if FC_COUNTER_HALVES
         if (ordered)
-            fc_counter_halves(1, flags, &lo, &hi);
+            fc_counter_fenced_halves(flags, &lo, &hi);
         else
 #endif
             t = ordered ? fc_counter_fenced(flags) : fc_counter_unordered();
