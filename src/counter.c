@@ -28,6 +28,7 @@
 #define BATCHES 5
 #define RDTSCP_MARGIN 1.10  /* rdtscp unless it costs 10% more than lfence;rdtsc */
 #define KERNEL_MARGIN 0.50  /* the kernel only if it costs under half */
+#define CHOOSE_ROUNDS 15    /* interleaved rounds of the three candidates (~30 us) */
 
 /* Best of BATCHES batches of BATCH reads, in counter ticks per batch. */
 #define BEST_OF(expr, out)                                  \
@@ -130,31 +131,84 @@ void fc_counter_reset_for_tests(void)
     atomic_store(&step_ticks, 0);
 }
 
+/* Ticks for one batch of BATCH reads. */
+#define BATCH_TICKS(expr, out)                              \
+    do {                                                    \
+        uint64_t t0_ = fc_counter_lfence();                 \
+        for (int i_ = 0; i_ < BATCH; i_++)                  \
+            sink += (expr);                                 \
+        (out) = fc_counter_lfence() - t0_;                  \
+    } while (0)
+
+/* The median of n > 0 values (sorts them). */
+static double median(double *v, int n)
+{
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
+            double x = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = x;
+        }
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* a / b as the median of the rounds' ratios, or from the best batches where
+ * the counter is too coarse to time a batch (qemu's moves in 1 us steps). */
+static double paired_ratio(const uint64_t *a, const uint64_t *b, int n, uint64_t best_a, uint64_t best_b)
+{
+    double r[CHOOSE_ROUNDS];
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (b[i] > 0)
+            r[k++] = (double)a[i] / (double)b[i];
+    if (k > n / 2)
+        return median(r, k);
+    return best_b ? (double)best_a / (double)best_b : (best_a ? 1e9 : 1.0);
+}
+
+/*
+ * The candidates are timed in interleaved rounds -- a batch of each, one
+ * after another -- and compared by the median of each round's ratio, not by
+ * two minima taken at different moments: a disturbance that comes and goes
+ * (a busy SMT sibling on the host, a preempted vCPU) then hits both sides
+ * of a ratio alike.  Timed one after the other (5 batches each), a CPU hog
+ * beside the process made lfence;rdtsc look 10% cheaper than rdtscp in 3 of
+ * 50 fresh processes on a machine where they cost the same.
+ */
 uint32_t fc_counter_choose(double ns_per_tick)
 {
     volatile uint64_t sink = 0;
-    uint64_t lfence, rdtscp = UINT64_MAX, kernel;
+    uint64_t lfence[CHOOSE_ROUNDS], rdtscp[CHOOSE_ROUNDS], kernel[CHOOSE_ROUNDS];
+    uint64_t best_l = UINT64_MAX, best_p = UINT64_MAX, best_k = UINT64_MAX;
     int has_rdtscp = fc_seam.cpu ? fc_seam.cpu->has_rdtscp : fc_cpu_has_rdtscp();
     atomic_store_explicit(&rdtscp_present, FC_HAVE_PERCPU && has_rdtscp, memory_order_relaxed);
 #if defined(__aarch64__)
     /* arm64: the alternative is CNTVCTSS_EL0 (no ISB), where FEAT_ECV has it. */
     has_rdtscp = fc_cpu_counter_self_synced();
 #endif
-    BEST_OF(fc_counter_lfence(), lfence);
-    if (has_rdtscp)
-        BEST_OF(fc_counter_rdtscp_only(), rdtscp);
-    BEST_OF(kernel_read(), kernel);
+    for (int r = 0; r < CHOOSE_ROUNDS; r++) {
+        BATCH_TICKS(fc_counter_lfence(), lfence[r]);
+        rdtscp[r] = 0;
+        if (has_rdtscp)
+            BATCH_TICKS(fc_counter_rdtscp_only(), rdtscp[r]);
+        BATCH_TICKS(kernel_read(), kernel[r]);
+        best_l = lfence[r] < best_l ? lfence[r] : best_l;
+        best_p = rdtscp[r] < best_p ? rdtscp[r] : best_p;
+        best_k = kernel[r] < best_k ? kernel[r] : best_k;
+    }
     (void)sink;
 
     uint32_t flags = 0;
-    uint64_t ordered = lfence;
-    if (has_rdtscp && (double)rdtscp <= RDTSCP_MARGIN * (double)lfence) {
+    const uint64_t *ordered = lfence;
+    uint64_t best_o = best_l;
+    if (has_rdtscp && paired_ratio(rdtscp, lfence, CHOOSE_ROUNDS, best_p, best_l) <= RDTSCP_MARGIN) {
         flags |= FC_READ_RDTSCP;
         ordered = rdtscp;
+        best_o = best_p;
     }
-    if ((double)kernel < KERNEL_MARGIN * (double)ordered)
+    if (paired_ratio(kernel, ordered, CHOOSE_ROUNDS, best_k, best_o) < KERNEL_MARGIN)
         flags |= FC_READ_ORDERED_KERNEL;
     /* The whole read's cost is measured by clock.c once it can run. */
-    atomic_store_explicit(&kernel_cost_ns, (double)kernel * ns_per_tick / BATCH, memory_order_relaxed);
+    atomic_store_explicit(&kernel_cost_ns, (double)best_k * ns_per_tick / BATCH, memory_order_relaxed);
     return flags;
 }
