@@ -28,7 +28,7 @@
 #define BATCHES 5
 #define RDTSCP_MARGIN 1.10  /* rdtscp unless it costs 10% more than lfence;rdtsc */
 #define KERNEL_MARGIN 0.50  /* the kernel only if it costs under half */
-#define CHOOSE_ROUNDS 15    /* interleaved rounds of the three candidates (~30 us) */
+#define CHOOSE_ROUNDS 15    /* interleaved rounds of the three candidates (~20 us here) */
 
 /* Best of BATCHES batches of BATCH reads, in counter ticks per batch. */
 #define BEST_OF(expr, out)                                  \
