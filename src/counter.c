@@ -30,17 +30,23 @@
 #define KERNEL_MARGIN 0.50  /* the kernel only if it costs under half */
 #define CHOOSE_ROUNDS 15    /* interleaved rounds of the three candidates (~20 us here) */
 
+/* Ticks for one batch of BATCH reads. */
+#define BATCH_TICKS(expr, out)                              \
+    do {                                                    \
+        uint64_t t0_ = fc_counter_lfence();                 \
+        for (int i_ = 0; i_ < BATCH; i_++)                  \
+            sink += (expr);                                 \
+        (out) = fc_counter_lfence() - t0_;                  \
+    } while (0)
+
 /* Best of BATCHES batches of BATCH reads, in counter ticks per batch. */
 #define BEST_OF(expr, out)                                  \
     do {                                                    \
-        uint64_t best_ = UINT64_MAX;                        \
+        uint64_t best_ = UINT64_MAX, one_;                  \
         for (int b_ = 0; b_ < BATCHES; b_++) {              \
-            uint64_t t0_ = fc_counter_lfence();             \
-            for (int i_ = 0; i_ < BATCH; i_++)              \
-                sink += (expr);                             \
-            uint64_t t1_ = fc_counter_lfence();             \
-            if (t1_ - t0_ < best_)                          \
-                best_ = t1_ - t0_;                          \
+            BATCH_TICKS(expr, one_);                        \
+            if (one_ < best_)                               \
+                best_ = one_;                               \
         }                                                   \
         (out) = best_;                                      \
     } while (0)
@@ -131,16 +137,8 @@ void fc_counter_reset_for_tests(void)
     atomic_store(&step_ticks, 0);
 }
 
-/* Ticks for one batch of BATCH reads. */
-#define BATCH_TICKS(expr, out)                              \
-    do {                                                    \
-        uint64_t t0_ = fc_counter_lfence();                 \
-        for (int i_ = 0; i_ < BATCH; i_++)                  \
-            sink += (expr);                                 \
-        (out) = fc_counter_lfence() - t0_;                  \
-    } while (0)
-
-/* The median of n > 0 values (sorts them). */
+/* The median of n > 0 values (sorts them in place; not qsort: the decision
+ * may run in a signal handler, and glibc's qsort may allocate). */
 static double median(double *v, int n)
 {
     for (int i = 1; i < n; i++)
