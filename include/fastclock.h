@@ -15,9 +15,12 @@
  *     within a thread only: the CPU may execute the counter read early, so a
  *     read ordered after another thread's read by a lock can come out earlier
  *     by up to the CPU's out-of-order window around the counter read
- *     (measured on an AMD EPYC KVM guest: at most 20 ns when the threads
- *     synchronise through a mutex, up to 186 ns through a lock-free atomic
- *     hand-off; tests/guarantees_test.cc and the Java MonotonicTest print it).  Use them for
+ *     (measured on an AMD EPYC KVM guest: through a mutex usually 0-20 ns,
+ *     but in about 1 run in 60 of 2 M reads up to ~1-1.5 us, presumably
+ *     while the lock's acquisition stalled and the bare read ran ahead;
+ *     ordered reads never went back in the same runs; up to 186 ns through
+ *     a lock-free atomic hand-off; tests/guarantees_test.cc and the Java
+ *     MonotonicTest print it).  Use them for
  *     intervals measured by one thread, where they cost about half as much;
  *     never where another thread's reads are compared (a JVM).
  *   - |fastclock - kernel| stays within the bound reported in

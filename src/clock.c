@@ -17,8 +17,10 @@
  *   unordered (*_unordered): monotonic within a thread; across threads a
  *     read may come out earlier than one that happened before it by up to
  *     the CPU's out-of-order window around the counter read (measured on an
- *     AMD EPYC KVM guest: at most 20 ns through a mutex, with and without a
- *     CPU hog; up to 186 ns through a lock-free atomic hand-off in a JVM);
+ *     AMD EPYC KVM guest: through a mutex usually 0-20 ns, rarely up to
+ *     ~1.5 us -- 952 ns in 1 of 60 local runs of 2 M reads, 1443 ns once in
+ *     CI -- while ordered reads in the same runs never went back; up to
+ *     186 ns through a lock-free atomic hand-off in a JVM);
  *   coarse: monotonic across threads, never ahead of the fine clocks;
  *     behind them by ~1 ms plus the ticker thread's scheduling delay
  *     (ticker: 0.6 ms median, up to ~200 ms on a 2-vCPU guest with 16
