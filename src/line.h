@@ -182,14 +182,16 @@ FC_INLINE int fc_line_read(const struct fc_latch *latch, enum fc_kind kind, int 
          * its shadow, and not ahead of it, where the fence would wait for it. */
         __asm__("" : "+r"(v.base), "+r"(v.mult) : "r"(hi));
         t = (hi << 32) | lo;
-        if (FC_UNLIKELY(t - v.base >= v.span))
-            return 0;
-        *out = fc_line_view_mono_halves(&v, lo, hi) + v.off;
-        return 1;
     }
 #endif
     if (FC_UNLIKELY(t - v.base >= v.span))
         return 0;
+#if FC_COUNTER_HALVES
+    if (ordered) {
+        *out = fc_line_view_mono_halves(&v, lo, hi) + v.off;
+        return 1;
+    }
+#endif
     *out = fc_line_view_mono(&v, t) + v.off;
     return 1;
 }
