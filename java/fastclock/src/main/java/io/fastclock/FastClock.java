@@ -259,8 +259,10 @@ public final class FastClock {
     public static Instant instant() {
         if (NATIVE && !R_REAL)
             return Instant.now();
-        long ns = currentTimeNanos();
-        return Instant.ofEpochSecond(Math.floorDiv(ns, NANOS_PER_SECOND), Math.floorMod(ns, NANOS_PER_SECOND));
+        // ofEpochSecond splits the adjustment itself (floorDiv/floorMod): splitting
+        // here too would divide twice, which cost ~3 ns and made instant() no
+        // faster than Instant.now() on JDK 17.
+        return Instant.ofEpochSecond(0, currentTimeNanos());
     }
 
     /** An {@link InstantSource} backed by this clock, for code that takes one (the {@link #timeSource()}). */

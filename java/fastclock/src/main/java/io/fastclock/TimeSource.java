@@ -44,7 +44,7 @@ public interface TimeSource extends InstantSource {
     @Override
     default Instant instant() {
         long ns = currentTimeNanos();
-        return Instant.ofEpochSecond(Math.floorDiv(ns, 1_000_000_000L), Math.floorMod(ns, 1_000_000_000L));
+        return Instant.ofEpochSecond(0, ns);
     }
 
     /** This library's clocks: {@link FastClock}'s static methods as an object (one shared instance). */
