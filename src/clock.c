@@ -484,13 +484,23 @@ FC_INLINE void split_ts(enum fc_kind kind, int64_t ns, struct timespec *ts)
     ts->tv_nsec = (long)rem;
 }
 
-/* The line could not answer: the vDSO directly in mode system, else the slow path. */
-static FC_COLD int gettime_slow(clockid_t id, struct timespec *ts, enum fc_kind kind)
+/* The line could not answer: the vDSO directly in mode system, else what
+ * fastclock_mono_ns and the others take (fc_slow_read: tsc-percpu's reads
+ * first).  Not cold: in tsc-percpu every read comes here. */
+static __attribute__((noinline)) int gettime_slow(clockid_t id, struct timespec *ts, enum fc_kind kind)
 {
     fc_direct_fn f = atomic_load_explicit(&fc_direct_gettime, memory_order_relaxed);
     if (FC_LIKELY(f != 0))
         return f(id, ts); /* the served ids never fail: no -errno to convert */
-    split_ts(kind, slow_read(kind, 1), ts);
+    int64_t ns;
+    if (FC_LIKELY(!fc_kind_is_wall(kind) && atomic_load_explicit(&fc_mode, memory_order_relaxed) == FC_MODE_PERCPU)) {
+        /* fc_slow_read's first branch, inline: one frame for the whole read. */
+        if (FC_UNLIKELY(!fc_percpu_read_fast(kind, &ns)))
+            ns = fc_percpu_read_slow(kind);
+    } else {
+        ns = fc_slow_read(kind, 1);
+    }
+    split_ts(kind, ns, ts);
     return 0;
 }
 

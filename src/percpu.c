@@ -34,49 +34,12 @@
 #define RETRY_AFTER_GIVE_UP_NS (15LL * FC_NS_PER_SEC)
 #define MAX_SLOTS 4096
 
-enum { SLOT_EMPTY = 0, SLOT_OK = 1, SLOT_GIVEN_UP = 2 };
-
-struct fc_cpu_slot {
-    struct fc_latch latch;
-    struct fc_cal_state cs;
-    _Atomic int lock;
-    _Atomic int state;
-    _Atomic int64_t retry_after;   /* kernel MONOTONIC, while given up */
-    int64_t failing_since;         /* first failed start, kernel MONOTONIC */
-} __attribute__((aligned(64)));
-
-static _Atomic(struct fc_cpu_slot *) slots;
-static _Atomic int nslots;
 static double seed_rate, seed_unc;
-/* The global line's ceiling when mode tsc-percpu began (0 when it began at
- * the decision): written before the mode, read by every per-CPU read. */
-static _Atomic int64_t switch_floor;
 
-/* Per-thread clamp: the largest MONOTONIC value this thread was given. */
-static __thread int64_t tls_last __attribute__((tls_model("initial-exec")));
-
-/* max(v, tls_last), stored back.  On x86 a cmpxchg without lock is atomic
- * against a signal handler on this same thread, and costs no bus lock. */
-static int64_t tls_clamp(int64_t v)
-{
-#if defined(__x86_64__)
-    int64_t old = tls_last;
-    while (v > old) {
-        int64_t seen = old;
-        __asm__ __volatile__("cmpxchgq %2, %1" : "+a"(seen), "+m"(tls_last) : "r"(v) : "cc", "memory");
-        if (seen == old)
-            return v;
-        old = seen;
-    }
-    return old;
-#else
-    int64_t old = __atomic_load_n(&tls_last, __ATOMIC_RELAXED);
-    while (v > old &&
-           !__atomic_compare_exchange_n(&tls_last, &old, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-    }
-    return v > old ? v : old;
-#endif
-}
+_Atomic(struct fc_cpu_slot *) fc_percpu_slots;
+_Atomic int fc_percpu_nslots;
+_Atomic int64_t fc_percpu_switch_floor;
+__thread int64_t fc_percpu_tls_last __attribute__((tls_model("initial-exec")));
 
 static int possible_cpus(void)
 {
@@ -148,7 +111,7 @@ int fc_percpu_setup(char *why, size_t why_size)
         fc_buf_str(&b, FC_NO_PERCPU_REASON);
         return -1;
     }
-    if (atomic_load_explicit(&slots, memory_order_acquire))
+    if (atomic_load_explicit(&fc_percpu_slots, memory_order_acquire))
         return 0;
     if (!fc_seam.counter_aux) {
         /* Linux puts (node << 12) | cpu in TSC_AUX; make sure it does here. */
@@ -182,8 +145,8 @@ int fc_percpu_setup(char *why, size_t why_size)
         munmap(mem, size);
         return -1;
     }
-    atomic_store_explicit(&nslots, n, memory_order_relaxed);
-    atomic_store_explicit(&slots, (struct fc_cpu_slot *)mem, memory_order_release);
+    atomic_store_explicit(&fc_percpu_nslots, n, memory_order_relaxed);
+    atomic_store_explicit(&fc_percpu_slots, (struct fc_cpu_slot *)mem, memory_order_release);
     return 0;
 }
 
@@ -193,22 +156,22 @@ static void calibrate_slot(struct fc_cpu_slot *sl, int cpu)
     struct fc_track t = track_of(sl, cpu);
     int64_t now = fc_kernel_ns(CLOCK_MONOTONIC);
     int state = atomic_load_explicit(&sl->state, memory_order_relaxed);
-    if (state == SLOT_GIVEN_UP) {
+    if (state == FC_SLOT_GIVEN_UP) {
         if (now < atomic_load_explicit(&sl->retry_after, memory_order_relaxed))
             return;
-        state = SLOT_EMPTY;
+        state = FC_SLOT_EMPTY;
     }
-    if (state == SLOT_EMPTY) {
+    if (state == FC_SLOT_EMPTY) {
         if (fc_track_start(&t, seed_rate, seed_unc) == 0) {
             sl->failing_since = 0;
-            atomic_store_explicit(&sl->state, SLOT_OK, memory_order_release);
+            atomic_store_explicit(&sl->state, FC_SLOT_OK, memory_order_release);
             return;
         }
         if (!sl->failing_since)
             sl->failing_since = now;
         if (now - sl->failing_since >= RETRY_AFTER_GIVE_UP_NS) {
             atomic_store_explicit(&sl->retry_after, now + RETRY_AFTER_GIVE_UP_NS, memory_order_relaxed);
-            atomic_store_explicit(&sl->state, SLOT_GIVEN_UP, memory_order_release);
+            atomic_store_explicit(&sl->state, FC_SLOT_GIVEN_UP, memory_order_release);
             sl->failing_since = 0;
         }
         return;
@@ -216,15 +179,17 @@ static void calibrate_slot(struct fc_cpu_slot *sl, int cpu)
     if (fc_track_recalibrate(&t) == FC_RECAL_FAILED) {
         /* 15 s without a usable sample on this CPU: read it through the kernel. */
         atomic_store_explicit(&sl->retry_after, now + RETRY_AFTER_GIVE_UP_NS, memory_order_relaxed);
-        atomic_store_explicit(&sl->state, SLOT_GIVEN_UP, memory_order_release);
+        atomic_store_explicit(&sl->state, FC_SLOT_GIVEN_UP, memory_order_release);
         sl->cs.failing_since = 0;
     }
 }
 
-int64_t fc_percpu_read(enum fc_kind kind)
+/* Not answered by this CPU's line at the first try: a line to start or
+ * renew here, a retry, or the kernel. */
+int64_t fc_percpu_read_slow(enum fc_kind kind)
 {
-    struct fc_cpu_slot *base = atomic_load_explicit(&slots, memory_order_acquire);
-    int n = atomic_load_explicit(&nslots, memory_order_relaxed);
+    struct fc_cpu_slot *base = atomic_load_explicit(&fc_percpu_slots, memory_order_acquire);
+    int n = atomic_load_explicit(&fc_percpu_nslots, memory_order_relaxed);
     int64_t mono = 0, offset = 0;
     int have = 0;
     for (int attempt = 0; attempt < 3 && base; attempt++) {
@@ -234,7 +199,7 @@ int64_t fc_percpu_read(enum fc_kind kind)
         if (cpu >= n)
             break;
         struct fc_cpu_slot *sl = &base[cpu];
-        if (atomic_load_explicit(&sl->state, memory_order_acquire) == SLOT_OK &&
+        if (atomic_load_explicit(&sl->state, memory_order_acquire) == FC_SLOT_OK &&
             fc_line_read_at(&sl->latch, kind, t, &mono, &offset)) {
             have = 1;
             break;
@@ -246,12 +211,12 @@ int64_t fc_percpu_read(enum fc_kind kind)
             break;
         /* The fast span ends at the next adjtimex poll; a line still
          * within its soft span and settings is extended, not recalibrated. */
-        if (atomic_load_explicit(&sl->state, memory_order_relaxed) != SLOT_OK || fc_track_poll(&tr))
+        if (atomic_load_explicit(&sl->state, memory_order_relaxed) != FC_SLOT_OK || fc_track_poll(&tr))
             calibrate_slot(sl, cpu);
         atomic_store_explicit(&sl->lock, 0, memory_order_release);
         /* Read again only if this CPU now has a line; a failed calibration
          * is not retried by the same read. */
-        if (atomic_load_explicit(&sl->state, memory_order_acquire) != SLOT_OK)
+        if (atomic_load_explicit(&sl->state, memory_order_acquire) != FC_SLOT_OK)
             break;
     }
     if (!have) {
@@ -262,18 +227,21 @@ int64_t fc_percpu_read(enum fc_kind kind)
             return k;
         mono = k;
     }
-    /* Never below what the global line gave before the switch, nor below what
-     * this thread saw on another CPU. */
-    int64_t floor = atomic_load_explicit(&switch_floor, memory_order_relaxed);
-    if (FC_UNLIKELY(mono < floor))
-        mono = floor;
-    return tls_clamp(mono) + offset;
+    return fc_percpu_clamp(mono) + offset;
+}
+
+int64_t fc_percpu_read(enum fc_kind kind)
+{
+    int64_t ns;
+    if (FC_LIKELY(fc_percpu_read_fast(kind, &ns)))
+        return ns;
+    return fc_percpu_read_slow(kind);
 }
 
 void fc_percpu_maintain_cpu(int cpu, int force)
 {
-    struct fc_cpu_slot *base = atomic_load_explicit(&slots, memory_order_acquire);
-    if (!base || cpu >= atomic_load_explicit(&nslots, memory_order_relaxed))
+    struct fc_cpu_slot *base = atomic_load_explicit(&fc_percpu_slots, memory_order_acquire);
+    if (!base || cpu >= atomic_load_explicit(&fc_percpu_nslots, memory_order_relaxed))
         return;
     struct fc_cpu_slot *sl = &base[cpu];
     struct fc_track t = track_of(sl, cpu);
@@ -281,14 +249,14 @@ void fc_percpu_maintain_cpu(int cpu, int force)
         return;
     int state = atomic_load_explicit(&sl->state, memory_order_relaxed);
     int64_t now = fc_kernel_ns(CLOCK_MONOTONIC);
-    if (state != SLOT_OK || force || now - sl->cs.last_ok_mono >= sl->cs.interval_ns)
+    if (state != FC_SLOT_OK || force || now - sl->cs.last_ok_mono >= sl->cs.interval_ns)
         calibrate_slot(sl, cpu);
     fc_track_unlock(&t);
 }
 
 void fc_percpu_set_floor(int64_t floor_ns)
 {
-    atomic_store_explicit(&switch_floor, floor_ns, memory_order_relaxed);
+    atomic_store_explicit(&fc_percpu_switch_floor, floor_ns, memory_order_relaxed);
 }
 
 double fc_percpu_seed_rate(void)
@@ -298,11 +266,11 @@ double fc_percpu_seed_rate(void)
 
 int64_t fc_percpu_interval_ns(void)
 {
-    struct fc_cpu_slot *base = atomic_load_explicit(&slots, memory_order_acquire);
-    int n = atomic_load_explicit(&nslots, memory_order_relaxed);
+    struct fc_cpu_slot *base = atomic_load_explicit(&fc_percpu_slots, memory_order_acquire);
+    int n = atomic_load_explicit(&fc_percpu_nslots, memory_order_relaxed);
     int64_t best = 0;
     for (int i = 0; base && i < n; i++) {
-        if (atomic_load_explicit(&base[i].state, memory_order_relaxed) != SLOT_OK)
+        if (atomic_load_explicit(&base[i].state, memory_order_relaxed) != FC_SLOT_OK)
             continue;
         int64_t iv = base[i].cs.interval_ns;
         if (iv > 0 && (best == 0 || iv < best))
@@ -314,8 +282,8 @@ int64_t fc_percpu_interval_ns(void)
 
 void fc_percpu_after_fork_child(void)
 {
-    struct fc_cpu_slot *base = atomic_load_explicit(&slots, memory_order_acquire);
-    int n = atomic_load_explicit(&nslots, memory_order_relaxed);
+    struct fc_cpu_slot *base = atomic_load_explicit(&fc_percpu_slots, memory_order_acquire);
+    int n = atomic_load_explicit(&fc_percpu_nslots, memory_order_relaxed);
     for (int i = 0; base && i < n; i++)
         atomic_store_explicit(&base[i].lock, 0, memory_order_relaxed);
 }
@@ -324,17 +292,17 @@ void fc_percpu_stats(struct fc_percpu_stats *out)
 {
     memset(out, 0, sizeof *out);
     out->max_warp_cycles = fc_warp_noted();
-    struct fc_cpu_slot *base = atomic_load_explicit(&slots, memory_order_acquire);
-    int n = atomic_load_explicit(&nslots, memory_order_relaxed);
+    struct fc_cpu_slot *base = atomic_load_explicit(&fc_percpu_slots, memory_order_acquire);
+    int n = atomic_load_explicit(&fc_percpu_nslots, memory_order_relaxed);
     out->cpus = base ? n : 0;
     double hz = 0;
     int64_t top1 = 0, top2 = 0;
     int64_t now = fc_kernel_ns(CLOCK_MONOTONIC);
     for (int i = 0; base && i < n; i++) {
         int state = atomic_load_explicit(&base[i].state, memory_order_relaxed);
-        if (state == SLOT_GIVEN_UP)
+        if (state == FC_SLOT_GIVEN_UP)
             out->given_up++;
-        if (state != SLOT_OK)
+        if (state != FC_SLOT_OK)
             continue;
         struct fc_line l;
         struct fc_meta m;
@@ -379,12 +347,12 @@ void fc_percpu_stats(struct fc_percpu_stats *out)
 
 void fc_percpu_reset_for_tests(void)
 {
-    struct fc_cpu_slot *base = atomic_exchange(&slots, (struct fc_cpu_slot *)0);
-    int n = atomic_exchange(&nslots, 0);
+    struct fc_cpu_slot *base = atomic_exchange(&fc_percpu_slots, (struct fc_cpu_slot *)0);
+    int n = atomic_exchange(&fc_percpu_nslots, 0);
     if (base)
         munmap(base, (size_t)n * sizeof(struct fc_cpu_slot));
     fc_warp_reset_for_tests();
-    atomic_store(&switch_floor, 0);
-    tls_last = 0;
+    atomic_store(&fc_percpu_switch_floor, 0);
+    fc_percpu_tls_last = 0;
     seed_rate = seed_unc = 0;
 }

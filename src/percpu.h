@@ -5,13 +5,90 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "calibration.h"
 #include "internal.h"
+#include "line.h"
+
+/* One CPU's line and its calibration state.  percpu.c is the only writer;
+ * the inline read below is the only other reader. */
+enum { FC_SLOT_EMPTY = 0, FC_SLOT_OK = 1, FC_SLOT_GIVEN_UP = 2 };
+
+struct fc_cpu_slot {
+    struct fc_latch latch;
+    struct fc_cal_state cs;
+    _Atomic int lock;
+    _Atomic int state;
+    _Atomic int64_t retry_after;   /* kernel MONOTONIC, while given up */
+    int64_t failing_since;         /* first failed start, kernel MONOTONIC */
+} __attribute__((aligned(64)));
+
+extern _Atomic(struct fc_cpu_slot *) fc_percpu_slots; /* one per possible CPU, from setup on */
+extern _Atomic int fc_percpu_nslots;
+/* The global line's ceiling when mode tsc-percpu began (0 when it began at
+ * the decision): written before the mode, read by every per-CPU read. */
+extern _Atomic int64_t fc_percpu_switch_floor;
+/* Per-thread clamp: the largest MONOTONIC value this thread was given. */
+extern __thread int64_t fc_percpu_tls_last __attribute__((tls_model("initial-exec")));
+
+/* max(v, fc_percpu_tls_last), stored back.  On x86 a cmpxchg without lock is
+ * atomic against a signal handler on this same thread, and costs no bus lock
+ * (nothing measurable against a plain store here). */
+FC_INLINE int64_t fc_percpu_tls_clamp(int64_t v)
+{
+#if defined(__x86_64__)
+    int64_t old = fc_percpu_tls_last;
+    while (v > old) {
+        int64_t seen = old;
+        __asm__ __volatile__("cmpxchgq %2, %1" : "+a"(seen), "+m"(fc_percpu_tls_last) : "r"(v) : "cc", "memory");
+        if (seen == old)
+            return v;
+        old = seen;
+    }
+    return old;
+#else
+    int64_t old = __atomic_load_n(&fc_percpu_tls_last, __ATOMIC_RELAXED);
+    while (v > old &&
+           !__atomic_compare_exchange_n(&fc_percpu_tls_last, &old, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+    return v > old ? v : old;
+#endif
+}
+
+/* Never below what the global line gave before the switch, nor below what
+ * this thread saw on another CPU. */
+FC_INLINE int64_t fc_percpu_clamp(int64_t mono)
+{
+    int64_t floor = atomic_load_explicit(&fc_percpu_switch_floor, memory_order_relaxed);
+    if (FC_UNLIKELY(mono < floor))
+        mono = floor;
+    return fc_percpu_tls_clamp(mono);
+}
+
+/* The read, inline where it is hot (clock.c): rdtscp names the CPU, that
+ * CPU's line converts the count.  0 when that line cannot answer now: then
+ * fc_percpu_read_slow (calibrate here, or the kernel). */
+FC_INLINE int fc_percpu_read_fast(enum fc_kind kind, int64_t *out)
+{
+    struct fc_cpu_slot *base = atomic_load_explicit(&fc_percpu_slots, memory_order_acquire);
+    uint32_t aux;
+    uint64_t t = fc_now_counter_aux(&aux);
+    int cpu = FC_AUX_CPU(aux);
+    int64_t mono, offset;
+    if (FC_LIKELY(base != 0 && cpu < atomic_load_explicit(&fc_percpu_nslots, memory_order_relaxed)) &&
+        FC_LIKELY(atomic_load_explicit(&base[cpu].state, memory_order_acquire) == FC_SLOT_OK) &&
+        FC_LIKELY(fc_line_read_at(&base[cpu].latch, kind, t, &mono, &offset))) {
+        *out = fc_percpu_clamp(mono) + offset;
+        return 1;
+    }
+    return 0;
+}
 
 /* Allocates the per-CPU lines and checks that TSC_AUX names the CPU.
  * Async-signal-safe (mmap, getcpu).  0, or -1 with the reason in why. */
 int fc_percpu_setup(char *why, size_t why_size);
-/* The read path of mode tsc-percpu (called from the slow path). */
+/* The read path of mode tsc-percpu: the inline read, else the slow one. */
 int64_t fc_percpu_read(enum fc_kind kind);
+int64_t fc_percpu_read_slow(enum fc_kind kind);
 /* Calibrator thread, pinned to `cpu`: start or refresh that CPU's line. */
 void fc_percpu_maintain_cpu(int cpu, int force);
 /* Before mode tsc-percpu begins: no per-CPU read returns less (the global
