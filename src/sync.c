@@ -177,7 +177,11 @@ void fc_sync_get(int64_t now, struct fc_sync_snapshot *out)
     out->synchronized = atomic_load_explicit(&sync_state.synchronized, memory_order_relaxed);
     out->steering = steering_now();
     out->leap_pending = atomic_load_explicit(&sync_state.leap, memory_order_relaxed);
-    out->age_ns = now - atomic_load_explicit(&sync_state.sampled_mono, memory_order_relaxed);
+    /* sampled_mono before maxerror, with acquire: the poll stores it last
+     * (release), so the maxerror read below is from that poll or a later one
+     * -- never an older maxerror aged from a newer sample, which would grow
+     * it too little.  A later poll's maxerror is only aged more: larger. */
+    out->age_ns = now - atomic_load_explicit(&sync_state.sampled_mono, memory_order_acquire);
     if (out->age_ns < 0)
         out->age_ns = 0;
     /* The kernel adds MAXFREQ (500 ppm) to maxerror every second, up to
