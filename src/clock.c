@@ -493,8 +493,9 @@ static __attribute__((noinline)) int gettime_slow(clockid_t id, struct timespec 
     if (FC_LIKELY(f != 0))
         return f(id, ts); /* the served ids never fail: no -errno to convert */
     int64_t ns;
-    if (FC_LIKELY(!fc_kind_is_wall(kind) && atomic_load_explicit(&fc_mode, memory_order_relaxed) == FC_MODE_PERCPU)) {
-        /* fc_slow_read's first branch, inline: one frame for the whole read. */
+    if (FC_LIKELY(!fc_kind_is_wall(kind) && atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_PERCPU)) {
+        /* fc_slow_read's first branch, inline: one frame for the whole read.
+         * Acquire, as there: the switch floor is written before the mode. */
         if (FC_UNLIKELY(!fc_percpu_read_fast(kind, &ns)))
             ns = fc_percpu_read_slow(kind);
     } else {
