@@ -186,7 +186,7 @@ static void calibrate_slot(struct fc_cpu_slot *sl, int cpu)
 
 /* Not answered by this CPU's line at the first try: a line to start or
  * renew here, a retry, or the kernel. */
-int64_t fc_percpu_read_slow(enum fc_kind kind)
+__attribute__((cold)) int64_t fc_percpu_read_slow(enum fc_kind kind)
 {
     struct fc_cpu_slot *base = atomic_load_explicit(&fc_percpu_slots, memory_order_acquire);
     int n = atomic_load_explicit(&fc_percpu_nslots, memory_order_relaxed);

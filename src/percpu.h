@@ -9,8 +9,9 @@
 #include "internal.h"
 #include "line.h"
 
-/* One CPU's line and its calibration state.  percpu.c is the only writer;
- * the inline read below is the only other reader. */
+/* One CPU's line and its calibration state.  percpu.c is the only writer
+ * of the slots, the floor and the slot count; the inline read below is
+ * their only other reader (it writes only its own thread's clamp). */
 enum { FC_SLOT_EMPTY = 0, FC_SLOT_OK = 1, FC_SLOT_GIVEN_UP = 2 };
 
 struct fc_cpu_slot {
