@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import io.fastclock.FastClock;
 import java.time.Instant;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
@@ -15,6 +16,7 @@ import org.apache.logging.log4j.core.LoggerContext;
 import org.apache.logging.log4j.core.appender.AbstractAppender;
 import org.apache.logging.log4j.core.config.Configuration;
 import org.apache.logging.log4j.core.config.Property;
+import org.apache.logging.log4j.core.time.MutableInstant;
 import org.apache.logging.log4j.core.util.ClockFactory;
 import org.junit.jupiter.api.Test;
 
@@ -77,5 +79,48 @@ class Log4jClockTest {
             ctx.updateLoggers();
             capture.stop();
         }
+    }
+
+    /**
+     * Log4jClock keeps the second of the last event to skip a division: across
+     * second boundaries, and with two threads replacing it, every value must still
+     * be fastclock's own, split right.
+     */
+    @Test
+    void theSecondCacheSplitsRightAcrossSecondsAndThreads() throws Exception {
+        Log4jClock clock = new Log4jClock();
+        long[] boundaries = new long[2];
+        Throwable[] failure = new Throwable[2];
+        Thread[] threads = new Thread[2];
+        for (int t = 0; t < 2; t++) {
+            int me = t;
+            threads[t] = new Thread(() -> {
+                try {
+                    MutableInstant mi = new MutableInstant();
+                    long end = System.nanoTime() + 1_300_000_000L, lastSec = -1;
+                    while (System.nanoTime() < end) {
+                        long before = FastClock.currentTimeNanos();
+                        clock.init(mi);
+                        long after = FastClock.currentTimeNanos();
+                        long nano = mi.getNanoOfSecond();
+                        assertTrue(nano >= 0 && nano < 1_000_000_000L, "nano " + nano);
+                        long ns = mi.getEpochSecond() * 1_000_000_000L + nano;
+                        assertTrue(ns >= before && ns <= after, before + " <= " + ns + " <= " + after);
+                        if (lastSec >= 0 && mi.getEpochSecond() != lastSec)
+                            boundaries[me]++;
+                        lastSec = mi.getEpochSecond();
+                    }
+                } catch (Throwable e) {
+                    failure[me] = e;
+                }
+            });
+            threads[t].start();
+        }
+        for (Thread t : threads)
+            t.join();
+        for (Throwable f : failure)
+            if (f != null)
+                throw new AssertionError(f);
+        assertTrue(boundaries[0] >= 1 && boundaries[1] >= 1, "1.3 s of reads in each thread crossed a second");
     }
 }

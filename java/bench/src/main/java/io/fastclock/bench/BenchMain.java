@@ -65,6 +65,8 @@ public final class BenchMain {
         {"ClockBenchmarks.coarseCurrentTimeMillis", "FastClock.coarseCurrentTimeMillis()"},
         {"Log4jBenchmarks.log4jDefaultClock", "Log4j 2 event, default clock (Instant.now())"},
         {"Log4jBenchmarks.log4jFastClock", "Log4j 2 event, log4j2.clock=fastclock"},
+        {"Log4jBenchmarks.log4jDefaultClockInit", "Log4j 2 clock alone: SystemClock.init (Instant.now())"},
+        {"Log4jBenchmarks.log4jFastClockInit", "Log4j 2 clock alone: fastclock's Log4jClock.init"},
         {"ClockBenchmarks.jniNoop", "JNI no-op"},
         {"ClockBenchmarks.ffmNoop", "FFM no-op (critical)"},
         {"ClockBenchmarks.jniNanoTime", "nanoTime via JNI"},
@@ -311,6 +313,8 @@ public final class BenchMain {
                 "System.currentTimeMillis()", millis);
         notSlower(sb, "Log4j 2 event with fastclock", r.get("Log4jBenchmarks.log4jFastClock"),
                 "with Log4j's default clock", r.get("Log4jBenchmarks.log4jDefaultClock"));
+        notSlower(sb, "Log4j 2 clock alone: fastclock's Log4jClock.init", r.get("Log4jBenchmarks.log4jFastClockInit"),
+                "SystemClock.init", r.get("Log4jBenchmarks.log4jDefaultClockInit"));
         sb.append("\nFaster where the counter allows (issue 10's targets; JDK 25 over FFM, mode tsc):\n\n");
         target(sb, "FastClock.nanoTime() <= 0.90 x System.nanoTime()", r.get("ClockBenchmarks.nanoTime"), nano, 0.90);
         target(sb, "FastClock.nanoTimeUnordered() <= 0.65 x System.nanoTime()", r.get("ClockBenchmarks.nanoTimeUnordered"),
