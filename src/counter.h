@@ -74,8 +74,9 @@ static inline __attribute__((always_inline)) uint64_t fc_counter_rdtscp(uint32_t
  * instruction leaves them, rax = low and rdx = high, each zero-extended
  * (rdtsc clears the upper halves), so that the line's arithmetic can start
  * on the low half without first combining the two (two cycles on the chain
- * that the next fenced read waits for).  The instruction flags choose, as
- * in fc_counter_fenced (line.h); same clobbers as the reads above. */
+ * that the next fenced read waits for).  The flags choose the instruction
+ * (here only: fc_counter_fenced below is built on it); same clobbers as the
+ * reads above. */
 #if defined(__x86_64__) /* i386's "=a" of a 64-bit value would mean edx:eax */
 #define FC_COUNTER_HALVES 1
 static inline __attribute__((always_inline)) void fc_counter_fenced_halves(uint32_t flags, uint64_t *lo,
@@ -207,6 +208,19 @@ static inline uint64_t fc_counter_rdtscp(uint32_t *aux) { *aux = 0; return 0; }
 static inline void fc_cpu_relax(void) {}
 
 #endif
+
+/* The ordered read the global latch's flags ask for (FC_READ_RDTSCP: rdtscp
+ * on x86, cntvctss_el0 on arm64), as one value. */
+static inline __attribute__((always_inline)) uint64_t fc_counter_fenced(uint32_t flags)
+{
+#if FC_COUNTER_HALVES
+    uint64_t lo, hi;
+    fc_counter_fenced_halves(flags, &lo, &hi);
+    return (hi << 32) | lo;
+#else
+    return (flags & FC_READ_RDTSCP) ? fc_counter_rdtscp_only() : fc_counter_lfence();
+#endif
+}
 
 /* counter.c: the ordered read's instruction (FC_READ_* of line.h), chosen
  * by measuring it against the kernel's clock (whose cost it keeps). */

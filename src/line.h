@@ -68,12 +68,6 @@ struct fc_latch {
 /* The global line (line.c); tsc-percpu's lines live in percpu.c. */
 extern struct fc_latch fc_latch __attribute__((visibility("hidden")));
 
-/* The ordered counter read this latch asks for. */
-FC_INLINE uint64_t fc_counter_fenced(uint32_t flags)
-{
-    return (flags & FC_READ_RDTSCP) ? fc_counter_rdtscp_only() : fc_counter_lfence();
-}
-
 FC_INLINE int64_t fc_line_offset(const struct fc_line *l, enum fc_kind kind)
 {
     switch (kind) {
