@@ -200,9 +200,11 @@ FC_INLINE int64_t direct_ns(fc_direct_fn f, clockid_t id)
 }
 
 /* The line answers (wall clocks: plus the kernel's offset, wall.h), unless
- * the kernel's clock reads the counter itself; else, in mode system (and
- * before the decision), one jump into the vDSO right here -- an extra call
- * layer cost 4% (measured); else the slow path. */
+ * the kernel's clock reads the counter itself; else a tail jump to
+ * fc_slow_read, whose first branch is the vDSO in mode system.  Jumping,
+ * not calling the vDSO from here, keeps MONOTONIC's line path free of a
+ * stack frame (the timespec a kernel read needs): no push, pop or stack
+ * adjustment around the counter read. */
 FC_INLINE int64_t fc_read(enum fc_kind kind, int ordered)
 {
     int64_t v;
@@ -211,9 +213,6 @@ FC_INLINE int64_t fc_read(enum fc_kind kind, int ordered)
         return direct_ns(w, fc_kind_clock(kind));
     if (FC_LIKELY(fc_read_line(kind, ordered, &v)))
         return v;
-    fc_direct_fn f = atomic_load_explicit(&fc_direct_gettime, memory_order_relaxed);
-    if (FC_LIKELY(f != 0))
-        return direct_ns(f, fc_kind_clock(kind));
     return fc_slow_read(kind, ordered);
 }
 
