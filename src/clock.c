@@ -305,7 +305,7 @@ static FC_COLD int64_t slow_read(enum fc_kind kind, int ordered)
             continue;
         }
         if (mode == FC_MODE_PERCPU)
-            return fc_percpu_read(kind);
+            return kind == FC_MONO ? fc_percpu_read_mono() : fc_percpu_read(kind);
         struct fc_full f;
         snapshot_full(&f, ordered);
         int64_t v;
@@ -366,7 +366,7 @@ __attribute__((noinline)) int64_t fc_slow_read(enum fc_kind kind, int ordered)
         return direct_ns(f, fc_kind_clock(kind));
     /* tsc-percpu's reads, every one of them (the global line routes them here). */
     if (FC_LIKELY(!fc_kind_is_wall(kind) && atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_PERCPU))
-        return fc_percpu_read(kind);
+        return kind == FC_MONO ? fc_percpu_read_mono() : fc_percpu_read(kind);
     return slow_read(kind, ordered);
 }
 
@@ -492,11 +492,13 @@ static __attribute__((noinline)) int gettime_slow(clockid_t id, struct timespec 
     if (FC_LIKELY(f != 0))
         return f(id, ts); /* the served ids never fail: no -errno to convert */
     int64_t ns;
-    if (FC_LIKELY(!fc_kind_is_wall(kind) && atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_PERCPU)) {
+    if (FC_LIKELY(kind == FC_MONO && atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_PERCPU)) {
         /* fc_slow_read's first branch, inline: one frame for the whole read.
-         * Acquire, as there: the switch floor is written before the mode. */
-        if (FC_UNLIKELY(!fc_percpu_read_fast(kind, &ns)))
-            ns = fc_percpu_read_slow(kind);
+         * Acquire, as there: the switch floor is written before the mode.
+         * MONOTONIC only (the kind folded in); a wall clock that comes here
+         * is MONOTONIC plus its offset, through fc_slow_read. */
+        if (FC_UNLIKELY(!fc_percpu_read_fast(FC_MONO, &ns)))
+            ns = fc_percpu_read_slow(FC_MONO);
     } else {
         ns = fc_slow_read(kind, 1);
     }

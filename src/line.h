@@ -190,18 +190,25 @@ FC_INLINE int fc_line_read(const struct fc_latch *latch, enum fc_kind kind, int 
     return 1;
 }
 
-/* A per-CPU line at a counter value read just before (rdtscp told which
- * CPU's latch to use).  Returns 0 when the line cannot answer. */
-FC_INLINE int fc_line_read_at(const struct fc_latch *latch, enum fc_kind kind, uint64_t t, int64_t *mono,
-                              int64_t *offset)
+/* A per-CPU line (tsc-percpu), with the counter read inside the seqlock
+ * window as in fc_line_read.  The caller chose the latch from the CPU it
+ * expects to run on; `counter` (rdtscp, or the test seam's) reports in *aux
+ * the CPU whose counter it read, which the caller compares with that
+ * choice.  Loading the line before the counter read, not after it as the
+ * CPU number would otherwise demand, keeps the slot's and the line's loads
+ * off the chain that the next fenced read waits for.  Returns 0 when the
+ * line cannot answer at that count; *aux is set either way. */
+FC_INLINE int fc_line_read_counted(const struct fc_latch *latch, enum fc_kind kind, uint64_t (*counter)(uint32_t *),
+                                   uint32_t *aux, int64_t *mono, int64_t *offset)
 {
-    uint64_t seq;
+    uint64_t seq, t;
     struct fc_line_view v;
     do {
         seq = atomic_load_explicit(&latch->seq, memory_order_acquire);
         const struct fc_line *l = &latch->line[seq & 1];
         __asm__("" : "+r"(l));
         fc_line_view_load(l, kind, &v);
+        t = counter(aux);
         atomic_thread_fence(memory_order_acquire);
     } while (FC_UNLIKELY(seq != atomic_load_explicit(&latch->seq, memory_order_relaxed)));
     if (FC_UNLIKELY(t - v.base >= v.span))

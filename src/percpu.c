@@ -40,6 +40,7 @@ _Atomic(struct fc_cpu_slot *) fc_percpu_slots;
 _Atomic int fc_percpu_nslots;
 _Atomic int64_t fc_percpu_switch_floor;
 __thread int64_t fc_percpu_tls_last __attribute__((tls_model("initial-exec")));
+__thread int fc_percpu_tls_cpu __attribute__((tls_model("initial-exec")));
 
 static int possible_cpus(void)
 {
@@ -192,17 +193,27 @@ __attribute__((cold)) int64_t fc_percpu_read_slow(enum fc_kind kind)
     int n = atomic_load_explicit(&fc_percpu_nslots, memory_order_relaxed);
     int64_t mono = 0, offset = 0;
     int have = 0;
+    uint32_t aux;
+    int cpu = -1;
     for (int attempt = 0; attempt < 3 && base; attempt++) {
-        uint32_t aux;
-        uint64_t t = fc_now_counter_aux(&aux);
-        int cpu = FC_AUX_CPU(aux);
+        if (cpu < 0) {
+            fc_now_counter_aux(&aux);
+            cpu = FC_AUX_CPU(aux);
+        }
         if (cpu >= n)
             break;
+        fc_percpu_tls_cpu = cpu; /* the fast read's guess from now on */
         struct fc_cpu_slot *sl = &base[cpu];
-        if (atomic_load_explicit(&sl->state, memory_order_acquire) == FC_SLOT_OK &&
-            fc_line_read_at(&sl->latch, kind, t, &mono, &offset)) {
-            have = 1;
-            break;
+        if (atomic_load_explicit(&sl->state, memory_order_acquire) == FC_SLOT_OK) {
+            int ok = fc_line_read_counted(&sl->latch, kind, fc_now_counter_aux, &aux, &mono, &offset);
+            if (FC_AUX_CPU(aux) != cpu) {
+                cpu = FC_AUX_CPU(aux); /* moved meanwhile: that CPU's line */
+                continue;
+            }
+            if (ok) {
+                have = 1;
+                break;
+            }
         }
         /* This CPU's line is missing or due: calibrate it here, unless
          * someone already is (then the kernel answers this read). */
@@ -236,6 +247,14 @@ int64_t fc_percpu_read(enum fc_kind kind)
     if (FC_LIKELY(fc_percpu_read_fast(kind, &ns)))
         return ns;
     return fc_percpu_read_slow(kind);
+}
+
+int64_t fc_percpu_read_mono(void)
+{
+    int64_t ns;
+    if (FC_LIKELY(fc_percpu_read_fast(FC_MONO, &ns)))
+        return ns;
+    return fc_percpu_read_slow(FC_MONO);
 }
 
 void fc_percpu_maintain_cpu(int cpu, int force)
@@ -354,5 +373,6 @@ void fc_percpu_reset_for_tests(void)
     fc_warp_reset_for_tests();
     atomic_store(&fc_percpu_switch_floor, 0);
     fc_percpu_tls_last = 0;
+    fc_percpu_tls_cpu = 0;
     seed_rate = seed_unc = 0;
 }

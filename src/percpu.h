@@ -30,6 +30,10 @@ extern _Atomic int fc_percpu_nslots;
 extern _Atomic int64_t fc_percpu_switch_floor;
 /* Per-thread clamp: the largest MONOTONIC value this thread was given. */
 extern __thread int64_t fc_percpu_tls_last __attribute__((tls_model("initial-exec")));
+/* Per-thread guess: the CPU this thread's last per-CPU read ran on (a
+ * thread is rarely moved).  Only a guess: rdtscp checks it on every read, and
+ * the slow read corrects it; a signal handler's write is as good as ours. */
+extern __thread int fc_percpu_tls_cpu __attribute__((tls_model("initial-exec")));
 
 /* max(v, fc_percpu_tls_last), stored back.  On x86 a cmpxchg without lock is
  * atomic against a signal handler on this same thread, and costs no bus lock
@@ -65,19 +69,24 @@ FC_INLINE int64_t fc_percpu_clamp(int64_t mono)
     return fc_percpu_tls_clamp(mono);
 }
 
-/* The read, inline where it is hot (clock.c): rdtscp names the CPU, that
- * CPU's line converts the count.  0 when that line cannot answer now: then
- * fc_percpu_read_slow (calibrate here, or the kernel). */
+/* The read, inline where it is hot (clock.c): the line of the CPU this
+ * thread last ran on, loaded before rdtscp, which confirms the CPU.  0 when
+ * that line cannot answer now (the thread moved, no line, or it ran out):
+ * then fc_percpu_read_slow (which corrects the guess, calibrates here, or
+ * asks the kernel). */
 FC_INLINE int fc_percpu_read_fast(enum fc_kind kind, int64_t *out)
 {
     struct fc_cpu_slot *base = atomic_load_explicit(&fc_percpu_slots, memory_order_acquire);
+    int cpu = fc_percpu_tls_cpu;
     uint32_t aux;
-    uint64_t t = fc_now_counter_aux(&aux);
-    int cpu = FC_AUX_CPU(aux);
     int64_t mono, offset;
+    /* The test seam's counter (a call) is the slow read's: inline here it
+     * cost a frame of spilled registers on every read. */
     if (FC_LIKELY(base != 0 && cpu < atomic_load_explicit(&fc_percpu_nslots, memory_order_relaxed)) &&
+        FC_LIKELY(fc_seam.counter_aux == 0) &&
         FC_LIKELY(atomic_load_explicit(&base[cpu].state, memory_order_acquire) == FC_SLOT_OK) &&
-        FC_LIKELY(fc_line_read_at(&base[cpu].latch, kind, t, &mono, &offset))) {
+        FC_LIKELY(fc_line_read_counted(&base[cpu].latch, kind, fc_counter_rdtscp, &aux, &mono, &offset)) &&
+        FC_LIKELY(FC_AUX_CPU(aux) == cpu)) {
         *out = fc_percpu_clamp(mono) + offset;
         return 1;
     }
@@ -87,8 +96,11 @@ FC_INLINE int fc_percpu_read_fast(enum fc_kind kind, int64_t *out)
 /* Allocates the per-CPU lines and checks that TSC_AUX names the CPU.
  * Async-signal-safe (mmap, getcpu).  0, or -1 with the reason in why. */
 int fc_percpu_setup(char *why, size_t why_size);
-/* The read path of mode tsc-percpu: the inline read, else the slow one. */
+/* The read path of mode tsc-percpu: the inline read, else the slow one.
+ * MONOTONIC, which every wall read here is built on too, has its own with
+ * the kind folded in. */
 int64_t fc_percpu_read(enum fc_kind kind);
+int64_t fc_percpu_read_mono(void);
 int64_t fc_percpu_read_slow(enum fc_kind kind);
 /* Calibrator thread, pinned to `cpu`: start or refresh that CPU's line. */
 void fc_percpu_maintain_cpu(int cpu, int force);

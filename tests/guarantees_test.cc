@@ -235,6 +235,42 @@ TEST(Monotonic, WithinAThread)
     EXPECT_EQ(back_u, 0);
 }
 
+// A thread moved to another CPU before every read: in tsc-percpu each read
+// starts with the line of the CPU the thread last ran on, and rdtscp must
+// send it to the right CPU's line (percpu.h).  Every read stays monotonic
+// within the thread and within the mode's bound of the kernel.  (Where the
+// CPUs' counters agree, as on most machines, a read from the wrong CPU's
+// line would pass too: faults_test injects per-CPU offsets for that.)
+TEST(Monotonic, ThreadMovedBetweenCpusKeepsItsTime)
+{
+    REQUIRE_COUNTER();
+    auto cpus = allowed_cpus();
+    if (cpus.size() < 2)
+        GTEST_SKIP() << "one CPU available: no second CPU to move to";
+    cpu_set_t was;
+    ASSERT_EQ(sched_getaffinity(0, sizeof was, &was), 0);
+    int64_t prev = fastclock_mono_ns(), worst = 0;
+    long back = 0, measured = 0;
+    for (int i = 0; i < 4000; i++) {
+        ASSERT_TRUE(pin_to_cpu(cpus[size_t(i) % cpus.size()]));
+        int64_t err, v = fastclock_mono_ns();
+        back += v < prev;
+        prev = v;
+        if (bracket_error(CLOCK_MONOTONIC, fastclock_mono_ns, &err)) {
+            measured++;
+            worst = std::max(worst, fctest::iabs(err));
+        }
+    }
+    sched_setaffinity(0, sizeof was, &was);
+    struct fastclock_status st;
+    fastclock_status(&st);
+    std::printf("%ld of 4000 moved reads measured against the kernel: worst |error| %lld ns (bound %lld ns)\n",
+                measured, (long long)worst, (long long)st.error_bound_ns);
+    EXPECT_EQ(back, 0);
+    ASSERT_GT(measured, 2000) << "the machine was too busy to measure";
+    EXPECT_LE(worst, 1000 + st.error_bound_ns);
+}
+
 // check_tsc_warp in user space: two threads pinned to different CPUs take a
 // lock, read the clock, compare with the last value any thread read under
 // the same lock, and store theirs.  Any decrease is a time warp.
