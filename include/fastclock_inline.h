@@ -84,6 +84,90 @@ struct fastclock_line_block_v1 {
 /* The global line's latch, for the reads below (the ABI note above). */
 extern const struct fastclock_line_block_v1 *const fastclock_line_v1;
 
+/* CLOCK_MONOTONIC in ns, as fastclock_mono_ns(): the counter read is fenced
+ * (rdtscp, or lfence;rdtsc) behind every earlier load, so it is ordered
+ * after whatever the caller did to synchronise with another thread. */
+static inline int64_t fastclock_mono_ns_inline(void)
+{
+#if defined(__x86_64__)
+    const struct fastclock_line_block_v1 *b = fastclock_line_v1;
+    uint64_t seq, base, span, c, lo, hi, t;
+    int64_t mult, base_ns;
+    uint32_t flags;
+    do {
+        seq = __atomic_load_n(&b->seq, __ATOMIC_ACQUIRE);
+        const struct fastclock_line_slot_v1 *l = &b->line[seq & 1];
+        /* One base register for the fields (as in the library's read). */
+        __asm__("" : "+r"(l));
+        flags = __atomic_load_n(&b->read_flags, __ATOMIC_RELAXED);
+        span = __atomic_load_n(&l->fast_span, __ATOMIC_RELAXED);
+        base = __atomic_load_n(&l->base_tsc, __ATOMIC_RELAXED);
+        mult = __atomic_load_n(&l->mult, __ATOMIC_RELAXED);
+        base_ns = __atomic_load_n(&l->base_ns, __ATOMIC_RELAXED);
+        c = __atomic_load_n(&l->frac_c, __ATOMIC_RELAXED);
+        if (__builtin_expect(span == 0 || (flags & ~1u) != 0, 0))
+            goto call;
+        if (flags & 1u) {
+            uint64_t aux;
+            __asm__ __volatile__("rdtscp" : "=a"(lo), "=d"(hi), "=c"(aux) :: "memory");
+            (void)aux;
+        } else {
+            __asm__ __volatile__("lfence\n\trdtsc" : "=a"(lo), "=d"(hi) :: "memory");
+        }
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    } while (__builtin_expect(seq != __atomic_load_n(&b->seq, __ATOMIC_RELAXED), 0));
+    /* The line's fields pass through here after the counter read, so the
+     * bracket below is computed in its shadow, not ahead of the fence. */
+    __asm__("" : "+r"(base), "+r"(mult) : "r"(hi));
+    t = (hi << 32) | lo;
+    if (__builtin_expect(t - base >= span, 0))
+        goto call;
+    if (__builtin_expect(hi == base >> 32, 1)) {
+        /* The low half times mult plus this high half's bracket: the same
+         * sum mod 2^64, one multiply after the counter read.  Opaque, or
+         * the compiler factors the add back ahead of the multiply. */
+        uint64_t c_hi = c + (base & 0xffffffff00000000ull) * (uint64_t)mult;
+        __asm__("" : "+r"(c_hi));
+        return base_ns + (int64_t)((lo * (uint64_t)mult + c_hi) >> 32);
+    }
+    return base_ns + (int64_t)((t * (uint64_t)mult + c) >> 32);
+call:
+#endif
+    return fastclock_mono_ns();
+}
+
+/* CLOCK_MONOTONIC in ns, as fastclock_mono_ns_unordered(): a bare rdtsc,
+ * monotonic within a thread. */
+static inline int64_t fastclock_mono_ns_unordered_inline(void)
+{
+#if defined(__x86_64__)
+    const struct fastclock_line_block_v1 *b = fastclock_line_v1;
+    uint64_t seq, base, span, c, t;
+    int64_t mult, base_ns;
+    uint32_t lo, hi;
+    do {
+        seq = __atomic_load_n(&b->seq, __ATOMIC_ACQUIRE);
+        const struct fastclock_line_slot_v1 *l = &b->line[seq & 1];
+        __asm__("" : "+r"(l));
+        span = __atomic_load_n(&l->fast_span, __ATOMIC_RELAXED);
+        base = __atomic_load_n(&l->base_tsc, __ATOMIC_RELAXED);
+        mult = __atomic_load_n(&l->mult, __ATOMIC_RELAXED);
+        base_ns = __atomic_load_n(&l->base_ns, __ATOMIC_RELAXED);
+        c = __atomic_load_n(&l->frac_c, __ATOMIC_RELAXED);
+        if (__builtin_expect(span == 0, 0))
+            goto call;
+        __asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
+        t = ((uint64_t)hi << 32) | lo;
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    } while (__builtin_expect(seq != __atomic_load_n(&b->seq, __ATOMIC_RELAXED), 0));
+    if (__builtin_expect(t - base >= span, 0))
+        goto call;
+    return base_ns + (int64_t)((t * (uint64_t)mult + c) >> 32);
+call:
+#endif
+    return fastclock_mono_ns_unordered();
+}
+
 #ifdef __cplusplus
 }
 #endif
