@@ -357,7 +357,7 @@ def lib_page(src):
     if not itop or not itop[0].startswith("fastclock_inline.h: "):
         die("%s does not open with its description comment" % inline)
     first = itop[0][len("fastclock_inline.h: "):]
-    out += [".SH INLINE COARSE CLOCKS"] + prose_to_roff([first[0].upper() + first[1:]] + itop[1:])
+    out += [".SH INLINE CLOCKS"] + prose_to_roff([first[0].upper() + first[1:]] + itop[1:])
     for comment, decls in igroups:
         for d in decls:
             n = decl_name(d)

@@ -62,6 +62,9 @@
  * says): a pointer, so a copy relocation in a non-PIE program copies the
  * address, never the block itself. */
 FC_API const void *const fastclock_coarse_v1 = &fc_coarse;
+/* And its view of the global line (struct fastclock_line_block_v1, checked
+ * against struct fc_latch in line.c), a pointer for the same reason. */
+FC_API const void *const fastclock_line_v1 = &fc_latch;
 __thread struct fc_sec_cache fc_sec_cache[FC_TAI + 1] __attribute__((tls_model("initial-exec")));
 
 __attribute__((noinline)) int64_t fc_new_second(enum fc_kind kind, int64_t ns)

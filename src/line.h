@@ -14,7 +14,10 @@
  *
  * Every line in the library -- the global one and each CPU's in tsc-percpu
  * mode -- is published by fc_line_publish and read by fc_line_read (hot
- * path) or fc_line_copy (slow paths).  Nothing else touches a latch.
+ * path) or fc_line_copy (slow paths).  Nothing else in the library touches a
+ * latch; outside it, fastclock_inline.h's inline reads copy fc_line_read's
+ * MONOTONIC path over the global latch (fastclock_line_v1, layout asserted
+ * in line.c): a change here must keep that copy in step.
  */
 #ifndef FC_LINE_H
 #define FC_LINE_H

@@ -29,11 +29,14 @@ using namespace fctest;
 
 namespace {
 
-// The counter mode this run forces (FASTCLOCK_MODE=percpu: tsc-percpu;
-// otherwise tsc): the guarantees are tested in each.
+// The mode this run forces (FASTCLOCK_MODE=percpu: tsc-percpu; system:
+// system, where only Inline.* runs; otherwise tsc): the guarantees are
+// tested in each.
 std::string wanted_mode()
 {
     const char *v = getenv("FASTCLOCK_MODE");
+    if (v && std::string(v) == "system")
+        return "system"; // the inline reads' run (tests/CMakeLists.txt)
     return v && std::string(v) == "percpu" ? "tsc-percpu" : "tsc";
 }
 
@@ -365,6 +368,135 @@ TEST(Monotonic, UnorderedIsWhatItSays)
     fastclock_status(&st);
     int64_t allowed = 5000 + (wanted_mode() == "tsc-percpu" ? st.error_bound_ns : 0);
     EXPECT_LE(max_warp, allowed) << warps << " steps back across threads";
+}
+
+// ---- the inline fine reads (fastclock_inline.h) ---------------------------
+
+static int64_t mono_inline(void) { return fastclock_mono_ns_inline(); }
+static int64_t mono_unordered_inline(void) { return fastclock_mono_ns_unordered_inline(); }
+// Every other read inline: the inline read and the function on one timeline.
+static int64_t mono_inline_or_call(void)
+{
+    static thread_local unsigned i;
+    return (i++ & 1) ? fastclock_mono_ns_inline() : fastclock_mono_ns();
+}
+
+// Each inline read lies between the function's reads around it (same line,
+// same arithmetic), for both flavours; a wrong field, shift or bracket is
+// microseconds to seconds off.  In tsc-percpu (and mode system, below) the
+// inline read calls the function, and the same must hold.
+template <typename Fn, typename Inl>
+static void expect_bracketed(const char *what, Fn fn, Inl inl)
+{
+    const int n = 2000000;
+    long outside = 0;
+    int64_t worst = 0;
+    for (int i = 0; i < n; i++) {
+        int64_t a = fn();
+        int64_t b = inl();
+        int64_t c = fn();
+        if (b < a || b > c) {
+            outside++;
+            worst = std::max(worst, b < a ? a - b : b - c);
+        }
+    }
+    EXPECT_EQ(outside, 0) << what << ": largest distance outside the bracket " << worst << " ns";
+}
+
+TEST(Inline, BetweenTheFunctionsReadsAroundIt)
+{
+    REQUIRE_COUNTER();
+    expect_bracketed("fastclock_mono_ns_inline", fastclock_mono_ns, [] { return fastclock_mono_ns_inline(); });
+    expect_bracketed("fastclock_mono_ns_unordered_inline", fastclock_mono_ns_unordered,
+                     [] { return fastclock_mono_ns_unordered_inline(); });
+}
+
+// In mode tsc the global line answers, so the tests above ran the inline
+// arithmetic, not the call: the current line's fast_span is non-zero.  In
+// the other modes it is 0, which is what sends the inline reads to the
+// function (fastclock_inline.h).
+TEST(Inline, TheLineAnswersOnlyInModeTsc)
+{
+    std::string coarse;
+    if (counter_too_coarse(&coarse))
+        GTEST_SKIP() << coarse;
+    struct fastclock_status st;
+    fastclock_status(&st);
+    auto span_now = [] {
+        fastclock_mono_ns();
+        uint64_t seq = __atomic_load_n(&fastclock_line_v1->seq, __ATOMIC_ACQUIRE);
+        return __atomic_load_n(&fastclock_line_v1->line[seq & 1].fast_span, __ATOMIC_RELAXED);
+    };
+    if (st.mode == std::string("tsc")) {
+        bool served = false;
+        for (int i = 0; i < 1000 && !served; i++) {
+            served = span_now() != 0;
+            if (!served)
+                usleep(1000);
+        }
+        EXPECT_TRUE(served) << "no published line with a fast_span in a second of mode tsc";
+    } else {
+        for (int i = 0; i < 100; i++, usleep(1000))
+            ASSERT_EQ(span_now(), 0u) << "mode " << st.mode << " publishes a global line the inline read would use";
+    }
+}
+
+TEST(Inline, OrderedAcrossThreadsUnderALock)
+{
+    REQUIRE_COUNTER_EVEN_COARSE();
+    if (online_cpus() < 2)
+        GTEST_SKIP() << "needs two CPUs";
+    int64_t max_warp;
+    long warps = warp_run(mono_inline, 1000000, &max_warp);
+    expect_cross_thread("fastclock_mono_ns_inline", warps, max_warp);
+    warps = warp_run(mono_inline_or_call, 1000000, &max_warp);
+    expect_cross_thread("fastclock_mono_ns_inline and fastclock_mono_ns", warps, max_warp);
+}
+
+TEST(Inline, WithinAThread)
+{
+    REQUIRE_COUNTER_EVEN_COARSE();
+    int64_t prev_o = fastclock_mono_ns_inline(), prev_u = fastclock_mono_ns_unordered_inline();
+    long back_o = 0, back_u = 0;
+    for (int i = 0; i < 3000000; i++) {
+        int64_t o = fastclock_mono_ns_inline();
+        int64_t u = fastclock_mono_ns_unordered_inline();
+        back_o += o < prev_o;
+        back_u += u < prev_u;
+        prev_o = o;
+        prev_u = u;
+    }
+    EXPECT_EQ(back_o, 0);
+    EXPECT_EQ(back_u, 0);
+}
+
+// In every mode (the suite also runs with FASTCLOCK_MODE=system): each inline
+// read lies between the kernel's CLOCK_MONOTONIC before and after it, give
+// or take the error bound the library reports.
+TEST(Inline, WithinTheKernelsBoundsInEveryMode)
+{
+    struct fastclock_status st;
+    fastclock_status(&st);
+    std::printf("mode %s: %s\n", st.mode, st.reason);
+    for (int64_t (*read)(void) : {mono_inline, mono_unordered_inline}) {
+        long outside = 0;
+        int64_t worst = 0;
+        fastclock_status(&st);
+        // The bound grows with the line's age (by ppm: ns over this loop);
+        // 5 us more for the unordered read's own reordering (clock.c).
+        int64_t slack = st.error_bound_ns + 5000;
+        for (int i = 0; i < 200000; i++) {
+            int64_t k0 = kernel_ns(CLOCK_MONOTONIC);
+            int64_t v = read();
+            int64_t k1 = kernel_ns(CLOCK_MONOTONIC);
+            if (v < k0 - slack || v > k1 + slack) {
+                outside++;
+                worst = std::max(worst, v < k0 ? k0 - v : v - k1);
+            }
+        }
+        EXPECT_EQ(outside, 0) << (read == mono_inline ? "ordered" : "unordered") << ": worst " << worst
+                              << " ns outside the kernel's reads (bound " << st.error_bound_ns << " ns)";
+    }
 }
 
 static void accuracy(clockid_t c, int64_t (*ours)(void), double seconds)

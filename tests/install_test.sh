@@ -21,6 +21,8 @@ int main(void) {
     struct fastclock_status st;
     if (fastclock_status(&st) != 0 || fastclock_mono_ns() <= 0) return 1;
     if (fastclock_mono_coarse_ns_inline() <= 0 || fastclock_real_coarse_ns_inline() <= 0) return 2;
+    int64_t a = fastclock_mono_ns(), b = fastclock_mono_ns_inline(), c = fastclock_mono_ns_unordered_inline();
+    if (b < a || c <= 0) return 3;
     printf("%s\n", st.mode);
     return 0;
 }

@@ -1,9 +1,10 @@
 /* Prints what fastclock decided, after exercising every public function.
- * Compiled as strict C11: it is also the check that the header is clean C. */
+ * Compiled as strict C11: it is also the check that the headers are clean C. */
 #include <stdio.h>
 #include <string.h>
 
 #include "fastclock.h"
+#include "fastclock_inline.h"
 
 int main(int argc, char **argv)
 {
@@ -17,6 +18,9 @@ int main(int argc, char **argv)
         sum += (long)(fastclock_real_ns_unordered() & 1);
         sum += (long)(fastclock_mono_coarse_ns() & 1);
         sum += (long)(fastclock_real_coarse_ns() & 1);
+        sum += (long)(fastclock_mono_ns_inline() & 1);
+        sum += (long)(fastclock_mono_ns_unordered_inline() & 1);
+        sum += (long)(fastclock_mono_coarse_ns_inline() & 1);
         sum += (long)(fastclock_ticks_to_ns(fastclock_ticks()) & 1);
         if (fastclock_gettime(CLOCK_MONOTONIC, &ts) || fastclock_gettimeofday(&tv, NULL))
             return 3;
