@@ -78,7 +78,10 @@ struct fastclock_line_block_v1 {
     uint64_t seq;          /* loaded with acquire order, and again after the counter read */
     uint32_t read_flags;   /* ordered reads: bit 0 rdtscp, else lfence;rdtsc; any other bit: call the function */
     uint32_t reserved0;    /* the library's */
-    uint64_t reserved1[6]; /* the library's */
+    /* Non-NULL where the kernel answers every read (mode system, decided at
+     * start-up): its clock_gettime, to call as the function would. */
+    int (*kernel_gettime)(clockid_t, struct timespec *);
+    uint64_t reserved1[5]; /* the library's */
     struct fastclock_line_slot_v1 line[2];
 };
 /* The global line's latch, for the reads below (the ABI note above). */
@@ -132,6 +135,14 @@ static inline int64_t fastclock_mono_ns_inline(void)
     }
     return base_ns + (int64_t)((t * (uint64_t)mult + c) >> 32);
 call:
+    /* Mode system: the kernel's clock, one call, as libc's would be (through
+     * the function it cost a PLT jump and the function's own checks more). */
+    {
+        int (*kernel)(clockid_t, struct timespec *) = __atomic_load_n(&b->kernel_gettime, __ATOMIC_RELAXED);
+        struct timespec ts;
+        if (kernel != 0 && kernel(CLOCK_MONOTONIC, &ts) == 0)
+            return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    }
 #endif
     return fastclock_mono_ns();
 }
@@ -164,6 +175,14 @@ static inline int64_t fastclock_mono_ns_unordered_inline(void)
         goto call;
     return base_ns + (int64_t)((t * (uint64_t)mult + c) >> 32);
 call:
+    /* Mode system: the kernel's clock, one call, as libc's would be (through
+     * the function it cost a PLT jump and the function's own checks more). */
+    {
+        int (*kernel)(clockid_t, struct timespec *) = __atomic_load_n(&b->kernel_gettime, __ATOMIC_RELAXED);
+        struct timespec ts;
+        if (kernel != 0 && kernel(CLOCK_MONOTONIC, &ts) == 0)
+            return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    }
 #endif
     return fastclock_mono_ns_unordered();
 }

@@ -123,6 +123,8 @@ static fc_direct_fn route_decided(void)
          * kernel's, one jump away (upkeep.h). */
         if (atomic_load_explicit(&fc_coarse.floor_mono, memory_order_relaxed) == 0)
             atomic_store_explicit(&fc_coarse.direct, next, memory_order_relaxed);
+        /* fastclock_inline.h's reads: the same route, without the call into us. */
+        atomic_store_explicit(&fc_latch.kernel_direct, next, memory_order_relaxed);
     }
     fc_direct_fn expected = atomic_load_explicit(&fc_direct_gettime, memory_order_acquire);
     if (expected == deferred_gettime || expected == deciding_gettime)

@@ -21,6 +21,8 @@ struct fc_latch fc_latch;
 FC_SAME_FIELD(struct fc_latch, struct fastclock_line_block_v1, seq);
 FC_SAME_FIELD(struct fc_latch, struct fastclock_line_block_v1, read_flags);
 FC_SAME_FIELD(struct fc_latch, struct fastclock_line_block_v1, line);
+_Static_assert(offsetof(struct fc_latch, kernel_direct) == offsetof(struct fastclock_line_block_v1, kernel_gettime),
+               "fastclock_inline.h's kernel_gettime no longer mirrors fc_latch.kernel_direct");
 FC_SAME_FIELD(struct fc_line, struct fastclock_line_slot_v1, base_tsc);
 FC_SAME_FIELD(struct fc_line, struct fastclock_line_slot_v1, fast_span);
 FC_SAME_FIELD(struct fc_line, struct fastclock_line_slot_v1, mult);
