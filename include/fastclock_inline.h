@@ -87,6 +87,21 @@ struct fastclock_line_block_v1 {
 /* The global line's latch, for the reads below (the ABI note above). */
 extern const struct fastclock_line_block_v1 *const fastclock_line_v1;
 
+#if defined(__x86_64__)
+/* The header's own (a trailing underscore: not the library's API).  Where
+ * the line cannot answer: in mode system the kernel's clock, one call, as
+ * libc's would be (through the function it cost a PLT jump and the
+ * function's own checks more); else the function. */
+static inline int64_t fastclock_line_fallback_v1_(const struct fastclock_line_block_v1 *b, int64_t (*fn)(void))
+{
+    int (*kernel)(clockid_t, struct timespec *) = __atomic_load_n(&b->kernel_gettime, __ATOMIC_RELAXED);
+    struct timespec ts;
+    if (kernel != 0 && kernel(CLOCK_MONOTONIC, &ts) == 0)
+        return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    return fn();
+}
+#endif
+
 /* CLOCK_MONOTONIC in ns, as fastclock_mono_ns(): the counter read is fenced
  * (rdtscp, or lfence;rdtsc) behind every earlier load, so it is ordered
  * after whatever the caller did to synchronise with another thread. */
@@ -135,14 +150,7 @@ static inline int64_t fastclock_mono_ns_inline(void)
     }
     return base_ns + (int64_t)((t * (uint64_t)mult + c) >> 32);
 call:
-    /* Mode system: the kernel's clock, one call, as libc's would be (through
-     * the function it cost a PLT jump and the function's own checks more). */
-    {
-        int (*kernel)(clockid_t, struct timespec *) = __atomic_load_n(&b->kernel_gettime, __ATOMIC_RELAXED);
-        struct timespec ts;
-        if (kernel != 0 && kernel(CLOCK_MONOTONIC, &ts) == 0)
-            return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-    }
+    return fastclock_line_fallback_v1_(b, fastclock_mono_ns);
 #endif
     return fastclock_mono_ns();
 }
@@ -175,14 +183,7 @@ static inline int64_t fastclock_mono_ns_unordered_inline(void)
         goto call;
     return base_ns + (int64_t)((t * (uint64_t)mult + c) >> 32);
 call:
-    /* Mode system: the kernel's clock, one call, as libc's would be (through
-     * the function it cost a PLT jump and the function's own checks more). */
-    {
-        int (*kernel)(clockid_t, struct timespec *) = __atomic_load_n(&b->kernel_gettime, __ATOMIC_RELAXED);
-        struct timespec ts;
-        if (kernel != 0 && kernel(CLOCK_MONOTONIC, &ts) == 0)
-            return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-    }
+    return fastclock_line_fallback_v1_(b, fastclock_mono_ns_unordered);
 #endif
     return fastclock_mono_ns_unordered();
 }

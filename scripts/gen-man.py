@@ -287,7 +287,8 @@ def parse_header(path):
                 decls, pending = [], None
             continue
         if "fastclock_" in line and (line.endswith(";") or line.endswith(")")) \
-                and not line.startswith("return") and "__atomic" not in line and " = " not in line:
+                and not line.startswith("return") and "__atomic" not in line and " = " not in line \
+                and not re.search(r"fastclock_\w+_\s*\(", line):  # the header's own helpers
             decls.append(line.rstrip(";").strip())
     if decls:
         groups.append((pending, decls))

@@ -310,7 +310,7 @@ static FC_COLD int64_t slow_read(enum fc_kind kind, int ordered)
             continue;
         }
         if (mode == FC_MODE_PERCPU)
-            return kind == FC_MONO ? fc_percpu_read_mono() : fc_percpu_read(kind);
+            return fc_percpu_read(kind);
         struct fc_full f;
         snapshot_full(&f, ordered);
         int64_t v;
@@ -371,7 +371,7 @@ __attribute__((noinline)) int64_t fc_slow_read(enum fc_kind kind, int ordered)
         return direct_ns(f, fc_kind_clock(kind));
     /* tsc-percpu's reads, every one of them (the global line routes them here). */
     if (FC_LIKELY(!fc_kind_is_wall(kind) && atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_PERCPU))
-        return kind == FC_MONO ? fc_percpu_read_mono() : fc_percpu_read(kind);
+        return fc_percpu_read(kind);
     return slow_read(kind, ordered);
 }
 

@@ -96,11 +96,8 @@ FC_INLINE int fc_percpu_read_fast(enum fc_kind kind, int64_t *out)
 /* Allocates the per-CPU lines and checks that TSC_AUX names the CPU.
  * Async-signal-safe (mmap, getcpu).  0, or -1 with the reason in why. */
 int fc_percpu_setup(char *why, size_t why_size);
-/* The read path of mode tsc-percpu: the inline read, else the slow one.
- * MONOTONIC, which every wall read here is built on too, has its own with
- * the kind folded in. */
+/* The read path of mode tsc-percpu: the inline read, else the slow one. */
 int64_t fc_percpu_read(enum fc_kind kind);
-int64_t fc_percpu_read_mono(void);
 int64_t fc_percpu_read_slow(enum fc_kind kind);
 /* Calibrator thread, pinned to `cpu`: start or refresh that CPU's line. */
 void fc_percpu_maintain_cpu(int cpu, int force);

@@ -220,15 +220,15 @@ TEST(Bounds, RealBoundedContainsTheKernelsRealtime)
                 (long long)st.real_error_bound_ns);
 }
 
-TEST(Monotonic, WithinAThread)
+// n reads of each flavour, interleaved in one thread: the steps back of each.
+template <class Ordered, class Unordered>
+static void expect_monotonic_within_a_thread(Ordered ordered, Unordered unordered, int n)
 {
-    REQUIRE_COUNTER_EVEN_COARSE();
-    const int n = 5000000;
-    int64_t prev_o = fastclock_mono_ns(), prev_u = fastclock_mono_ns_unordered();
+    int64_t prev_o = ordered(), prev_u = unordered();
     long back_o = 0, back_u = 0;
     for (int i = 0; i < n; i++) {
-        int64_t o = fastclock_mono_ns();
-        int64_t u = fastclock_mono_ns_unordered();
+        int64_t o = ordered();
+        int64_t u = unordered();
         back_o += o < prev_o;
         back_u += u < prev_u;
         prev_o = o;
@@ -236,6 +236,12 @@ TEST(Monotonic, WithinAThread)
     }
     EXPECT_EQ(back_o, 0);
     EXPECT_EQ(back_u, 0);
+}
+
+TEST(Monotonic, WithinAThread)
+{
+    REQUIRE_COUNTER_EVEN_COARSE();
+    expect_monotonic_within_a_thread(fastclock_mono_ns, fastclock_mono_ns_unordered, 5000000);
 }
 
 // A thread moved to another CPU before every read: in tsc-percpu each read
@@ -456,18 +462,9 @@ TEST(Inline, OrderedAcrossThreadsUnderALock)
 TEST(Inline, WithinAThread)
 {
     REQUIRE_COUNTER_EVEN_COARSE();
-    int64_t prev_o = fastclock_mono_ns_inline(), prev_u = fastclock_mono_ns_unordered_inline();
-    long back_o = 0, back_u = 0;
-    for (int i = 0; i < 3000000; i++) {
-        int64_t o = fastclock_mono_ns_inline();
-        int64_t u = fastclock_mono_ns_unordered_inline();
-        back_o += o < prev_o;
-        back_u += u < prev_u;
-        prev_o = o;
-        prev_u = u;
-    }
-    EXPECT_EQ(back_o, 0);
-    EXPECT_EQ(back_u, 0);
+    // Lambdas, so that the reads are inlined into the loop as a caller's are.
+    expect_monotonic_within_a_thread([] { return fastclock_mono_ns_inline(); },
+                                     [] { return fastclock_mono_ns_unordered_inline(); }, 3000000);
 }
 
 // In every mode (the suite also runs with FASTCLOCK_MODE=system): each inline
