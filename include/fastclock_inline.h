@@ -21,10 +21,11 @@
  *
  * ABI: the library exports fastclock_coarse_v1, a constant pointer to a block
  * whose first two 64-bit words are the published MONOTONIC and REALTIME
- * values (MONOTONIC 0: nobody ticks), and fastclock_line_v1, a constant
- * pointer to the global line's latch as struct fastclock_line_block_v1
- * describes it (the library checks its own layout against that struct when
- * it is compiled).  A later layout gets a new name; these stay as long as the
+ * values (MONOTONIC 0: nobody ticks) and whose fourth is the kernel's clock
+ * where nobody will tick (struct fastclock_coarse_block_v1), and
+ * fastclock_line_v1, a constant pointer to the global line's latch as
+ * struct fastclock_line_block_v1 describes it (the library checks its own
+ * layouts against both structs when it is compiled).  A later layout gets a new name; these stay as long as the
  * library's major version does.  A library whose line no longer has this
  * layout keeps exporting fastclock_line_v1, pointing at a latch whose lines
  * have fast_span 0, so programs built against this header call the function.
@@ -41,15 +42,34 @@ extern "C" {
 struct fastclock_coarse_block_v1 {
     int64_t mono; /* CLOCK_MONOTONIC ns, 0 while nobody ticks */
     int64_t real; /* CLOCK_REALTIME ns, valid while mono != 0 */
+    int64_t reserved; /* the library's */
+    /* Non-NULL where nobody ticks and nobody did (mode system, the lazy
+     * calibrator): the kernel's clock_gettime, which the functions call for
+     * the _COARSE clocks then. */
+    int (*kernel_gettime)(clockid_t, struct timespec *);
 };
 extern const struct fastclock_coarse_block_v1 *const fastclock_coarse_v1;
+
+/* The header's own (a trailing underscore: not the library's API).  Nobody
+ * ticks: the kernel's coarse clock, one call, as libc's would be (through
+ * the function it cost a PLT jump and the function's own loads more);
+ * else the function. */
+static inline int64_t fastclock_coarse_fallback_v1_(clockid_t id, int64_t (*fn)(void))
+{
+    int (*kernel)(clockid_t, struct timespec *) =
+        __atomic_load_n(&fastclock_coarse_v1->kernel_gettime, __ATOMIC_RELAXED);
+    struct timespec ts;
+    if (kernel != 0 && kernel(id, &ts) == 0)
+        return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    return fn();
+}
 
 /* Coarse MONOTONIC and REALTIME, as fastclock_mono_coarse_ns() and
  * fastclock_real_coarse_ns(). */
 static inline int64_t fastclock_mono_coarse_ns_inline(void)
 {
     int64_t v = __atomic_load_n(&fastclock_coarse_v1->mono, __ATOMIC_ACQUIRE);
-    return __builtin_expect(v != 0, 1) ? v : fastclock_mono_coarse_ns();
+    return __builtin_expect(v != 0, 1) ? v : fastclock_coarse_fallback_v1_(CLOCK_MONOTONIC_COARSE, fastclock_mono_coarse_ns);
 }
 
 static inline int64_t fastclock_real_coarse_ns_inline(void)
@@ -57,7 +77,7 @@ static inline int64_t fastclock_real_coarse_ns_inline(void)
     const struct fastclock_coarse_block_v1 *b = fastclock_coarse_v1;
     if (__builtin_expect(__atomic_load_n(&b->mono, __ATOMIC_ACQUIRE) != 0, 1))
         return __atomic_load_n(&b->real, __ATOMIC_RELAXED);
-    return fastclock_real_coarse_ns();
+    return fastclock_coarse_fallback_v1_(CLOCK_REALTIME_COARSE, fastclock_real_coarse_ns);
 }
 
 /* One line: CLOCK_MONOTONIC at counter t, for t - base_tsc < fast_span, is

@@ -3,13 +3,23 @@
 #include "upkeep.h"
 
 #include <limits.h>
+#include <stddef.h>
 #include <linux/futex.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "fastclock_inline.h"
+
 struct fc_coarse fc_coarse;
+
+/* fastclock_inline.h reads this block through fastclock_coarse_v1: keep its
+ * mirror true (a change that moves these does not build). */
+_Static_assert(offsetof(struct fc_coarse, mono) == offsetof(struct fastclock_coarse_block_v1, mono) &&
+                   offsetof(struct fc_coarse, real) == offsetof(struct fastclock_coarse_block_v1, real) &&
+                   offsetof(struct fc_coarse, direct) == offsetof(struct fastclock_coarse_block_v1, kernel_gettime),
+               "fastclock_inline.h's struct fastclock_coarse_block_v1 no longer mirrors struct fc_coarse");
 
 static _Atomic int running;
 static _Atomic int paused;
