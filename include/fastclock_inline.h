@@ -137,14 +137,16 @@ static inline int64_t fastclock_mono_ns_inline(void)
         const struct fastclock_line_slot_v1 *l = &b->line[seq & 1];
         /* One base register for the fields (as in the library's read). */
         __asm__("" : "+r"(l));
+        /* The line's answer or not first: where it has none (mode system),
+         * the kernel's clock follows without loading the rest. */
         flags = __atomic_load_n(&b->read_flags, __ATOMIC_RELAXED);
         span = __atomic_load_n(&l->fast_span, __ATOMIC_RELAXED);
+        if (__builtin_expect(span == 0 || (flags & ~1u) != 0, 0))
+            goto call;
         base = __atomic_load_n(&l->base_tsc, __ATOMIC_RELAXED);
         mult = __atomic_load_n(&l->mult, __ATOMIC_RELAXED);
         base_ns = __atomic_load_n(&l->base_ns, __ATOMIC_RELAXED);
         c = __atomic_load_n(&l->frac_c, __ATOMIC_RELAXED);
-        if (__builtin_expect(span == 0 || (flags & ~1u) != 0, 0))
-            goto call;
         if (flags & 1u) {
             uint64_t aux;
             __asm__ __volatile__("rdtscp" : "=a"(lo), "=d"(hi), "=c"(aux) :: "memory");
@@ -189,12 +191,12 @@ static inline int64_t fastclock_mono_ns_unordered_inline(void)
         const struct fastclock_line_slot_v1 *l = &b->line[seq & 1];
         __asm__("" : "+r"(l));
         span = __atomic_load_n(&l->fast_span, __ATOMIC_RELAXED);
+        if (__builtin_expect(span == 0, 0))
+            goto call;
         base = __atomic_load_n(&l->base_tsc, __ATOMIC_RELAXED);
         mult = __atomic_load_n(&l->mult, __ATOMIC_RELAXED);
         base_ns = __atomic_load_n(&l->base_ns, __ATOMIC_RELAXED);
         c = __atomic_load_n(&l->frac_c, __ATOMIC_RELAXED);
-        if (__builtin_expect(span == 0, 0))
-            goto call;
         __asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
         t = ((uint64_t)hi << 32) | lo;
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
