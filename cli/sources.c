@@ -16,6 +16,7 @@
 
 #include "counter.h"
 #include "fastclock.h"
+#include "fastclock_inline.h"
 #include "util.h"
 
 const struct clock_name src_clocks[] = {
@@ -123,6 +124,9 @@ SOURCE(fc_real_u, fastclock_real_ns_unordered())
 SOURCE(fc_mono_c, fastclock_mono_coarse_ns())
 SOURCE(fc_real_c, fastclock_real_coarse_ns())
 SOURCE(fc_ticks, fastclock_ticks())
+SOURCE(fc_mono_i, fastclock_mono_ns_inline())
+SOURCE(fc_mono_ui, fastclock_mono_ns_unordered_inline())
+SOURCE(fc_mono_ci, fastclock_mono_coarse_ns_inline())
 SOURCE(fc_gettime, ({
            struct timespec ts_;
            fastclock_gettime(CLOCK_MONOTONIC, &ts_);
@@ -188,6 +192,9 @@ void src_fastclock(struct source *s, int which)
         {"fastclock_real_coarse_ns", "about 1 ms resolution", l_fc_real_c, r_fc_real_c, UNIT_NS},
         {"fastclock_ticks", "raw counter for intervals in one thread", l_fc_ticks, r_fc_ticks, UNIT_TICKS},
         {"fastclock_gettime(CLOCK_MONOTONIC)", "clock_gettime-compatible", l_fc_gettime, r_fc_gettime, UNIT_NS},
+        {"fastclock_mono_ns_inline", "fastclock_inline.h: no call", l_fc_mono_i, r_fc_mono_i, UNIT_NS},
+        {"fastclock_mono_ns_unordered_inline", "fastclock_inline.h: no call", l_fc_mono_ui, r_fc_mono_ui, UNIT_NS},
+        {"fastclock_mono_coarse_ns_inline", "fastclock_inline.h: a load", l_fc_mono_ci, r_fc_mono_ci, UNIT_NS},
     };
     init(s, t[which].key, t[which].note, GROUP_FASTCLOCK, t[which].loop, t[which].read, t[which].unit, 0);
 }

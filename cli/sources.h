@@ -63,7 +63,8 @@ void src_time(struct source *s, int via_syscall);   /* via_syscall: 0 on arm64 (
 
 enum {
     FC_SRC_MONO, FC_SRC_MONO_UNORDERED, FC_SRC_REAL, FC_SRC_REAL_UNORDERED,
-    FC_SRC_MONO_COARSE, FC_SRC_REAL_COARSE, FC_SRC_TICKS, FC_SRC_GETTIME, FC_SRC_COUNT
+    FC_SRC_MONO_COARSE, FC_SRC_REAL_COARSE, FC_SRC_TICKS, FC_SRC_GETTIME,
+    FC_SRC_MONO_INLINE, FC_SRC_MONO_UNORDERED_INLINE, FC_SRC_MONO_COARSE_INLINE, FC_SRC_COUNT
 };
 
 /* Measure ns per call of n sources: each batch lasts about batch_ns,

@@ -316,7 +316,8 @@ class Bench(unittest.TestCase):
                     else {"rdtsc", "rdtscp", "lfence;rdtsc"})
         expected = counters | {"fastclock_mono_ns", "fastclock_mono_ns_unordered",
                     "fastclock_real_ns", "fastclock_real_ns_unordered", "fastclock_mono_coarse_ns",
-                    "fastclock_real_coarse_ns", "fastclock_ticks", "gettimeofday", "time",
+                    "fastclock_real_coarse_ns", "fastclock_ticks", "fastclock_mono_ns_inline",
+                    "fastclock_mono_ns_unordered_inline", "fastclock_mono_coarse_ns_inline", "gettimeofday", "time",
                     "syscall(clock_gettime, CLOCK_MONOTONIC)", "clock_gettime(CLOCK_MONOTONIC)",
                     "clock_gettime(CLOCK_REALTIME)", "clock_gettime(CLOCK_PROCESS_CPUTIME_ID)",
                     "clock_gettime(CLOCK_MONOTONIC_COARSE)", "clock_gettime(CLOCK_TAI)"}
