@@ -80,8 +80,13 @@ public final class FastClock {
                 // JDK's call of the same clock: no measurement decides that.
                 boolean monoIsKernel = "system".equals(st.get("mode"));
                 boolean realIsKernel = monoIsKernel || "vdso".equals(st.get("real_source"));
+                // Mode tsc with the line answering ordered reads (the counter is an
+                // instruction, not "clock_gettime (...)"): see Routes.decide.
+                String counter = st.get("counter");
+                boolean monoIsLine = "tsc".equals(st.get("mode")) && counter != null
+                        && !counter.startsWith("clock_gettime");
                 routes = Props.flag("fastclock.preferJdkClocks", true)
-                        ? Routes.decide(binding, costs, monoIsKernel, realIsKernel)
+                        ? Routes.decide(binding, costs, monoIsKernel, realIsKernel, monoIsLine)
                         : Routes.allNative(binding, costs);
             }
         } catch (Throwable t) {

@@ -96,6 +96,27 @@ class JdkClocksTest {
     }
 
     @Test
+    void whereTheLineAnswersOverFfmItsMeasuredRatioDoesNotDecideNanoTime() {
+        // Mode tsc, the line answering ordered reads: over FFM fastclock's
+        // nanoTime() is the kernel's work less the split, whatever a jittery
+        // ratio says (0.92 against MARGIN 0.95 flipped 1 of 20 JVMs, JDK 25).
+        Set<String> seen = new HashSet<>();
+        for (double ratio = 0.85; ratio <= 1.15; ratio += 0.01) {
+            Routes r = Routes.decide("ffm", costs(16.4 * ratio, 9.0, 16.4, 11.5, 16.4, 16.4), false, true, true);
+            assertTrue(r.nanoTime, "ratio " + ratio + ": " + r.answers);
+            assertTrue(r.costs.contains("by construction"), r.costs);
+            seen.add(r.answers);
+        }
+        assertEquals(1, seen.size(), seen.toString());
+        // Through JNI the transition is measured against the kernel's call, as before.
+        assertFalse(Routes.decide("jni", costs(15.0, 9.0, 16.4, 11.5, 16.4, 16.4), false, true, true).nanoTime);
+        // Not the line (tsc-percpu, or ordered reads routed to the kernel): measured.
+        assertFalse(Routes.decide("ffm", costs(20.9, 20.8, 16.4, 16.4, 16.4, 16.4), false, true, false).nanoTime);
+        // Mode system: the kernel's own read, the JDK answers.
+        assertFalse(Routes.decide("ffm", costs(16.4, 16.4, 16.4, 16.4, 16.4, 16.4), true, true, true).nanoTime);
+    }
+
+    @Test
     void aSlowFastclockReadLeavesInstantNowAnswering() {
         // tsc-percpu's per-CPU lookup made the unordered wall read cost 33 ns here.
         Routes r = Routes.decide("ffm", costs(24.2, 24.0, 23.8, 33.1, 23.9, 24.0));
