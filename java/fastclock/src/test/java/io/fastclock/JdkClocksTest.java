@@ -117,6 +117,23 @@ class JdkClocksTest {
     }
 
     @Test
+    void jniBeforeABareCounterReadCostsMoreThanItsNoOp() {
+        // An Intel Xeon guest, JDK 17: the unordered read is 9.0 ns in C and
+        // clock_gettime 16.4; through JNI it measured 17.9 (1.08x System.nanoTime()),
+        // so the JDK answers nanoTimeUnordered(); the unordered wall read (11.6 + 9
+        // against Instant.now()'s ~25) still goes to fastclock.
+        Routes r = Routes.decide("jni", costs(15.1, 9.0, 16.5, 11.6, 16.4, 16.5), false, true, true);
+        assertFalse(r.nanoTimeUnordered, r.answers);
+        assertFalse(r.nanoTime, r.answers);
+        assertTrue(r.currentTimeNanos, r.answers);
+        assertTrue(r.currentTimeNanosUnordered, r.answers);
+        // An AMD EPYC guest: 11.5 + 9 against 0.95 x 28.7, fastclock (JMH there: 0.53x).
+        assertTrue(Routes.decide("jni", costs(24.4, 11.5, 28.2, 15.0, 28.7, 28.2), false, true, true).nanoTimeUnordered);
+        // FFM adds nothing before either kind of read.
+        assertTrue(Routes.decide("ffm", costs(15.1, 9.0, 16.5, 11.6, 16.4, 16.5), false, true, true).nanoTimeUnordered);
+    }
+
+    @Test
     void aSlowFastclockReadLeavesInstantNowAnswering() {
         // tsc-percpu's per-CPU lookup made the unordered wall read cost 33 ns here.
         Routes r = Routes.decide("ffm", costs(24.2, 24.0, 23.8, 33.1, 23.9, 24.0));
