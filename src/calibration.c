@@ -163,8 +163,38 @@ void fc_track_unlock(const struct fc_track *t)
     atomic_store_explicit(t->lock, 0, memory_order_release);
 }
 
-int fc_cal_trylock(void) { return fc_track_trylock(&fc_global_track); }
-void fc_cal_unlock(void) { fc_track_unlock(&fc_global_track); }
+/* Set before the lock is taken and cleared after it is released, so that a
+ * handler on the holder's thread always sees it while the lock is held.
+ * Restored, not cleared, on a failed try: a handler's own try, nested in a
+ * holder's critical section, must leave the holder's flag set. */
+static __thread int cal_held_here __attribute__((tls_model("initial-exec")));
+
+int fc_cal_trylock(void)
+{
+    int outer = cal_held_here;
+    cal_held_here = 1;
+    atomic_signal_fence(memory_order_seq_cst);
+    int won = fc_track_trylock(&fc_global_track);
+    atomic_signal_fence(memory_order_seq_cst);
+    if (!won)
+        cal_held_here = outer;
+    return won;
+}
+
+void fc_cal_unlock(void)
+{
+    fc_track_unlock(&fc_global_track);
+    atomic_signal_fence(memory_order_seq_cst);
+    cal_held_here = 0;
+}
+
+int fc_cal_held_here(void) { return cal_held_here; }
+
+void fc_cal_reset_in_child(void)
+{
+    atomic_store_explicit(fc_global_track.lock, 0, memory_order_relaxed);
+    cal_held_here = 0;
+}
 
 static int64_t abs64(int64_t v) { return v < 0 ? -v : v; }
 /* fabs and llround without libm (the library depends on libc and pthreads only). */

@@ -69,6 +69,11 @@ void fc_track_unlock(const struct fc_track *t);
 /* The global lock (the global track's). */
 int fc_cal_trylock(void);
 void fc_cal_unlock(void);
+/* Whether this thread holds it: a signal handler that interrupted the holder
+ * must not wait for it (it would wait for itself). */
+int fc_cal_held_here(void);
+/* In a fork child: the lock is free and nobody holds it. */
+void fc_cal_reset_in_child(void);
 
 /* With the lock held, at the mode decision: the first calibration sample.
  * Returns 0, or -1 with a reason written to why.  The first line follows

@@ -329,7 +329,7 @@ static void fc_calibrator_after_fork_child(void)
 {
     /* The thread does not exist in the child: readers calibrate from now on. */
     fc_upkeep_set_running(0);
-    atomic_store_explicit(fc_global_track.lock, 0, memory_order_relaxed);
+    fc_cal_reset_in_child();
     fc_percpu_after_fork_child();
     fc_sync_after_fork_child();
     if (atomic_load_explicit(&fc_coarse.mono, memory_order_relaxed) != 0)

@@ -496,20 +496,49 @@ void fc_wait_decided(void)
 
 /* Mode tsc, no line yet: publish the first one as soon as its baseline
  * allows (~20 us from the decision), for callers that want the counter's
- * figures now (status, ticks_to_ns).  Waits only for the baseline, never for
- * a lock holder (a signal handler may have interrupted it on this thread). */
+ * figures now (status, ticks_to_ns).  Another thread may be publishing it
+ * (the calibrator, a reader): wait for that, bounded in time -- not in
+ * turns, a preempted holder is away a scheduler slice -- but never for a
+ * holder on this thread (a signal handler that interrupted it). */
+#define FIRST_LINE_WAIT_NS 100000000LL /* the line comes ~20 us after the decision */
+
+static int64_t real_mono_ns(void) /* the kernel's, never the test seam's: it bounds a wait */
+{
+    struct timespec ts;
+    if (fc_refclock_direct()(CLOCK_MONOTONIC, &ts) != 0)
+        return 0;
+    return fc_ts_to_ns(&ts);
+}
+
 void fc_first_line_now(void)
 {
-    for (int i = 0; i < 1000; i++) {
+    int turns = 0, waits = 0;
+    int64_t give_up = 0;
+    for (;;) {
         if (atomic_load_explicit(&fc_mode, memory_order_acquire) != FC_MODE_TSC ||
-            fc_line_current(&fc_latch)->mult != 0 || !fc_cal_trylock())
+            fc_line_current(&fc_latch)->mult != 0)
             return;
-        int r = fc_mode_recalibrate();
-        fc_cal_unlock();
-        if (r != FC_RECAL_SKIPPED)
+        if (fc_cal_trylock()) {
+            int r = fc_mode_recalibrate();
+            fc_cal_unlock();
+            if (r != FC_RECAL_SKIPPED || ++turns >= 1000)
+                return;
+            for (int j = 0; j < 100; j++) /* ~1 us: the baseline is 20 us */
+                fc_cpu_relax();
+            continue;
+        }
+        if (fc_cal_held_here())
             return;
-        for (int j = 0; j < 100; j++) /* ~1 us: the baseline is 20 us */
+        if (++waits < 1000) {
             fc_cpu_relax();
+            continue;
+        }
+        int64_t now = real_mono_ns();
+        if (!give_up)
+            give_up = now + FIRST_LINE_WAIT_NS;
+        else if (now > give_up)
+            return;
+        sched_yield();
     }
 }
 

@@ -79,6 +79,16 @@ int fc_test_recalibrate(void)
     return r;
 }
 
+void fc_test_hold_writer_lock(int hold)
+{
+    if (!hold) {
+        fc_cal_unlock();
+        return;
+    }
+    while (!fc_cal_trylock())
+        fc_cpu_relax();
+}
+
 void fc_test_fail_to_system(const char *why)
 {
     while (!fc_cal_trylock())

@@ -36,6 +36,9 @@ int fc_test_recalibrate(void);
 void fc_test_pause_calibrator(int paused);
 /* What the calibrator does when its start-up warp check fails. */
 void fc_test_switch_to_percpu(const char *why);
+/* Take (1: waits for it) or release (0) the global line's writer lock, as
+ * a calibration in progress on this thread holds it. */
+void fc_test_hold_writer_lock(int hold);
 /* What a fail-safe does: leave the counter for the kernel's clocks. */
 void fc_test_fail_to_system(const char *why);
 

@@ -1291,6 +1291,54 @@ TEST(RealMachine, TicksKeepTheirUnitAcrossModeChanges)
     fc_test_reset(nullptr);
 }
 
+// Right after the decision another thread (the calibrator, a reader) may be
+// publishing the first line: status waits for it rather than report mode
+// tsc with no counter figures (this flaked once: counter_hz 0).  A holder
+// on the caller's own thread -- a signal handler interrupting it -- is never
+// waited for.
+TEST(RealMachine, StatusWaitsForAFirstLineBeingPublishedElsewhere)
+{
+    std::string coarse;
+    if (fctest::counter_too_coarse(&coarse))
+        GTEST_SKIP() << coarse;
+    struct fc_test_line line = {};
+    for (int attempt = 0; attempt < 20; attempt++) {
+        setenv("FASTCLOCK_MODE", "tsc", 1);
+        fc_test_reset(nullptr); // no calibrator thread: nobody publishes unasked
+        fastclock_mono_ns();    // decides; the first line needs a 20 us old baseline
+        unsetenv("FASTCLOCK_MODE");
+        fc_test_current_line(&line);
+        if (line.mult == 0)
+            break;
+    }
+    struct fastclock_status st;
+    ASSERT_EQ(line.mult, 0) << "a first line came too soon to test (preempted 20 times?)";
+
+    // Held on this thread: status must not wait for itself.
+    fc_test_hold_writer_lock(1);
+    int64_t t0 = fctest::kernel_ns(CLOCK_MONOTONIC);
+    fastclock_status(&st);
+    int64_t own_wait = fctest::kernel_ns(CLOCK_MONOTONIC) - t0;
+    EXPECT_STREQ(st.mode, "tsc") << st.reason;
+    EXPECT_EQ(st.counter_hz, 0) << "published under a lock held elsewhere?";
+    EXPECT_LT(own_wait, 50000000) << "waited for a lock held by its own thread";
+
+    // Held by another thread for 20 ms: status waits and reports the line.
+    std::atomic<bool> done{false};
+    std::thread asker([&] {
+        fastclock_status(&st);
+        done = true;
+    });
+    usleep(20000);
+    bool waited = !done.load();
+    fc_test_hold_writer_lock(0);
+    asker.join();
+    EXPECT_TRUE(waited) << "status returned while the first line was being published";
+    EXPECT_STREQ(st.mode, "tsc") << st.reason;
+    EXPECT_GT(st.counter_hz, 1e6);
+    fc_test_reset(nullptr);
+}
+
 TEST(RealMachine, PerCpuModeGuarantees)
 {
     setenv("FASTCLOCK_MODE", "percpu", 1);
