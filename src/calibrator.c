@@ -185,7 +185,7 @@ static void calibrate_every_cpu(const cpu_set_t *allowed, int force)
 static int64_t interval_ns(int mode)
 {
     if (mode == FC_MODE_PERCPU)
-        return fc_percpu_interval_ns();
+        return fc_percpu_to_kernel() ? FC_NS_PER_SEC : fc_percpu_interval_ns(); /* routed: no lines to keep */
     struct fc_cal_stats st;
     fc_cal_stats(&st);
     return st.interval_ns;
@@ -293,7 +293,7 @@ static void *calibrator_main(void *arg)
                         fc_mode_recalibrate();
                     fc_cal_unlock();
                 }
-            } else {
+            } else if (!fc_percpu_to_kernel()) {
                 calibrate_every_cpu(&allowed, force);
             }
             last_cal = fastclock_mono_ns();

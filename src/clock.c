@@ -117,11 +117,12 @@ static enum fc_kind kind_of(clockid_t id)
 static fc_direct_fn route_decided(void)
 {
     fc_direct_fn next = 0;
-    if (fc_system_from_start()) {
+    if (fc_kernel_from_start()) {
         next = fc_seam.kernel_gettime ? fc_seam.kernel_gettime : fc_refclock_direct();
-        /* No ticker will serve the coarse clocks, and none ever did: the
-         * kernel's, one jump away (upkeep.h). */
-        if (atomic_load_explicit(&fc_coarse.floor_mono, memory_order_relaxed) == 0)
+        /* Mode system: no ticker will serve the coarse clocks, and none ever
+         * did: the kernel's, one jump away (upkeep.h).  (tsc-percpu's ticker
+         * serves them from memory.) */
+        if (fc_system_from_start() && atomic_load_explicit(&fc_coarse.floor_mono, memory_order_relaxed) == 0)
             atomic_store_explicit(&fc_coarse.direct, next, memory_order_relaxed);
         /* fastclock_inline.h's reads: the same route, without the call into us. */
         atomic_store_explicit(&fc_latch.kernel_direct, next, memory_order_relaxed);
@@ -297,6 +298,8 @@ static int fallback_read(enum fc_kind kind, const struct fc_full *f, int64_t *ou
     return 1;
 }
 
+static FC_COLD int64_t percpu_kernel_read(enum fc_kind kind);
+
 static FC_COLD int64_t slow_read(enum fc_kind kind, int ordered)
 {
     if (ordered && (FC_LOAD(&fc_latch.read_flags) & FC_READ_ORDERED_KERNEL))
@@ -310,7 +313,7 @@ static FC_COLD int64_t slow_read(enum fc_kind kind, int ordered)
             continue;
         }
         if (mode == FC_MODE_PERCPU)
-            return fc_percpu_read(kind);
+            return fc_percpu_to_kernel() ? percpu_kernel_read(kind) : fc_percpu_read(kind);
         struct fc_full f;
         snapshot_full(&f, ordered);
         int64_t v;
@@ -364,14 +367,43 @@ static FC_COLD int64_t slow_read(enum fc_kind kind, int ordered)
     }
 }
 
+/*
+ * tsc-percpu, the kernel's clock answering (mode.c fc_percpu_to_kernel):
+ * exact, monotonic across threads.  After a switch from mode tsc the
+ * global line may have served values up to the switch floor, which the
+ * kernel can lag by up to that line's error: until it passes the floor,
+ * MONOTONIC is held at the floor and BOOTTIME lifted by the same gap; from
+ * then on the kernel answers directly, as in mode system (fc_direct_gettime,
+ * and the inline reads' kernel_direct).
+ */
+static FC_COLD int64_t percpu_kernel_read(enum fc_kind kind)
+{
+    fc_direct_fn k = fc_seam.kernel_gettime ? fc_seam.kernel_gettime : fc_refclock_direct();
+    int64_t floor = atomic_load_explicit(&fc_percpu_switch_floor, memory_order_relaxed);
+    int64_t mono = direct_ns(k, CLOCK_MONOTONIC);
+    if (mono < floor) {
+        if (kind == FC_MONO)
+            return floor;
+        return direct_ns(k, fc_kind_clock(kind)) + (floor - mono);
+    }
+    fc_direct_fn expected = 0;
+    if (atomic_compare_exchange_strong_explicit(&fc_direct_gettime, &expected, k, memory_order_acq_rel,
+                                                memory_order_acquire))
+        atomic_store_explicit(&fc_latch.kernel_direct, k, memory_order_relaxed);
+    return kind == FC_MONO ? mono : direct_ns(k, fc_kind_clock(kind));
+}
+
 __attribute__((noinline)) int64_t fc_slow_read(enum fc_kind kind, int ordered)
 {
     fc_direct_fn f = atomic_load_explicit(&fc_direct_gettime, memory_order_relaxed);
     if (FC_LIKELY(f != 0))
         return direct_ns(f, fc_kind_clock(kind));
     /* tsc-percpu's reads, every one of them (the global line routes them here). */
-    if (FC_LIKELY(!fc_kind_is_wall(kind) && atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_PERCPU))
+    if (FC_LIKELY(!fc_kind_is_wall(kind) && atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_PERCPU)) {
+        if (FC_UNLIKELY(fc_percpu_to_kernel()))
+            return percpu_kernel_read(kind);
         return fc_percpu_read(kind);
+    }
     return slow_read(kind, ordered);
 }
 
@@ -615,6 +647,12 @@ static void fresh_sync(int64_t mono_now, struct fc_sync_snapshot *ks)
 /* fastclock's own bound against the kernel's clock, now. */
 static int64_t own_bound(int mode, int64_t mono_now)
 {
+    if (mode == FC_MODE_PERCPU && fc_percpu_to_kernel()) {
+        /* The kernel's own values, held at the switch floor until they pass it. */
+        int64_t ahead = atomic_load_explicit(&fc_percpu_switch_floor, memory_order_relaxed) -
+                        fc_kernel_ns(CLOCK_MONOTONIC);
+        return ahead > 0 ? ahead : 0;
+    }
     if (mode == FC_MODE_PERCPU) {
         struct fc_percpu_stats ps;
         fc_percpu_stats(&ps);
@@ -727,6 +765,12 @@ static int status_fill(struct fastclock_status *out)
         out->last_calibration_age_ns = now - f.m.published_mono_ns;
         if (out->last_calibration_age_ns < 0)
             out->last_calibration_age_ns = 0;
+    } else if (mode == FC_MODE_PERCPU && fc_percpu_to_kernel()) {
+        /* Trusted per CPU, but the kernel's clock is the cheaper read: no lines. */
+        out->counter = "clock_gettime (cheaper here than rdtscp and a per-CPU line)";
+        out->calibrator = fc_upkeep_running() ? "thread" : "lazy";
+        double seed = fc_percpu_seed_rate();
+        out->counter_hz = seed > 0 ? 1e9 / seed : 0;
     } else if (mode == FC_MODE_PERCPU) {
         out->counter = "rdtscp";
         out->calibrator = fc_upkeep_running() ? "thread" : "lazy";
@@ -745,7 +789,10 @@ static int status_fill(struct fastclock_status *out)
         out->calibrator = "none";
         out->counter_hz = 1e9;
     }
-    out->real_source = (mode == FC_MODE_TSC || mode == FC_MODE_PERCPU) && !fc_wall_route(FC_REAL, 1) ? "line" : "vdso";
+    out->real_source = (mode == FC_MODE_TSC || (mode == FC_MODE_PERCPU && !fc_percpu_to_kernel())) &&
+                               !fc_wall_route(FC_REAL, 1)
+                           ? "line"
+                           : "vdso";
     out->error_bound_ns = own_bound(mode, now);
     struct fc_sync_snapshot ks;
     fresh_sync(now, &ks);

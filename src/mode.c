@@ -95,6 +95,56 @@ int fc_system_from_start(void)
     return atomic_load_explicit(&system_at_start, memory_order_acquire);
 }
 
+/*
+ * tsc-percpu trusts each CPU's counter, but a per-CPU read costs more than
+ * a global line's: rdtscp, the slot of the CPU it names, the per-thread
+ * clamp.  Where the kernel's own clocksource is the TSC (a guest whose
+ * vCPUs' counters drift apart under a kernel that keeps tsc), its vDSO read
+ * is the global line's work -- the counter, a seqlock, a multiply -- a
+ * subset of the per-CPU read's, and so the cheaper read: measured on an
+ * Intel guest, the per-CPU read costs 1.15-1.27x the vDSO (the kernel's
+ * read 0.90-0.94x the per-CPU one in the process's own paired timing, too
+ * close to any margin for a timed decision to come out the same in every
+ * process; this one does, by construction).  There the kernel answers the
+ * fine clocks: the mode says what can be trusted, the cost picks the path,
+ * as for the wall clocks' ordered reads (wall.c fc_wall_choose, from the
+ * same fact).  Decided with the mode, before any per-CPU value is served;
+ * never for FASTCLOCK_MODE=percpu, which asks for the per-CPU lines
+ * themselves, nor for a simulated machine (the test seam says).  Both fine
+ * flavours go: a per-CPU read is rdtscp either way (it must name the CPU),
+ * so the unordered one costs what the ordered one does; the coarse clocks
+ * stay in memory, where the ticker serves them for a load.
+ */
+static _Atomic int percpu_kernel;         /* 1: the kernel answers tsc-percpu's fine clocks */
+static _Atomic int kernel_at_start;       /* fine reads went to the kernel from the decision on */
+static _Atomic int kernel_reads_counter;  /* at the decision: the kernel's clocksource is the counter */
+
+/* Chooses, and says so after the mode's reason in b. */
+static void choose_percpu_kernel(int forced, struct fc_buf *b)
+{
+    int to_kernel;
+    if (fc_seam.percpu_route != 0)
+        to_kernel = fc_seam.percpu_route > 0;
+    else if (forced || fc_seam.counter || fc_seam.counter_aux || fc_seam.kernel_gettime)
+        to_kernel = 0;
+    else
+        to_kernel = atomic_load_explicit(&kernel_reads_counter, memory_order_relaxed);
+    atomic_store_explicit(&percpu_kernel, to_kernel, memory_order_release);
+    if (to_kernel)
+        fc_buf_str(b, "; the kernel's clock answers the fine reads: its clocksource is the counter, "
+                      "which its vDSO reads with less work than a per-CPU read");
+}
+
+int fc_percpu_to_kernel(void)
+{
+    return atomic_load_explicit(&percpu_kernel, memory_order_acquire);
+}
+
+int fc_kernel_from_start(void)
+{
+    return atomic_load_explicit(&kernel_at_start, memory_order_acquire);
+}
+
 int fc_mode_forced(void)
 {
     return atomic_load_explicit(&mode_forced, memory_order_relaxed);
@@ -231,6 +281,8 @@ void fc_mode_enter(int mode, const char *reason, int64_t floor_ns)
         fc_cal_publish_system(floor_ns);
         if (at_start && mode == FC_MODE_SYSTEM)
             atomic_store_explicit(&system_at_start, 1, memory_order_release);
+        if (at_start && (mode == FC_MODE_SYSTEM || atomic_load_explicit(&percpu_kernel, memory_order_relaxed)))
+            atomic_store_explicit(&kernel_at_start, 1, memory_order_release);
     }
     atomic_store_explicit(&fc_mode, mode, memory_order_release);
     fc_upkeep_wake();
@@ -290,6 +342,7 @@ static void switch_to_percpu_locked(const char *why)
     int64_t ceiling = fc_cal_global_ceiling();
     if (ok) {
         fc_percpu_set_floor(ceiling);
+        choose_percpu_kernel(0, &b);
         fc_mode_enter(FC_MODE_PERCPU, msg, ceiling);
     } else {
         fc_mode_enter(FC_MODE_SYSTEM, msg, ceiling);
@@ -347,7 +400,9 @@ static void decide(void)
     fc_clocksource_read(fc_seam.sysroot ? fc_seam.sysroot : "", &cs);
     /* Where the kernel's own clock reads this counter, its REALTIME costs
      * less than the line plus the offset check (wall.h). */
-    fc_wall_choose(strcmp(cs.current, FC_COUNTER_CLOCKSOURCE) == 0);
+    int reads_counter = strcmp(cs.current, FC_COUNTER_CLOCKSOURCE) == 0;
+    atomic_store_explicit(&kernel_reads_counter, reads_counter, memory_order_relaxed);
+    fc_wall_choose(reads_counter);
     const char *trust;
     char trustbuf[256];
     struct fc_buf tb;
@@ -406,6 +461,7 @@ static void decide(void)
             fc_buf_str(&b, ", but CPUID says it is invariant: ");
         }
         fc_buf_str(&b, "each CPU's counter is calibrated separately and read with rdtscp");
+        choose_percpu_kernel(pref == PREF_PERCPU, &b);
         fc_mode_enter(FC_MODE_PERCPU, msg, 0);
         return;
     }
@@ -577,6 +633,9 @@ void fc_reset_for_tests(void)
     memset(&fc_latch, 0, sizeof fc_latch);
     atomic_store(&fc_mode, FC_MODE_UNINIT);
     atomic_store(&system_at_start, 0);
+    atomic_store(&kernel_at_start, 0);
+    atomic_store(&percpu_kernel, 0);
+    atomic_store(&kernel_reads_counter, 0);
     atomic_store(&mode_forced, 0);
     fc_counter_reset_for_tests();
     atomic_store(&reason_used, 0);

@@ -47,6 +47,12 @@ typedef int (*fc_direct_fn)(clockid_t, struct timespec *);
  * counter, so the kernel may answer unclamped (clock.c reads go straight to
  * the vDSO; the preload shim may hand calls to libc). */
 FC_HIDDEN int fc_system_from_start(void);
+/* The fine clocks went to the kernel from the decision on (mode system, or
+ * tsc-percpu routed there): clock.c's reads go straight to the vDSO. */
+FC_HIDDEN int fc_kernel_from_start(void);
+/* tsc-percpu: 1 when the kernel's clock answers the fine reads (its
+ * clocksource is the counter: the cheaper read; mode.c says why). */
+FC_HIDDEN int fc_percpu_to_kernel(void);
 
 /* fastclock_ticks() and fastclock_ticks_to_ns(): raw counter reads while 1. */
 FC_HIDDEN extern _Atomic int fc_ticks_raw;

@@ -17,6 +17,10 @@
  * back across threads.  A CPU whose line cannot be calibrated (its reads are
  * preempted or migrate every time) is read through the kernel; after 15 s
  * of failures it is given up for 15 s before trying again.
+ *
+ * Where the kernel's own clocksource is still the TSC, its vDSO read is the
+ * cheaper one, and mode.c routes the fine clocks to it instead: no line is
+ * kept (mode.c fc_percpu_to_kernel says why).
  */
 #define _GNU_SOURCE
 #include "percpu.h"

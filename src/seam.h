@@ -25,6 +25,9 @@ struct fc_seam {
     const char *sysroot;                                 /* NULL: the live /sys */
     int skip_warp_check;
     int ncpus;                                           /* 0: from sysfs */
+    int percpu_route;  /* tsc-percpu's fine reads: 0 as the machine says (the kernel's clock where its
+                          clocksource is the counter; the lines if anything above is simulated),
+                          1 the kernel's clock, -1 the per-CPU lines */
 };
 
 /* The one instance (seam.c), installed only by fc_test_reset (testing.c). */

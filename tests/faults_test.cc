@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "counter.h"
+#include "fastclock_inline.h"
 extern "C" {
 #include "kernel.h"
 }
@@ -1207,10 +1208,20 @@ TEST(RealMachine, StalledCalibratorDoesNotStaleTheClock)
     fc_test_reset(nullptr);
 }
 
+// The real machine, with tsc-percpu's fine reads on the path given (1: the
+// kernel's clock, -1: the per-CPU lines, 0: as measured).
+static void reset_real_machine(int percpu_route)
+{
+    struct fc_seam seam;
+    memset(&seam, 0, sizeof seam);
+    seam.percpu_route = percpu_route;
+    fc_test_reset(&seam);
+}
+
 TEST(RealMachine, SwitchToPerCpuKeepsTimeMonotonicAndAccurate)
 {
     NEEDS_PERCPU();
-    fc_test_reset(nullptr);
+    reset_real_machine(-1); // the per-CPU lines, even where the kernel's clock is cheaper
     fc_test_start_calibrator();
     struct fastclock_status st;
     fastclock_status(&st);
@@ -1254,7 +1265,7 @@ TEST(RealMachine, SwitchToPerCpuKeepsTimeMonotonicAndAccurate)
 TEST(RealMachine, TicksKeepTheirUnitAcrossModeChanges)
 {
     setenv("FASTCLOCK_MODE", "tsc", 1);
-    fc_test_reset(nullptr);
+    reset_real_machine(-1); // the per-CPU lines, even where the kernel's clock is cheaper
     struct fastclock_status st;
     fastclock_status(&st);
     unsetenv("FASTCLOCK_MODE");
@@ -1336,6 +1347,142 @@ TEST(RealMachine, StatusWaitsForAFirstLineBeingPublishedElsewhere)
     EXPECT_TRUE(waited) << "status returned while the first line was being published";
     EXPECT_STREQ(st.mode, "tsc") << st.reason;
     EXPECT_GT(st.counter_hz, 1e6);
+    fc_test_reset(nullptr);
+}
+
+// Every read of `ours` lies between two reads of the kernel's clock around
+// it: the kernel answers, exactly.  Returns the number of reads that did not.
+static long outside_kernel_brackets(clockid_t c, int64_t (*ours)(void), int n)
+{
+    long outside = 0;
+    for (int i = 0; i < n; i++) {
+        int64_t a = fctest::kernel_ns(c);
+        int64_t v = ours();
+        int64_t b = fctest::kernel_ns(c);
+        outside += v < a || v > b;
+    }
+    return outside;
+}
+
+static int64_t boot_ns(void)
+{
+    struct timespec ts;
+    fastclock_gettime(CLOCK_BOOTTIME, &ts);
+    return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+// tsc-percpu where the kernel's clock is the cheaper read (mode.c decides it
+// by measuring; the seam forces it here so the path is tested on every
+// machine with rdtscp): no per-CPU line is kept, and every fine read --
+// ordered, unordered, inline, BOOTTIME -- is the kernel's own value.
+static void expect_kernel_answers(const char *when)
+{
+    struct fastclock_status st;
+    fastclock_status(&st);
+    EXPECT_STREQ(st.mode, "tsc-percpu") << when << ": " << st.reason;
+    EXPECT_NE(std::string(st.counter).find("clock_gettime"), std::string::npos) << when << ": " << st.counter;
+    EXPECT_NE(std::string(st.reason).find("the kernel's clock answers"), std::string::npos) << st.reason;
+    EXPECT_EQ(st.cpus_calibrated, 0) << when;
+    EXPECT_EQ(st.error_bound_ns, 0) << when;
+    EXPECT_STREQ(st.real_source, "vdso") << when;
+    EXPECT_EQ(outside_kernel_brackets(CLOCK_MONOTONIC, fastclock_mono_ns, 20000), 0) << when;
+    EXPECT_EQ(outside_kernel_brackets(CLOCK_MONOTONIC, fastclock_mono_ns_unordered, 20000), 0) << when;
+    EXPECT_EQ(outside_kernel_brackets(CLOCK_MONOTONIC, fastclock_mono_ns_inline, 20000), 0) << when;
+    EXPECT_EQ(outside_kernel_brackets(CLOCK_BOOTTIME, boot_ns, 20000), 0) << when;
+}
+
+TEST(RealMachine, PerCpuAnsweredByTheCheaperKernelFromTheStart)
+{
+    NEEDS_PERCPU();
+    setenv("FASTCLOCK_MODE", "percpu", 1);
+    reset_real_machine(1);
+    fastclock_mono_ns();
+    unsetenv("FASTCLOCK_MODE");
+    struct fastclock_status st;
+    fastclock_status(&st);
+    if (std::string(st.mode) != "tsc-percpu")
+        GTEST_SKIP() << "per-CPU mode refused here (needs rdtscp naming the CPU): " << st.reason;
+    expect_kernel_answers("from the decision");
+    fc_test_reset(nullptr);
+}
+
+TEST(RealMachine, PerCpuAnsweredByTheCheaperKernelAfterASwitch)
+{
+    NEEDS_PERCPU();
+    setenv("FASTCLOCK_MODE", "tsc", 1);
+    reset_real_machine(1);
+    fc_test_start_calibrator();
+    struct fastclock_status st;
+    fastclock_status(&st);
+    unsetenv("FASTCLOCK_MODE");
+    if (std::string(st.mode) != "tsc")
+        GTEST_SKIP() << "mode tsc refused here: " << st.reason;
+    // Threads read across the switch: per thread, never back (the global
+    // line served values the kernel may lag: the switch floor holds them).
+    std::atomic<bool> stop{false};
+    std::atomic<long> back{0};
+    auto reader = [&] {
+        int64_t prev = fastclock_mono_ns(), prev_inline = fastclock_mono_ns_inline();
+        while (!stop) {
+            int64_t v = fastclock_mono_ns(), w = fastclock_mono_ns_inline();
+            back += (v < prev) + (w < prev_inline) + (w < v);
+            prev = v;
+            prev_inline = w;
+        }
+    };
+    std::thread r1(reader), r2(reader);
+    usleep(100000);
+    fc_test_switch_to_percpu("test: pretend the warp check failed");
+    usleep(100000);
+    stop = true;
+    r1.join();
+    r2.join();
+    EXPECT_EQ(back.load(), 0) << "a read went back across the switch";
+    fastclock_status(&st);
+    if (std::string(st.mode) != "tsc-percpu")
+        GTEST_SKIP() << "per-CPU mode refused here (needs rdtscp naming the CPU): " << st.reason;
+    expect_kernel_answers("after the switch");
+    fc_test_reset(nullptr);
+}
+
+// Unforced, on the real machine: the kernel answers exactly where its
+// clocksource is the counter (its vDSO read is then the cheaper one), the
+// same way every time the choice is made.
+TEST(RealMachine, PerCpuPathFollowsTheKernelsClocksource)
+{
+    NEEDS_PERCPU();
+    char current[64] = "";
+    FILE *f = fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "r");
+    if (!f || !fgets(current, sizeof current, f)) {
+        if (f)
+            fclose(f);
+        GTEST_SKIP() << "no readable current_clocksource here";
+    }
+    fclose(f);
+    bool kernel_reads_tsc = std::string(current) == "tsc\n";
+    for (int i = 0; i < 5; i++) {
+        setenv("FASTCLOCK_MODE", "tsc", 1);
+        reset_real_machine(0);
+        struct fastclock_status st;
+        fastclock_status(&st);
+        unsetenv("FASTCLOCK_MODE");
+        if (std::string(st.mode) != "tsc")
+            GTEST_SKIP() << "mode tsc refused here: " << st.reason;
+        fc_test_switch_to_percpu("test: pretend the warp check failed");
+        fastclock_status(&st);
+        if (std::string(st.mode) != "tsc-percpu")
+            GTEST_SKIP() << "per-CPU mode refused here (needs rdtscp naming the CPU): " << st.reason;
+        bool to_kernel = std::string(st.counter).find("clock_gettime") != std::string::npos;
+        EXPECT_EQ(to_kernel, kernel_reads_tsc) << "clocksource " << current << st.reason;
+        EXPECT_EQ(st.cpus_calibrated == 0, to_kernel) << st.reason;
+    }
+    // Asked for by name, tsc-percpu keeps its lines whatever the kernel reads.
+    setenv("FASTCLOCK_MODE", "percpu", 1);
+    reset_real_machine(0);
+    struct fastclock_status st;
+    fastclock_status(&st);
+    unsetenv("FASTCLOCK_MODE");
+    EXPECT_STREQ(st.counter, "rdtscp") << st.reason;
     fc_test_reset(nullptr);
 }
 
