@@ -124,7 +124,7 @@ struct doctor_facts {
 
     /* fastclock itself. */
     int fc_known;
-    char fc_mode[32], fc_calibrator[32], fc_counter[32];
+    char fc_mode[32], fc_calibrator[32], fc_counter[64]; /* counter: "clock_gettime (ordered), rdtsc (unordered)" fits */
     char fc_reason[320];
     double fc_counter_hz;
     int64_t fc_error_bound_ns;

@@ -572,6 +572,25 @@ static void rule_fastclock(struct ctx *c, struct findings *o)
             fix(x, "`fastclock run -- your-program` gives that without code changes; or link libfastclock and call "
                    "fastclock_mono_ns().");
         }
+    } else if (strcmp(f->fc_mode, "tsc-percpu") == 0) {
+        /* Trusted per CPU only (the kernel distrusts the TSC, or a warp was found). */
+        struct finding *x = add(o, SEV_INFO, 10, "fastclock-percpu");
+        if (strncmp(f->fc_counter, "clock_gettime", 13) == 0) {
+            msg(x, "fastclock trusts each CPU's counter but not one line across them (%s). The kernel still reads "
+                   "the TSC, and its clock is the cheaper read: it answers fastclock's fine reads, the coarse ones "
+                   "come from memory.",
+                or_unknown(f->fc_reason));
+        } else {
+            msg(x, "fastclock trusts each CPU's counter but not one line across them (%s): each CPU's counter is "
+                   "calibrated separately and read with rdtscp, monotonic within a thread, across threads within "
+                   "the reported bound.",
+                or_unknown(f->fc_reason));
+        }
+        fix(x, "Nothing to change in programs. The counters of this machine's CPUs disagree: %s",
+            f->hypervisor == TRI_YES ? "a host that keeps its guests' TSCs in step (one TSC offset per VM, an invariant TSC) "
+                    "gives fastclock one line again."
+                  : "check the firmware's TSC settings (TSC_ADJUST writes, a BIOS option that resets the "
+                    "counters per socket).");
     } else if (strncmp(f->fc_mode, "system", 6) == 0) {
         struct finding *x = add(o, SEV_INFO, 10, "fastclock-system");
         msg(x, "fastclock uses the kernel's clocks here: %s.", or_unknown(f->fc_reason));

@@ -767,7 +767,7 @@ static int status_fill(struct fastclock_status *out)
             out->last_calibration_age_ns = 0;
     } else if (mode == FC_MODE_PERCPU && fc_percpu_to_kernel()) {
         /* Trusted per CPU, but the kernel's clock is the cheaper read: no lines. */
-        out->counter = "clock_gettime (cheaper here than rdtscp and a per-CPU line)";
+        out->counter = "clock_gettime (the cheaper read here)";
         out->calibrator = fc_upkeep_running() ? "thread" : "lazy";
         double seed = fc_percpu_seed_rate();
         out->counter_hz = seed > 0 ? 1e9 / seed : 0;

@@ -171,6 +171,30 @@ TEST(Findings, WarpForbidsTscReliable)
     EXPECT_TRUE(has(w->message, "9120 backward steps in 19223100 reads")) << w->message;
 }
 
+// tsc-percpu, as fastclock_status reports it in a program: per-CPU lines, or
+// the kernel's clock where it still reads the TSC.
+TEST(Findings, PerCpuModeIsExplainedEitherWay)
+{
+    for (const char *counter : {"rdtscp", "clock_gettime (the cheaper read here)"}) {
+        Loaded *l = run("kvm-tsc");
+        snprintf(l->f.fc_mode, sizeof l->f.fc_mode, "tsc-percpu");
+        snprintf(l->f.fc_counter, sizeof l->f.fc_counter, "%s", counter);
+        snprintf(l->f.fc_reason, sizeof l->f.fc_reason, "the TSCs of CPU 0 and CPU 1 disagree by 5000 cycles");
+        findings_compute(&l->f, &l->fs);
+        const finding *x = l->get("fastclock-percpu");
+        ASSERT_NE(x, nullptr) << counter;
+        EXPECT_EQ(x->severity, SEV_INFO);
+        EXPECT_TRUE(has(x->message, "disagree by 5000 cycles")) << x->message;
+        if (counter[0] == 'r')
+            EXPECT_TRUE(has(x->message, "calibrated separately and read with rdtscp")) << x->message;
+        else
+            EXPECT_TRUE(has(x->message, "its clock is the cheaper read")) << x->message;
+        EXPECT_TRUE(has(x->fix, "one TSC offset per VM")) << x->fix; // the capture is a KVM guest
+        EXPECT_EQ(l->get("fastclock-gain"), nullptr);
+        EXPECT_EQ(l->get("fastclock-system"), nullptr);
+    }
+}
+
 TEST(Findings, KvmClockReadByTheVdsoIsOnlyInformation)
 {
     Loaded *l = run("kvm-clock");
