@@ -118,7 +118,7 @@ static fc_direct_fn route_decided(void)
 {
     fc_direct_fn next = 0;
     if (fc_kernel_from_start()) {
-        next = fc_seam.kernel_gettime ? fc_seam.kernel_gettime : fc_refclock_direct();
+        next = fc_refclock_answering();
         /* Mode system: no ticker will serve the coarse clocks, and none ever
          * did: the kernel's, one jump away (upkeep.h).  (tsc-percpu's ticker
          * serves them from memory.) */
@@ -378,7 +378,7 @@ static FC_COLD int64_t slow_read(enum fc_kind kind, int ordered)
  */
 static FC_COLD int64_t percpu_kernel_read(enum fc_kind kind)
 {
-    fc_direct_fn k = fc_seam.kernel_gettime ? fc_seam.kernel_gettime : fc_refclock_direct();
+    fc_direct_fn k = fc_refclock_answering();
     int64_t floor = atomic_load_explicit(&fc_percpu_switch_floor, memory_order_relaxed);
     int64_t mono = direct_ns(k, CLOCK_MONOTONIC);
     if (mono < floor) {
@@ -422,7 +422,7 @@ static FC_COLD int64_t coarse_slow(enum fc_kind kind)
         /* Nobody will tick (no thread) and nobody did: from now on the
          * vDSO's coarse clocks answer directly, as in mode system (through
          * this cold path they cost 1.8x the kernel's, measured). */
-        fc_coarse_fn k = fc_seam.kernel_gettime ? fc_seam.kernel_gettime : fc_refclock_direct();
+        fc_coarse_fn k = fc_refclock_answering();
         atomic_store_explicit(&fc_coarse.direct, k, memory_order_relaxed);
     }
     int64_t k = fc_kernel_ns(id);

@@ -267,7 +267,7 @@ void fc_mode_enter(int mode, const char *reason, int64_t floor_ns)
         int at_start = old == FC_MODE_INITIALIZING;
         if (mode == FC_MODE_PERCPU)
             fc_wall_enter_percpu();
-        fc_gettime_fn kernel = fc_seam.kernel_gettime ? fc_seam.kernel_gettime : fc_refclock_direct();
+        fc_gettime_fn kernel = fc_refclock_answering();
         atomic_store_explicit(&fc_ticks_raw, 0, memory_order_relaxed);
         if (at_start) {
             /* No raw tick was ever handed out: ticks are ns of the kernel's

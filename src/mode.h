@@ -44,8 +44,9 @@ FC_HIDDEN int fc_mode_forced(void);
 /* A kernel clock read in the vDSO's -errno convention. */
 typedef int (*fc_direct_fn)(clockid_t, struct timespec *);
 /* Mode system was decided at start-up: nothing was ever served from the
- * counter, so the kernel may answer unclamped (clock.c reads go straight to
- * the vDSO; the preload shim may hand calls to libc). */
+ * counter, so the kernel may answer unclamped (the preload shim may hand
+ * calls to libc; clock.c's reads go straight to the vDSO, as where
+ * fc_kernel_from_start says so). */
 FC_HIDDEN int fc_system_from_start(void);
 /* The fine clocks went to the kernel from the decision on (mode system, or
  * tsc-percpu routed there): clock.c's reads go straight to the vDSO. */

@@ -164,6 +164,11 @@ fc_gettime_fn fc_refclock_direct(void)
     return f ? f : syscall_gettime;
 }
 
+fc_gettime_fn fc_refclock_answering(void)
+{
+    return fc_seam.kernel_gettime ? fc_seam.kernel_gettime : fc_refclock_direct();
+}
+
 fc_gettimeofday_fn fc_refclock_vdso_gettimeofday(void)
 {
     fc_refclock_init();

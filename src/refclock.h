@@ -24,5 +24,8 @@ FC_REFCLOCK_HIDDEN void *fc_vdso_sym(const char *name, const char *version);
 /* The vDSO's clock_gettime, or without a vDSO the system call in the same
  * convention (-errno, errno untouched on success): never NULL. */
 FC_REFCLOCK_HIDDEN fc_gettime_fn fc_refclock_direct(void);
+/* What the library calls where the kernel answers directly: the test seam's
+ * simulated kernel while one is installed, else fc_refclock_direct(). */
+FC_REFCLOCK_HIDDEN fc_gettime_fn fc_refclock_answering(void);
 
 #endif

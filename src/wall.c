@@ -12,7 +12,7 @@ _Atomic(fc_gettime_fn) fc_wall_direct_unordered;
 
 void fc_wall_init(void)
 {
-    fc_gettime_fn f = fc_seam.kernel_gettime ? fc_seam.kernel_gettime : fc_refclock_direct();
+    fc_gettime_fn f = fc_refclock_answering();
     atomic_store_explicit(&fc_wall_kernel, f, memory_order_relaxed);
     /* Tests install a new simulated kernel: this thread's cache described the old one. */
     fc_wall_cache.coarse_real = INT64_MIN;
