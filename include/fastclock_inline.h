@@ -98,8 +98,9 @@ struct fastclock_line_block_v1 {
     uint64_t seq;          /* loaded with acquire order, and again after the counter read */
     uint32_t read_flags;   /* ordered reads: bit 0 rdtscp, else lfence;rdtsc; any other bit: call the function */
     uint32_t reserved0;    /* the library's */
-    /* Non-NULL where the kernel answers every read (mode system, decided at
-     * start-up): its clock_gettime, to call as the function would. */
+    /* Non-NULL where the kernel answers every read (mode system decided at
+     * start-up, or tsc-percpu where the kernel's clock is the cheaper read):
+     * its clock_gettime, to call as the function would. */
     int (*kernel_gettime)(clockid_t, struct timespec *);
     uint64_t reserved1[5]; /* the library's */
     struct fastclock_line_slot_v1 line[2];

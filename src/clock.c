@@ -300,6 +300,14 @@ static int fallback_read(enum fc_kind kind, const struct fc_full *f, int64_t *ou
 
 static FC_COLD int64_t percpu_kernel_read(enum fc_kind kind);
 
+/* tsc-percpu: the path mode.c chose, the kernel's clock or this CPU's line. */
+static int64_t percpu_answer(enum fc_kind kind)
+{
+    if (FC_UNLIKELY(fc_percpu_to_kernel()))
+        return percpu_kernel_read(kind);
+    return fc_percpu_read(kind);
+}
+
 static FC_COLD int64_t slow_read(enum fc_kind kind, int ordered)
 {
     if (ordered && (FC_LOAD(&fc_latch.read_flags) & FC_READ_ORDERED_KERNEL))
@@ -313,7 +321,7 @@ static FC_COLD int64_t slow_read(enum fc_kind kind, int ordered)
             continue;
         }
         if (mode == FC_MODE_PERCPU)
-            return fc_percpu_to_kernel() ? percpu_kernel_read(kind) : fc_percpu_read(kind);
+            return percpu_answer(kind);
         struct fc_full f;
         snapshot_full(&f, ordered);
         int64_t v;
@@ -399,11 +407,8 @@ __attribute__((noinline)) int64_t fc_slow_read(enum fc_kind kind, int ordered)
     if (FC_LIKELY(f != 0))
         return direct_ns(f, fc_kind_clock(kind));
     /* tsc-percpu's reads, every one of them (the global line routes them here). */
-    if (FC_LIKELY(!fc_kind_is_wall(kind) && atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_PERCPU)) {
-        if (FC_UNLIKELY(fc_percpu_to_kernel()))
-            return percpu_kernel_read(kind);
-        return fc_percpu_read(kind);
-    }
+    if (FC_LIKELY(!fc_kind_is_wall(kind) && atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_PERCPU))
+        return percpu_answer(kind);
     return slow_read(kind, ordered);
 }
 

@@ -64,9 +64,11 @@ struct fc_meta {
 struct fc_latch {
     _Atomic uint64_t seq __attribute__((aligned(64)));
     uint32_t read_flags;  /* FC_READ_*: same cache line as seq, so free to load */
-    /* Mode system from the start: the kernel's clock, for fastclock_inline.h
-     * (clock.c's route_decided writes it once; the library's own reads use
-     * its routing pointer). */
+    /* Where the kernel answers every fine read (mode system from the start,
+     * or tsc-percpu routed to it): the kernel's clock, for fastclock_inline.h.
+     * Written once, by clock.c (route_decided, or percpu_kernel_read once the
+     * kernel has passed the switch floor); the library's own reads use its
+     * routing pointer. */
     int (*_Atomic kernel_direct)(clockid_t, struct timespec *);
     struct fc_line line[2];
     struct fc_meta meta[2];
