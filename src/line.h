@@ -288,6 +288,11 @@ FC_INLINE void fc_line_publish(struct fc_latch *latch, const struct fc_line *in,
     }
     uint64_t seq = atomic_load_explicit(&latch->seq, memory_order_relaxed);
     unsigned next = (unsigned)((seq + 1) & 1);
+    /* The slot written now is the one readers of seq - 1 use: its stores
+     * must not become visible before the previous publication's seq store
+     * (a release store orders what precedes it only).  Free on x86; on
+     * arm64 a dmb ishst. */
+    atomic_thread_fence(memory_order_release);
     const uint64_t *src = (const uint64_t *)&l;
     uint64_t *dst = (uint64_t *)&latch->line[next];
     for (unsigned i = 0; i < sizeof l / 8; i++)
