@@ -295,6 +295,11 @@ static void switch_to_percpu_locked(const char *why);
 
 int fc_mode_recalibrate(void)
 {
+    /* Checked again under the lock: a caller that saw mode tsc may have
+     * been preempted while the holder before it left tsc, and a global line
+     * published now would serve values below what was already served. */
+    if (atomic_load_explicit(&fc_mode, memory_order_acquire) != FC_MODE_TSC)
+        return FC_RECAL_SKIPPED;
     int r = fc_cal_recalibrate();
     if (r == FC_RECAL_FAILED)
         fc_mode_fail_to_system(fc_cal_failure_reason());
@@ -494,10 +499,13 @@ static void do_init(void)
 {
     int saved = errno; /* sysfs, getauxval: a successful read never changes errno */
     fc_refclock_init();
-    /* Nobody else calibrates before the mode is decided, but a fork may have left the lock set. */
-    fc_cal_trylock();
+    /* Nobody else calibrates before the mode is decided, but a fork may have
+     * left the lock set; and a fork handler (atfork prepare) may hold it now,
+     * in which case it is the handler's to release, not ours. */
+    int locked = fc_cal_trylock();
     decide();
-    fc_cal_unlock();
+    if (locked)
+        fc_cal_unlock();
     errno = saved;
 }
 
@@ -575,7 +583,7 @@ void fc_first_line_now(void)
             fc_line_current(&fc_latch)->mult != 0)
             return;
         if (fc_cal_trylock()) {
-            int r = fc_mode_recalibrate();
+            int r = fc_mode_recalibrate(); /* rechecks the mode under the lock */
             fc_cal_unlock();
             if (r != FC_RECAL_SKIPPED || ++turns >= 1000)
                 return;
