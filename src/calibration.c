@@ -216,6 +216,40 @@ static void intersect(int64_t lo, int64_t hi, int64_t *acc_lo, int64_t *acc_hi)
     }
 }
 
+
+/*
+ * BOOTTIME - MONOTONIC is one constant in the kernel (offs_boot), changed
+ * only by a suspend, which adds to it.  A sample brackets it within a few
+ * ns; a midpoint per sample put each line (and each CPU's line) a few ns
+ * apart, so BOOTTIME stepped back at a new line or a migration although
+ * MONOTONIC did not.  Every line carries the one value kept here instead:
+ * the first bracket's midpoint, kept while later brackets do not lie wholly
+ * above it (a suspend), and never lowered -- a bracket wholly below it can
+ * only come from its own first bracket's width, a few ns of error, where
+ * lowering it would step BOOTTIME back.  Several per-CPU calibrations may
+ * sample at once: a CAS raises it.  Reset at each decision (fc_cal_begin).
+ */
+#define BOOT_OFFSET_NONE INT64_MIN
+static _Atomic int64_t boot_offset_kept = BOOT_OFFSET_NONE;
+
+static int64_t boot_offset_in(int64_t lo, int64_t hi)
+{
+    int64_t kept = atomic_load_explicit(&boot_offset_kept, memory_order_relaxed);
+    int64_t mid = lo + (hi - lo) / 2;
+    while (kept == BOOT_OFFSET_NONE || kept < lo) {
+        if (atomic_compare_exchange_weak_explicit(&boot_offset_kept, &kept, mid, memory_order_relaxed,
+                                                  memory_order_relaxed))
+            return mid;
+    }
+    return kept;
+}
+
+int64_t fc_cal_boot_offset(int64_t fallback)
+{
+    int64_t kept = atomic_load_explicit(&boot_offset_kept, memory_order_relaxed);
+    return kept == BOOT_OFFSET_NONE ? fallback : kept;
+}
+
 /* One counter read for a sample: ordered on any CPU, or rdtscp on `cpu`. */
 static uint64_t sample_counter(int cpu, int *on_cpu)
 {
@@ -288,7 +322,7 @@ int fc_cal_sample(struct fc_sample *s, int tries, int cpu)
         }
     }
     s->real_off = rlo + (rhi - rlo) / 2;
-    s->boot_off = boot_ok ? blo + (bhi - blo) / 2 : 0;
+    s->boot_off = boot_ok ? boot_offset_in(blo, bhi) : 0;
     s->offsets_ok = 1;
     return FC_SAMPLE_OK;
 }
@@ -879,6 +913,7 @@ int fc_cal_begin(char *why, size_t why_size)
     struct fc_cal_state *cs = fc_global_track.cs;
     struct fc_buf b;
     fc_buf_init(&b, why, why_size);
+    atomic_store_explicit(&boot_offset_kept, BOOT_OFFSET_NONE, memory_order_relaxed);
     struct fc_sample s0;
     uint64_t c0 = fc_now_counter(1);
     int64_t k0 = fc_kernel_ns(CLOCK_MONOTONIC);

@@ -33,6 +33,9 @@ enum fc_sample_result {
 /* cpu < 0: ordered reads on any CPU; cpu >= 0: rdtscp reads that must all
  * come from that CPU (TSC_AUX), for per-CPU lines. */
 int fc_cal_sample(struct fc_sample *s, int tries, int cpu);
+/* BOOTTIME - MONOTONIC as every line carries it (one value for all lines,
+ * raised only by a suspend); `fallback` before any sample measured it. */
+int64_t fc_cal_boot_offset(int64_t fallback);
 
 /* The writer state of one line (global, or one CPU's). */
 struct fc_cal_state {

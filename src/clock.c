@@ -31,6 +31,10 @@
  *     first read that starts after clock_settime returns is on the new
  *     timeline, in every mode, with either calibrator; ordered wall reads
  *     are the vDSO's own where the kernel's clocksource is the TSC;
+ *   BOOTTIME: the MONOTONIC value of the same read plus one offset that
+ *     every line carries and only a suspend raises (calibration.c), so it
+ *     keeps MONOTONIC's guarantees; where the kernel answers, it is held to
+ *     the same floors as MONOTONIC;
  *   mixing flavours of one clock in a thread: each value is within the
  *     reported error bound of the kernel, so a fine read after a coarse one
  *     is never earlier, and ordered and unordered reads of one line agree
@@ -380,25 +384,36 @@ static FC_COLD int64_t slow_read(enum fc_kind kind, int ordered)
  * exact, monotonic across threads.  After a switch from mode tsc the
  * global line may have served values up to the switch floor, which the
  * kernel can lag by up to that line's error: until it passes the floor,
- * MONOTONIC is held at the floor and BOOTTIME lifted by the same gap; from
- * then on the kernel answers directly, as in mode system (fc_direct_gettime,
- * and the inline reads' kernel_direct).
+ * MONOTONIC is held at the floor and BOOTTIME at the floor plus the offset
+ * the lines carried (each its own constant, so held reads never go back);
+ * once both have passed, the kernel answers directly, as in mode system
+ * (fc_direct_gettime, and the inline reads' kernel_direct).  Wall clocks
+ * do not come here: they are MONOTONIC plus their offset (fc_slow_read).
  */
 static FC_COLD int64_t percpu_kernel_read(enum fc_kind kind)
 {
     fc_direct_fn k = fc_refclock_answering();
     int64_t floor = atomic_load_explicit(&fc_percpu_switch_floor, memory_order_relaxed);
     int64_t mono = direct_ns(k, CLOCK_MONOTONIC);
-    if (mono < floor) {
+    int64_t boot = 0, boot_floor = 0;
+    if (kind == FC_BOOT || floor != 0) {
+        boot = direct_ns(k, CLOCK_BOOTTIME);
+        boot_floor = floor != 0 ? floor + fc_cal_boot_offset(boot - mono) : 0;
+    }
+    if (mono < floor || boot < boot_floor) {
         if (kind == FC_MONO)
-            return floor;
-        return direct_ns(k, fc_kind_clock(kind)) + (floor - mono);
+            return mono < floor ? floor : mono;
+        if (kind == FC_BOOT)
+            return boot < boot_floor ? boot_floor : boot;
+        return direct_ns(k, fc_kind_clock(kind));
     }
     fc_direct_fn expected = 0;
     if (atomic_compare_exchange_strong_explicit(&fc_direct_gettime, &expected, k, memory_order_acq_rel,
                                                 memory_order_acquire))
         atomic_store_explicit(&fc_latch.kernel_direct, k, memory_order_relaxed);
-    return kind == FC_MONO ? mono : direct_ns(k, fc_kind_clock(kind));
+    if (kind == FC_MONO)
+        return mono;
+    return kind == FC_BOOT ? boot : direct_ns(k, fc_kind_clock(kind));
 }
 
 __attribute__((noinline)) int64_t fc_slow_read(enum fc_kind kind, int ordered)

@@ -237,10 +237,15 @@ __attribute__((cold)) int64_t fc_percpu_read_slow(enum fc_kind kind)
     if (!have) {
         if (kind == FC_REAL || kind == FC_TAI)
             return fc_kernel_ns(fc_kind_clock(kind)); /* not monotonic anyway */
-        int64_t k = fc_kernel_ns(fc_kind_clock(kind));
-        if (kind == FC_BOOT)
-            return k;
-        mono = k;
+        /* BOOTTIME too is MONOTONIC through the thread's clamp, plus the
+         * offset every line carries: the kernel's own BOOTTIME could be
+         * below what a line just gave this thread. */
+        mono = fc_kernel_ns(CLOCK_MONOTONIC);
+        offset = 0;
+        if (kind == FC_BOOT) {
+            int64_t boot = fc_kernel_ns(CLOCK_BOOTTIME);
+            offset = fc_cal_boot_offset(boot - mono);
+        }
     }
     return fc_percpu_clamp(mono) + offset;
 }

@@ -942,8 +942,13 @@ TEST_F(Faults, UncalibratableCpuIsReadThroughTheKernel)
     ASSERT_EQ(mode(), "tsc-percpu");
     slow_cpu = 5;
     Rng rng;
-    int64_t prev = fastclock_mono_ns(), worst_on_slow = 0, worst_elsewhere = 0;
-    long back = 0;
+    auto boot = [] {
+        struct timespec ts;
+        fastclock_gettime(CLOCK_BOOTTIME, &ts);
+        return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+    };
+    int64_t prev = fastclock_mono_ns(), worst_on_slow = 0, worst_elsewhere = 0, prev_boot = boot();
+    long back = 0, boot_back = 0;
     for (long i = 0; i < 40000; i++) { // a read every 1 ms for (well over) 40 s
         sim.cpu = int(rng.next() % 8);
         sim_advance_ns(1e6);
@@ -954,6 +959,10 @@ TEST_F(Faults, UncalibratableCpuIsReadThroughTheKernel)
         int64_t k_after = sim_mono();
         back += v < prev;
         prev = v;
+        // BOOTTIME too, per thread, whether a line or the kernel answers it.
+        int64_t b = boot();
+        boot_back += b < prev_boot;
+        prev_boot = b;
         int64_t e = v < k_before ? k_before - v : v > k_after ? v - k_after : 0;
         if (i > 100)
             (sim.cpu == 5 ? worst_on_slow : worst_elsewhere) =
@@ -964,6 +973,7 @@ TEST_F(Faults, UncalibratableCpuIsReadThroughTheKernel)
                 "others %lld ns; %d of 8 CPUs calibrated\n",
                 (long long)worst_on_slow, (long long)worst_elsewhere, st.cpus_calibrated);
     EXPECT_EQ(back, 0);
+    EXPECT_EQ(boot_back, 0) << "BOOTTIME went back between a line and the kernel";
     EXPECT_EQ(st.cpus_calibrated, 7);
     EXPECT_LE(worst_elsewhere, 1000);
     EXPECT_LE(worst_on_slow, 1000);
@@ -1442,6 +1452,50 @@ TEST(RealMachine, PerCpuAnsweredByTheCheaperKernelAfterASwitch)
     if (std::string(st.mode) != "tsc-percpu")
         GTEST_SKIP() << "per-CPU mode refused here (needs rdtscp naming the CPU): " << st.reason;
     expect_kernel_answers("after the switch");
+    fc_test_reset(nullptr);
+}
+
+// BOOTTIME - MONOTONIC is one constant in the kernel but for a suspend;
+// each sample measures it to a few ns.  Every line carries one value, so
+// BOOTTIME never steps back at a new line (a midpoint per sample did).
+TEST(RealMachine, EveryLineCarriesOneBootOffset)
+{
+    setenv("FASTCLOCK_MODE", "tsc", 1);
+    reset_real_machine(0);
+    struct fastclock_status st;
+    fastclock_status(&st);
+    unsetenv("FASTCLOCK_MODE");
+    if (std::string(st.mode) != "tsc")
+        GTEST_SKIP() << "mode tsc refused here: " << st.reason;
+    struct fc_test_line first;
+    fc_test_current_line(&first);
+    int64_t boot = boot_ns();
+    int published = 0, moved = 0;
+    long back = 0;
+    for (int i = 0; i < 200; i++) {
+        usleep(500);
+        published += fc_test_recalibrate() == 0;
+        struct fc_test_line l;
+        fc_test_current_line(&l);
+        moved += l.boot_offset != first.boot_offset;
+        for (int j = 0; j < 100; j++) {
+            int64_t b = boot_ns();
+            back += b < boot;
+            boot = b;
+        }
+    }
+    EXPECT_GE(published, 20) << "too few lines published to tell";
+    EXPECT_EQ(moved, 0) << "the boot offset moved between lines without a suspend";
+    EXPECT_EQ(back, 0) << "BOOTTIME went back";
+    // And it is the kernel's, to within a bracket: BOOTTIME - MONOTONIC read around it.
+    struct timespec m1, b, m2;
+    clock_gettime(CLOCK_MONOTONIC, &m1);
+    clock_gettime(CLOCK_BOOTTIME, &b);
+    clock_gettime(CLOCK_MONOTONIC, &m2);
+    int64_t B = b.tv_sec * 1000000000LL + b.tv_nsec;
+    int64_t lo = B - (m2.tv_sec * 1000000000LL + m2.tv_nsec), hi = B - (m1.tv_sec * 1000000000LL + m1.tv_nsec);
+    EXPECT_GE(first.boot_offset, lo - 1000);
+    EXPECT_LE(first.boot_offset, hi + 1000);
     fc_test_reset(nullptr);
 }
 
