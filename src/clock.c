@@ -465,8 +465,11 @@ FC_INLINE int64_t coarse_from_kernel(enum fc_kind kind, clockid_t id)
     fc_coarse_fn g = atomic_load_explicit(&fc_coarse.direct, memory_order_relaxed);
     if (FC_LIKELY(g != 0))
         return direct_ns(g, id);
+    /* Not where tsc-percpu's fine reads went to the kernel: its ticker
+     * serves the coarse clocks there, and after a fork its last value is the
+     * floor the kernel's coarse clock must not undercut (coarse_slow). */
     fc_direct_fn f = atomic_load_explicit(&fc_direct_gettime, memory_order_relaxed);
-    if (FC_LIKELY(f != 0))
+    if (FC_LIKELY(f != 0) && FC_LIKELY(!fc_percpu_to_kernel()))
         return direct_ns(f, id);
     return coarse_slow(kind);
 }
@@ -549,8 +552,11 @@ static __attribute__((noinline)) int gettime_slow(clockid_t id, struct timespec 
     if (FC_LIKELY(f != 0))
         return f(id, ts); /* the served ids never fail: no -errno to convert */
     int64_t ns;
-    if (FC_LIKELY(kind == FC_MONO && atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_PERCPU)) {
-        /* fc_slow_read's first branch, inline: one frame for the whole read.
+    if (FC_LIKELY(kind == FC_MONO && atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_PERCPU &&
+                  !fc_percpu_to_kernel())) {
+        /* fc_slow_read's first branch, inline: one frame for the whole read
+         * (the per-CPU lines; where the kernel answers tsc-percpu, through
+         * fc_slow_read, which holds its values to the switch floor).
          * Acquire, as there: the switch floor is written before the mode.
          * MONOTONIC only (the kind folded in); a wall clock that comes here
          * is MONOTONIC plus its offset, through fc_slow_read. */

@@ -115,7 +115,7 @@ int fc_system_from_start(void)
  * so the unordered one costs what the ordered one does; the coarse clocks
  * stay in memory, where the ticker serves them for a load.
  */
-static _Atomic int percpu_kernel;         /* 1: the kernel answers tsc-percpu's fine clocks */
+_Atomic int fc_percpu_kernel;             /* 1: the kernel answers tsc-percpu's fine clocks */
 static _Atomic int kernel_at_start;       /* fine reads went to the kernel from the decision on */
 static _Atomic int kernel_reads_counter;  /* at the decision: the kernel's clocksource is the counter */
 
@@ -129,15 +129,10 @@ static void choose_percpu_kernel(int forced, struct fc_buf *b)
         to_kernel = 0;
     else
         to_kernel = atomic_load_explicit(&kernel_reads_counter, memory_order_relaxed);
-    atomic_store_explicit(&percpu_kernel, to_kernel, memory_order_release);
+    atomic_store_explicit(&fc_percpu_kernel, to_kernel, memory_order_release);
     if (to_kernel)
         fc_buf_str(b, "; the kernel's clock answers the fine reads: its clocksource is the counter, "
                       "which its vDSO reads with less work than a per-CPU read");
-}
-
-int fc_percpu_to_kernel(void)
-{
-    return atomic_load_explicit(&percpu_kernel, memory_order_acquire);
 }
 
 int fc_kernel_from_start(void)
@@ -281,7 +276,7 @@ void fc_mode_enter(int mode, const char *reason, int64_t floor_ns)
         fc_cal_publish_system(floor_ns);
         if (at_start && mode == FC_MODE_SYSTEM)
             atomic_store_explicit(&system_at_start, 1, memory_order_release);
-        if (at_start && (mode == FC_MODE_SYSTEM || atomic_load_explicit(&percpu_kernel, memory_order_relaxed)))
+        if (at_start && (mode == FC_MODE_SYSTEM || atomic_load_explicit(&fc_percpu_kernel, memory_order_relaxed)))
             atomic_store_explicit(&kernel_at_start, 1, memory_order_release);
     }
     atomic_store_explicit(&fc_mode, mode, memory_order_release);
@@ -642,7 +637,7 @@ void fc_reset_for_tests(void)
     atomic_store(&fc_mode, FC_MODE_UNINIT);
     atomic_store(&system_at_start, 0);
     atomic_store(&kernel_at_start, 0);
-    atomic_store(&percpu_kernel, 0);
+    atomic_store(&fc_percpu_kernel, 0);
     atomic_store(&kernel_reads_counter, 0);
     atomic_store(&mode_forced, 0);
     fc_counter_reset_for_tests();

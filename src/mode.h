@@ -52,8 +52,14 @@ FC_HIDDEN int fc_system_from_start(void);
  * tsc-percpu routed there): clock.c's reads go straight to the vDSO. */
 FC_HIDDEN int fc_kernel_from_start(void);
 /* tsc-percpu: 1 when the kernel's clock answers the fine reads (its
- * clocksource is the counter: the cheaper read; mode.c says why). */
-FC_HIDDEN int fc_percpu_to_kernel(void);
+ * clocksource is the counter: the cheaper read; mode.c says why).  Written
+ * by mode.c alone, before the mode says tsc-percpu; inline, for the per-CPU
+ * read's path through fastclock_gettime. */
+FC_HIDDEN extern _Atomic int fc_percpu_kernel;
+FC_INLINE int fc_percpu_to_kernel(void)
+{
+    return atomic_load_explicit(&fc_percpu_kernel, memory_order_acquire);
+}
 
 /* fastclock_ticks() and fastclock_ticks_to_ns(): raw counter reads while 1. */
 FC_HIDDEN extern _Atomic int fc_ticks_raw;

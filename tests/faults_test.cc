@@ -14,6 +14,7 @@
 
 #include <sys/stat.h>
 #include <sys/timex.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "counter.h"
@@ -1452,6 +1453,76 @@ TEST(RealMachine, PerCpuAnsweredByTheCheaperKernelAfterASwitch)
     if (std::string(st.mode) != "tsc-percpu")
         GTEST_SKIP() << "per-CPU mode refused here (needs rdtscp naming the CPU): " << st.reason;
     expect_kernel_answers("after the switch");
+    fc_test_reset(nullptr);
+}
+
+static int64_t mono_gettime_ns(void)
+{
+    struct timespec ts;
+    fastclock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+// The moments right after a switch to tsc-percpu routed to the kernel,
+// before the kernel has passed the switch floor: every path in holds its
+// values there.  fastclock_gettime once took the per-CPU lines instead
+// (calibrating one, then stepping back to the kernel's value); BOOTTIME
+// was the kernel's plus a gap that varied from read to read; and a fork
+// child read the kernel's coarse clock below the ticker's last value.
+TEST(RealMachine, PerCpuRouteHoldsEveryReadAcrossTheSwitch)
+{
+    NEEDS_PERCPU();
+    for (int round = 0; round < 5; round++) {
+        setenv("FASTCLOCK_MODE", "tsc", 1);
+        reset_real_machine(1);
+        fc_test_start_calibrator();
+        struct fastclock_status st;
+        fastclock_status(&st);
+        unsetenv("FASTCLOCK_MODE");
+        if (std::string(st.mode) != "tsc")
+            GTEST_SKIP() << "mode tsc refused here: " << st.reason;
+        fastclock_mono_coarse_ns(); // the ticker serves the coarse clocks from now on
+        usleep(20000);
+        int64_t mono = fastclock_mono_ns(), boot = boot_ns();
+        fc_test_switch_to_percpu("test: pretend the warp check failed");
+        // The first reads after the switch: through fastclock_gettime, then BOOTTIME.
+        long back = 0, boot_back = 0;
+        for (int i = 0; i < 2000; i++) {
+            int64_t v = mono_gettime_ns();
+            back += v < mono;
+            mono = v;
+        }
+        for (int i = 0; i < 20000; i++) {
+            int64_t b = boot_ns();
+            boot_back += b < boot;
+            boot = b;
+            int64_t v = fastclock_mono_ns();
+            back += v < mono;
+            mono = v;
+        }
+        EXPECT_EQ(back, 0) << "round " << round << ": MONOTONIC went back across the switch";
+        EXPECT_EQ(boot_back, 0) << "round " << round << ": BOOTTIME went back across the switch";
+        fastclock_status(&st);
+        if (std::string(st.mode) != "tsc-percpu")
+            GTEST_SKIP() << "per-CPU mode refused here (needs rdtscp naming the CPU): " << st.reason;
+        EXPECT_EQ(st.cpus_calibrated, 0) << "a per-CPU line was kept although the kernel answers";
+        // Coarse: from the ticker's memory in the parent, never below it in a child.
+        int64_t coarse = 0;
+        for (int i = 0; i < 1000; i++)
+            coarse = fastclock_mono_coarse_ns();
+        for (int child = 0; child < 4; child++) {
+            int64_t last = fastclock_mono_coarse_ns();
+            pid_t pid = fork();
+            if (pid == 0)
+                _exit(fastclock_mono_coarse_ns() >= last && fastclock_mono_ns() >= last ? 0 : 1);
+            ASSERT_GT(pid, 0);
+            int status = 0;
+            ASSERT_EQ(waitpid(pid, &status, 0), pid);
+            EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+                << "round " << round << ": a fork child's coarse MONOTONIC went below the parent's last";
+        }
+        EXPECT_GE(fastclock_mono_coarse_ns(), coarse);
+    }
     fc_test_reset(nullptr);
 }
 
