@@ -1526,6 +1526,32 @@ TEST(RealMachine, PerCpuRouteHoldsEveryReadAcrossTheSwitch)
     fc_test_reset(nullptr);
 }
 
+// A caller that saw mode tsc and then won the writer's lock after the mode
+// had left tsc must not publish a global line: it would start at the
+// kernel's value, below what the old line served.
+TEST(RealMachine, NoGlobalLineIsPublishedOnceTheModeLeftTsc)
+{
+    setenv("FASTCLOCK_MODE", "tsc", 1);
+    reset_real_machine(0);
+    struct fastclock_status st;
+    fastclock_status(&st);
+    unsetenv("FASTCLOCK_MODE");
+    if (std::string(st.mode) != "tsc")
+        GTEST_SKIP() << "mode tsc refused here: " << st.reason;
+    int64_t served = fastclock_mono_ns();
+    fc_test_fail_to_system("test: a fail-safe");
+    struct fc_test_line before, after;
+    fc_test_current_line(&before);
+    EXPECT_NE(fc_test_recalibrate(), 0) << "a line was published in mode system";
+    fc_test_current_line(&after);
+    EXPECT_EQ(after.mult, 0);
+    EXPECT_EQ(after.epoch, before.epoch);
+    fastclock_status(&st);
+    EXPECT_STREQ(st.mode, "system");
+    EXPECT_GE(fastclock_mono_ns(), served);
+    fc_test_reset(nullptr);
+}
+
 // BOOTTIME - MONOTONIC is one constant in the kernel but for a suspend;
 // each sample measures it to a few ns.  Every line carries one value, so
 // BOOTTIME never steps back at a new line (a midpoint per sample did).
