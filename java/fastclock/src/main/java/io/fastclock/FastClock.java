@@ -7,6 +7,7 @@ import java.time.ZoneId;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Objects;
+import java.util.concurrent.locks.LockSupport;
 
 /**
  * The kernel's CLOCK_MONOTONIC and CLOCK_REALTIME at the cost of one counter
@@ -107,16 +108,22 @@ public final class FastClock {
     /**
      * The core builds its first line a few tens of microseconds after deciding
      * its mode; until then its reads are the kernel's, which would be measured
-     * instead of its own.  Waits up to 50 ms for a calibration (not in mode system),
-     * reading the clock meanwhile: with FASTCLOCK_CALIBRATOR=lazy readers calibrate.
+     * instead of its own.  Waits up to 50 ms for a calibration, reading the clock
+     * meanwhile (with FASTCLOCK_CALIBRATOR=lazy readers calibrate) -- not where no
+     * line will come: mode system, or the kernel's clock answering tsc-percpu
+     * (counter "clock_gettime ...").  Parks rather than sleeps: class
+     * initialisation on an interrupted thread neither throws (which would cost the
+     * native library for the JVM's life) nor clears the caller's interrupt.
      */
-    private static Map<String, String> awaitFirstLine(Map<String, String> st) throws InterruptedException {
+    private static Map<String, String> awaitFirstLine(Map<String, String> st) {
         for (int i = 0; i < 50; i++) {
-            if ("system".equals(st.get("mode")) || parseDouble(st.get("calibrations")) > 0)
+            String counter = st.get("counter");
+            if ("system".equals(st.get("mode")) || (counter != null && counter.startsWith("clock_gettime"))
+                    || parseDouble(st.get("calibrations")) > 0)
                 return st;
             for (int r = 0; r < 64; r++)
                 Jni.monoNs();
-            Thread.sleep(1);
+            LockSupport.parkNanos(1_000_000L);
             st = parseStatus(Jni.status());
         }
         return st;

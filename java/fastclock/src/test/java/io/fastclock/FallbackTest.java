@@ -41,6 +41,16 @@ class FallbackTest {
     }
 
     @Test
+    void initialisedOnAnInterruptedThreadKeepsNativeAndTheInterrupt() throws Exception {
+        Jvm plain = Jvm.probeArgs(java.util.List.of("answers"), null);
+        Jvm j = Jvm.probeArgs(java.util.List.of("interrupted", "answers"), null);
+        assertEquals(0, j.exitCode, j.toString());
+        assertEquals("true", j.get("still_interrupted"), j.toString());
+        assertEquals(plain.get("native"), j.get("native"), j.toString());
+        assertEquals(plain.get("mode"), j.get("mode"), j.toString());
+    }
+
+    @Test
     void aMistypedSwitchIsReportedAndTheDefaultKept() throws Exception {
         Jvm j = Jvm.probe("-Dfastclock.native=flase");
         assertEquals(0, j.exitCode, j.toString());

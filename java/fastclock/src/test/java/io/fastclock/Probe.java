@@ -10,13 +10,19 @@ import java.time.ZonedDateTime;
  */
 public final class Probe {
     public static void main(String[] args) {
+        if (args.length > 0 && args[0].equals("interrupted")) {
+            // Class initialisation on a thread already interrupted (a cancelled task).
+            Thread.currentThread().interrupt();
+            FastClock.nanoTime();
+            System.out.println("still_interrupted=" + Thread.interrupted());
+        }
         System.out.println("native=" + FastClock.isNative());
         System.out.println("mode=" + FastClock.mode());
         System.out.println("binding=" + FastClock.binding());
         System.out.println("reason=" + oneLine(FastClock.reason()));
         System.out.println("detail=" + oneLine(FastClock.loadDetail()));
         System.out.println("answers=" + FastClock.routes().answers);
-        if (args.length > 0 && args[0].equals("answers"))
+        if (args.length > 0 && args[args.length - 1].equals("answers"))
             return;
         long worstMono = 0, worstReal = 0;
         for (int i = 0; i < 2000; i++) {
