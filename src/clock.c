@@ -684,10 +684,17 @@ static int64_t own_bound(int mode, int64_t mono_now)
         fc_percpu_stats(&ps);
         return ps.bound_ns;
     }
-    if (mode != FC_MODE_TSC)
-        return 0;
     struct fc_full f;
     snapshot_full(&f, 1);
+    if (mode == FC_MODE_SYSTEM) {
+        /* The kernel's own values, but after a fail-safe switch held at its
+         * floor (the old line's ceiling, up to ~100 us ahead) until they
+         * pass it (fallback_read); 0 where system was decided at start-up. */
+        int64_t ahead = f.m.floor_ns - fc_kernel_ns(CLOCK_MONOTONIC);
+        return f.m.floor_ns != 0 && ahead > 0 ? ahead : 0;
+    }
+    if (mode != FC_MODE_TSC)
+        return 0;
     return f.l.mult ? fc_meta_bound(&f.m, mono_now) : 0;
 }
 

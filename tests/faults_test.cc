@@ -1552,6 +1552,39 @@ TEST(RealMachine, NoGlobalLineIsPublishedOnceTheModeLeftTsc)
     fc_test_reset(nullptr);
 }
 
+// After a fail-safe switch to mode system, reads are held at the old
+// line's ceiling (up to ~100 us ahead of the kernel) until the kernel
+// passes it: the reported bound covers that, as fastclock_real_bounded's.
+TEST(RealMachine, BoundCoversTheFloorAfterAFailSafe)
+{
+    setenv("FASTCLOCK_MODE", "tsc", 1);
+    reset_real_machine(0);
+    struct fastclock_status st;
+    fastclock_status(&st);
+    unsetenv("FASTCLOCK_MODE");
+    if (std::string(st.mode) != "tsc")
+        GTEST_SKIP() << "mode tsc refused here: " << st.reason;
+    for (int i = 0; i < 1000; i++)
+        fastclock_mono_ns();
+    fc_test_fail_to_system("test: a fail-safe");
+    int64_t v = fastclock_mono_ns();
+    int64_t k = fctest::kernel_ns(CLOCK_MONOTONIC);
+    fastclock_status(&st);
+    int64_t k2 = fctest::kernel_ns(CLOCK_MONOTONIC);
+    EXPECT_STREQ(st.mode, "system");
+    EXPECT_LE(v - k, st.error_bound_ns + (k2 - k)) << "held " << v - k << " ns ahead, bound " << st.error_bound_ns;
+    int64_t lo, hi;
+    int64_t r0 = fctest::kernel_ns(CLOCK_REALTIME);
+    fastclock_real_bounded(&lo, &hi);
+    int64_t r1 = fctest::kernel_ns(CLOCK_REALTIME);
+    EXPECT_LE(lo, r1);
+    EXPECT_GE(hi, r0);
+    usleep(2000); // the kernel passes the floor: the bound is the kernel's own again
+    fastclock_status(&st);
+    EXPECT_EQ(st.error_bound_ns, 0);
+    fc_test_reset(nullptr);
+}
+
 // BOOTTIME - MONOTONIC is one constant in the kernel but for a suspend;
 // each sample measures it to a few ns.  Every line carries one value, so
 // BOOTTIME never steps back at a new line (a midpoint per sample did).
