@@ -40,7 +40,7 @@ FC_INLINE int fc_split_seconds_cached(enum fc_kind kind, int64_t ns, int64_t *se
     atomic_signal_fence(memory_order_seq_cst);
     int64_t sec = c->sec;
     atomic_signal_fence(memory_order_seq_cst);
-    uint64_t rem = (uint64_t)(ns - base);
+    uint64_t rem = (uint64_t)ns - (uint64_t)base; /* unsigned: base may be INT64_MIN (being written) */
     if (FC_UNLIKELY(rem >= (uint64_t)FC_NS_PER_SEC || base != c->sec_ns))
         return 0;
     *sec_out = sec;
