@@ -148,6 +148,11 @@ int64_t fc_cal_fallback_value(int64_t mono, int64_t ceiling)
     return r > ceiling ? r : ceiling;
 }
 
+int64_t fc_cal_fallback_noted(void)
+{
+    return atomic_load_explicit(&fallback.noted, memory_order_acquire);
+}
+
 /* For fastclock_ticks_to_ns: the global rate in fixed point, or 0. */
 static _Atomic int64_t ticks_mult;
 

@@ -112,6 +112,8 @@ const char *fc_cal_failure_reason(void);
  * return without any later line undercutting it (see calibration.c).
  * Async-signal-safe, never waits. */
 int64_t fc_cal_fallback_value(int64_t mono, int64_t ceiling);
+/* The highest value a fallback read noted (tests: testing.c). */
+int64_t fc_cal_fallback_noted(void);
 #define FC_FALLBACK_RETRY INT64_MIN /* the writer just published: read the new line */
 /* The lazy warp check's largest disagreement so far, in cycles (-1: no two
  * CPUs compared yet), and the CPUs that showed it. */

@@ -292,10 +292,15 @@ static int fallback_read(enum fc_kind kind, const struct fc_full *f, int64_t *ou
         if (k < floor)
             k = floor;
         /* No later line may undercut this: calibration.c's handshake with
-         * the line's writer says what may be returned.  (Before the first
-         * line there is no ceiling: the kernel's value stands.) */
-        if (f->l.mult != 0) {
-            int64_t v = fc_cal_fallback_value(k - off, floor - off);
+         * the line's writer says what may be returned.  Before the first
+         * line of mode tsc, that line is being built from a sample already
+         * taken, its rate known to ~1e-3: the value is noted all the same,
+         * so the writer lifts the line above it; with no old line there is
+         * no ceiling, and a writer caught mid-publication (a few
+         * instructions) leaves the kernel's value standing. */
+        int first = f->l.mult == 0 && atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_TSC;
+        if (f->l.mult != 0 || first) {
+            int64_t v = fc_cal_fallback_value(k - off, (first ? k : floor) - off);
             if (v == FC_FALLBACK_RETRY)
                 return 0;
             k = v + off;

@@ -97,3 +97,8 @@ void fc_test_fail_to_system(const char *why)
     fc_mode_fail_to_system(why);
     fc_cal_unlock();
 }
+
+int64_t fc_test_fallback_noted(void)
+{
+    return fc_cal_fallback_noted();
+}

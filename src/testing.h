@@ -39,6 +39,9 @@ void fc_test_switch_to_percpu(const char *why);
 /* Take (1: waits for it) or release (0) the global line's writer lock, as
  * a calibration in progress on this thread holds it. */
 void fc_test_hold_writer_lock(int hold);
+/* The highest MONOTONIC value a fallback read noted for the global line's
+ * writer to lift its next line above (calibration.c's handshake). */
+int64_t fc_test_fallback_noted(void);
 /* What a fail-safe does: leave the counter for the kernel's clocks. */
 void fc_test_fail_to_system(const char *why);
 

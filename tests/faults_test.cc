@@ -1585,6 +1585,35 @@ TEST(RealMachine, BoundCoversTheFloorAfterAFailSafe)
     fc_test_reset(nullptr);
 }
 
+// Mode tsc before its first line: a read that falls back to the kernel
+// while another thread builds that line notes its value, so the line's
+// writer lifts the line above it (the line's rate is known to ~1e-3 from
+// a 20 us baseline and could otherwise start below it).
+TEST(RealMachine, FallbackBeforeTheFirstLineIsNotedForItsWriter)
+{
+    setenv("FASTCLOCK_MODE", "tsc", 1);
+    reset_real_machine(0);
+    fc_test_hold_writer_lock(1); // as a first line being built on this thread
+    struct fastclock_status st;
+    fastclock_status(&st); // decides; cannot publish (the lock is this thread's)
+    unsetenv("FASTCLOCK_MODE");
+    if (std::string(st.mode) != "tsc") {
+        fc_test_hold_writer_lock(0);
+        GTEST_SKIP() << "mode tsc refused here: " << st.reason;
+    }
+    struct fc_test_line l;
+    fc_test_current_line(&l);
+    ASSERT_EQ(l.mult, 0) << "a line was published under a lock held elsewhere";
+    int64_t v = 0;
+    std::thread reader([&] { v = fastclock_mono_ns(); });
+    reader.join();
+    EXPECT_GE(fc_test_fallback_noted(), v) << "the fallback's value was not noted for the writer";
+    fc_test_hold_writer_lock(0);
+    EXPECT_EQ(fc_test_recalibrate(), 0);
+    EXPECT_GT(fastclock_mono_ns(), v);
+    fc_test_reset(nullptr);
+}
+
 // BOOTTIME - MONOTONIC is one constant in the kernel but for a suspend;
 // each sample measures it to a few ns.  Every line carries one value, so
 // BOOTTIME never steps back at a new line (a midpoint per sample did).
