@@ -327,6 +327,7 @@ void fc_calibrator_start(void)
 
 static void fc_calibrator_after_fork_child(void)
 {
+    fc_mode_after_fork_child();
     /* The thread does not exist in the child: readers calibrate from now on. */
     fc_upkeep_set_running(0);
     fc_cal_reset_in_child();

@@ -529,6 +529,19 @@ int fc_try_init(void)
     return won;
 }
 
+/* A fork child: a decision another thread was making did not come along
+ * (that thread does not exist here).  Left "initialising", every read would
+ * go to the kernel for the child's life and status wait 100 ms a call: the
+ * child decides again instead.  (A decision on this very thread -- fork
+ * from a handler that interrupted it -- goes on when the handler returns.) */
+void fc_mode_after_fork_child(void)
+{
+    int expected = FC_MODE_INITIALIZING;
+    if (!deciding_here)
+        atomic_compare_exchange_strong_explicit(&fc_mode, &expected, FC_MODE_UNINIT, memory_order_acq_rel,
+                                                memory_order_relaxed);
+}
+
 int fc_init_in_progress_elsewhere(void)
 {
     return !deciding_here && atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_INITIALIZING;

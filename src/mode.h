@@ -19,6 +19,8 @@ enum fc_calibrator_pref { FC_CAL_AUTO = 0, FC_CAL_THREAD, FC_CAL_LAZY };
 FC_HIDDEN int fc_try_init(void);
 /* 1 while another thread runs the mode decision (0 on that thread itself). */
 FC_HIDDEN int fc_init_in_progress_elsewhere(void);
+/* In a fork child: a decision left half-made by another thread is made again. */
+FC_HIDDEN void fc_mode_after_fork_child(void);
 /* Waits (bounded, never on the deciding thread itself) for a decision. */
 FC_HIDDEN void fc_wait_decided(void);
 /* Decides now if nobody has (status, ticks: they need the decision). */

@@ -1614,6 +1614,73 @@ TEST(RealMachine, FallbackBeforeTheFirstLineIsNotedForItsWriter)
     fc_test_reset(nullptr);
 }
 
+static std::atomic<bool> hold_decider{false}, decider_held{false};
+static thread_local bool is_decider = false;
+
+// The real kernel clock, except that the deciding thread waits inside it
+// while hold_decider is set: a decision caught half-made.
+static int holding_gettime(clockid_t id, struct timespec *ts)
+{
+    while (is_decider && hold_decider) {
+        decider_held = true;
+        usleep(100);
+    }
+    return clock_gettime(id, ts);
+}
+
+// A fork while another thread is deciding the mode: the child, where that
+// thread does not exist, decides again instead of staying "initialising"
+// (every read the kernel's, and status waiting 100 ms a call).
+TEST(RealMachine, ForkDuringTheDecisionDecidesAgainInTheChild)
+{
+    struct fc_seam seam;
+    memset(&seam, 0, sizeof seam);
+    seam.kernel_gettime = holding_gettime;
+    setenv("FASTCLOCK_MODE", "tsc", 1);
+    fc_test_reset(&seam);
+    hold_decider = true;
+    decider_held = false;
+    std::thread decider([] {
+        is_decider = true;
+        struct fastclock_status st;
+        fastclock_status(&st);
+    });
+    while (!decider_held)
+        usleep(100);
+    int fds[2];
+    ASSERT_EQ(pipe(fds), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct fastclock_status st;
+        int64_t t0 = fctest::kernel_ns(CLOCK_MONOTONIC);
+        fastclock_status(&st);
+        int64_t took = fctest::kernel_ns(CLOCK_MONOTONIC) - t0;
+        char out[64];
+        int n = snprintf(out, sizeof out, "%s %lld", st.mode, (long long)took);
+        _exit(write(fds[1], out, size_t(n)) == n ? 0 : 1);
+    }
+    close(fds[1]);
+    hold_decider = false;
+    decider.join();
+    unsetenv("FASTCLOCK_MODE");
+    ASSERT_GT(pid, 0);
+    char in[64] = "";
+    ssize_t n = read(fds[0], in, sizeof in - 1);
+    close(fds[0]);
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_GT(n, 0);
+    char child_mode[32] = "";
+    long long took = -1;
+    sscanf(in, "%31s %lld", child_mode, &took);
+    struct fastclock_status st;
+    fastclock_status(&st);
+    // The same decision as the parent's own, made at once, not after a wait.
+    EXPECT_STREQ(child_mode, st.mode) << "the child did not decide its own mode: " << in;
+    EXPECT_LT(took, 50000000) << "the child's status waited for a decision nobody was making";
+    fc_test_reset(nullptr);
+}
+
 // BOOTTIME - MONOTONIC is one constant in the kernel but for a suspend;
 // each sample measures it to a few ns.  Every line carries one value, so
 // BOOTTIME never steps back at a new line (a midpoint per sample did).
