@@ -1229,6 +1229,19 @@ static void reset_real_machine(int percpu_route)
     fc_test_reset(&seam);
 }
 
+// Mode tsc forced on the real machine, with the seam's percpu_route as given
+// and the calibrator thread if asked; false where the machine refuses tsc.
+static bool real_machine_in_tsc(int percpu_route, bool calibrator, struct fastclock_status *st)
+{
+    setenv("FASTCLOCK_MODE", "tsc", 1);
+    reset_real_machine(percpu_route);
+    if (calibrator)
+        fc_test_start_calibrator();
+    fastclock_status(st);
+    unsetenv("FASTCLOCK_MODE");
+    return std::string(st->mode) == "tsc";
+}
+
 TEST(RealMachine, SwitchToPerCpuKeepsTimeMonotonicAndAccurate)
 {
     NEEDS_PERCPU();
@@ -1420,13 +1433,8 @@ TEST(RealMachine, PerCpuAnsweredByTheCheaperKernelFromTheStart)
 TEST(RealMachine, PerCpuAnsweredByTheCheaperKernelAfterASwitch)
 {
     NEEDS_PERCPU();
-    setenv("FASTCLOCK_MODE", "tsc", 1);
-    reset_real_machine(1);
-    fc_test_start_calibrator();
     struct fastclock_status st;
-    fastclock_status(&st);
-    unsetenv("FASTCLOCK_MODE");
-    if (std::string(st.mode) != "tsc")
+    if (!real_machine_in_tsc(1, true, &st))
         GTEST_SKIP() << "mode tsc refused here: " << st.reason;
     // Threads read across the switch: per thread, never back (the global
     // line served values the kernel may lag: the switch floor holds them).
@@ -1473,13 +1481,8 @@ TEST(RealMachine, PerCpuRouteHoldsEveryReadAcrossTheSwitch)
 {
     NEEDS_PERCPU();
     for (int round = 0; round < 5; round++) {
-        setenv("FASTCLOCK_MODE", "tsc", 1);
-        reset_real_machine(1);
-        fc_test_start_calibrator();
         struct fastclock_status st;
-        fastclock_status(&st);
-        unsetenv("FASTCLOCK_MODE");
-        if (std::string(st.mode) != "tsc")
+        if (!real_machine_in_tsc(1, true, &st))
             GTEST_SKIP() << "mode tsc refused here: " << st.reason;
         fastclock_mono_coarse_ns(); // the ticker serves the coarse clocks from now on
         usleep(20000);
@@ -1531,12 +1534,8 @@ TEST(RealMachine, PerCpuRouteHoldsEveryReadAcrossTheSwitch)
 // kernel's value, below what the old line served.
 TEST(RealMachine, NoGlobalLineIsPublishedOnceTheModeLeftTsc)
 {
-    setenv("FASTCLOCK_MODE", "tsc", 1);
-    reset_real_machine(0);
     struct fastclock_status st;
-    fastclock_status(&st);
-    unsetenv("FASTCLOCK_MODE");
-    if (std::string(st.mode) != "tsc")
+    if (!real_machine_in_tsc(0, false, &st))
         GTEST_SKIP() << "mode tsc refused here: " << st.reason;
     int64_t served = fastclock_mono_ns();
     fc_test_fail_to_system("test: a fail-safe");
@@ -1557,12 +1556,8 @@ TEST(RealMachine, NoGlobalLineIsPublishedOnceTheModeLeftTsc)
 // passes it: the reported bound covers that, as fastclock_real_bounded's.
 TEST(RealMachine, BoundCoversTheFloorAfterAFailSafe)
 {
-    setenv("FASTCLOCK_MODE", "tsc", 1);
-    reset_real_machine(0);
     struct fastclock_status st;
-    fastclock_status(&st);
-    unsetenv("FASTCLOCK_MODE");
-    if (std::string(st.mode) != "tsc")
+    if (!real_machine_in_tsc(0, false, &st))
         GTEST_SKIP() << "mode tsc refused here: " << st.reason;
     for (int i = 0; i < 1000; i++)
         fastclock_mono_ns();
@@ -1686,12 +1681,8 @@ TEST(RealMachine, ForkDuringTheDecisionDecidesAgainInTheChild)
 // BOOTTIME never steps back at a new line (a midpoint per sample did).
 TEST(RealMachine, EveryLineCarriesOneBootOffset)
 {
-    setenv("FASTCLOCK_MODE", "tsc", 1);
-    reset_real_machine(0);
     struct fastclock_status st;
-    fastclock_status(&st);
-    unsetenv("FASTCLOCK_MODE");
-    if (std::string(st.mode) != "tsc")
+    if (!real_machine_in_tsc(0, false, &st))
         GTEST_SKIP() << "mode tsc refused here: " << st.reason;
     struct fc_test_line first;
     fc_test_current_line(&first);
@@ -1741,12 +1732,8 @@ TEST(RealMachine, PerCpuPathFollowsTheKernelsClocksource)
     fclose(f);
     bool kernel_reads_tsc = std::string(current) == "tsc\n";
     for (int i = 0; i < 5; i++) {
-        setenv("FASTCLOCK_MODE", "tsc", 1);
-        reset_real_machine(0);
         struct fastclock_status st;
-        fastclock_status(&st);
-        unsetenv("FASTCLOCK_MODE");
-        if (std::string(st.mode) != "tsc")
+        if (!real_machine_in_tsc(0, false, &st))
             GTEST_SKIP() << "mode tsc refused here: " << st.reason;
         fc_test_switch_to_percpu("test: pretend the warp check failed");
         fastclock_status(&st);
