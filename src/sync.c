@@ -34,6 +34,7 @@
 #define _GNU_SOURCE
 #include "sync.h"
 
+#include <errno.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/timex.h>
@@ -54,6 +55,7 @@ static struct {
     _Atomic int leap;
     _Atomic int64_t maxerror_us, esterror_us, tai;
     _Atomic long freq, tick, offset;
+    _Atomic long ss_offset;            /* adjtime(3)'s slew still to run (0: none) */
     _Atomic int status;
     _Atomic int64_t sampled_mono;
     _Atomic int64_t steering_until;
@@ -65,6 +67,11 @@ static struct {
     _Atomic int polling;               /* one poll at a time (try-lock; others skip) */
     _Atomic double last_change;        /* size of the last change, as a rate fraction */
     _Atomic int64_t last_change_mono;
+    /* adjtimex refused (a seccomp filter, systemd's ProtectClock): nothing
+     * is seen, so every line is charged from its publication; polls still
+     * back off from the last attempt, answered or not. */
+    _Atomic int unavailable;
+    _Atomic int64_t attempted_mono;
 } sync_state;
 
 static int sync_poll_locked(int64_t now);
@@ -89,7 +96,9 @@ int fc_sync_poll(int64_t now)
     if (!atomic_compare_exchange_strong_explicit(&sync_state.polling, &expected, 1, memory_order_acquire,
                                                  memory_order_relaxed))
         return 0;
+    int saved = errno; /* a refused adjtimex must not show through a successful read */
     int changed = sync_poll_locked(now);
+    errno = saved;
     atomic_store_explicit(&sync_state.polling, 0, memory_order_release);
     return changed;
 }
@@ -98,25 +107,36 @@ static int sync_poll_locked(int64_t now)
 {
     struct timex tx;
     memset(&tx, 0, sizeof tx);
+    atomic_store_explicit(&sync_state.attempted_mono, now, memory_order_relaxed);
     int state = kernel_adjtimex(&tx);
-    if (state < 0)
+    if (state < 0) {
+        atomic_store_explicit(&sync_state.unavailable, 1, memory_order_release);
         return 0;
+    }
+    atomic_store_explicit(&sync_state.unavailable, 0, memory_order_relaxed);
     long offset = (tx.status & STA_PLL) ? tx.offset : 0;
     struct timex ss;
     memset(&ss, 0, sizeof ss);
     ss.modes = ADJ_OFFSET_SS_READ;
-    if (kernel_adjtimex(&ss) >= 0 && ss.offset != 0)
-        offset = ss.offset; /* an adjtime(3) slew is running (500 ppm) */
+    long ss_offset = kernel_adjtimex(&ss) >= 0 ? ss.offset : 0;
+    if (ss_offset != 0)
+        offset = ss_offset; /* an adjtime(3) slew is running (500 ppm) */
 
     int changed = 0;
     if (atomic_load_explicit(&sync_state.known, memory_order_relaxed)) {
         long old_freq = atomic_load_explicit(&sync_state.freq, memory_order_relaxed);
         long old_tick = atomic_load_explicit(&sync_state.tick, memory_order_relaxed);
-        changed = tx.freq != old_freq || tx.tick != old_tick ||
+        /* An adjtime(3) slew starting or ending moves the rate by 500 ppm
+         * at once (openntpd, or adjtime by hand): a change like the others. */
+        long old_ss = atomic_load_explicit(&sync_state.ss_offset, memory_order_relaxed);
+        int slew_changed = (ss_offset != 0) != (old_ss != 0);
+        changed = tx.freq != old_freq || tx.tick != old_tick || slew_changed ||
                   ((tx.status ^ atomic_load_explicit(&sync_state.status, memory_order_relaxed)) &
                    (STA_PLL | STA_FLL | STA_UNSYNC | STA_FREQHOLD));
         if (changed) {
             double d = (double)(tx.freq - old_freq) / 65536e6 + (double)(tx.tick - old_tick) / NOMINAL_TICK_US;
+            if (slew_changed)
+                d = (d < 0 ? -d : d) + MAXFREQ_PPM * 1e-6;
             atomic_store_explicit(&sync_state.last_change, d < 0 ? -d : d, memory_order_relaxed);
             atomic_store_explicit(&sync_state.last_change_mono, now, memory_order_relaxed);
             atomic_store_explicit(&sync_state.clean_before_mono,
@@ -137,6 +157,7 @@ static int sync_poll_locked(int64_t now)
     atomic_store_explicit(&sync_state.freq, tx.freq, memory_order_relaxed);
     atomic_store_explicit(&sync_state.tick, tx.tick, memory_order_relaxed);
     atomic_store_explicit(&sync_state.offset, offset, memory_order_relaxed);
+    atomic_store_explicit(&sync_state.ss_offset, ss_offset, memory_order_relaxed);
     atomic_store_explicit(&sync_state.status, tx.status, memory_order_relaxed);
     /* The settings before the generation: whoever sees the new generation
      * also sees the settings that made it (calibration rescales its rate by
@@ -235,8 +256,13 @@ double fc_sync_recent_change(int64_t now)
  */
 int64_t fc_sync_exposure_ns(uint64_t line_generation, int64_t published_mono, int64_t now)
 {
-    if (!atomic_load_explicit(&sync_state.known, memory_order_acquire))
-        return 0;
+    if (!atomic_load_explicit(&sync_state.known, memory_order_acquire)) {
+        /* Never polled: nothing to charge yet.  Refused: no poll ever saw
+         * the settings, so the whole age of the line is exposed. */
+        if (!atomic_load_explicit(&sync_state.unavailable, memory_order_acquire) || now <= published_mono)
+            return 0;
+        return (int64_t)((double)(now - published_mono) * fc_sync_unseen_rate()) + 1;
+    }
     /* sampled_mono first: the poller stores it after the generation, so a
      * new poll seen here comes with its generation. */
     int64_t sampled = atomic_load_explicit(&sync_state.sampled_mono, memory_order_acquire);
@@ -247,6 +273,11 @@ int64_t fc_sync_exposure_ns(uint64_t line_generation, int64_t published_mono, in
     else if (gen == line_generation + 1)
         clean = atomic_load_explicit(&sync_state.clean_before_mono, memory_order_relaxed);
     else
+        clean = published_mono;
+    /* A poll that sees the next change may already have moved
+     * clean_before_mono to its own sample before bumping the generation
+     * again: never count as clean a moment at or after the sample seen. */
+    if (gen != line_generation && clean >= sampled)
         clean = published_mono;
     if (clean < published_mono)
         clean = published_mono;
@@ -274,6 +305,8 @@ double fc_sync_unseen_rate(void)
 
 int64_t fc_sync_last_poll(void)
 {
+    if (atomic_load_explicit(&sync_state.unavailable, memory_order_acquire))
+        return atomic_load_explicit(&sync_state.attempted_mono, memory_order_relaxed);
     if (!atomic_load_explicit(&sync_state.known, memory_order_acquire))
         return 0;
     return atomic_load_explicit(&sync_state.sampled_mono, memory_order_relaxed);

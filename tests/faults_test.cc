@@ -73,6 +73,9 @@ struct Sim {
     int64_t tai_off = 37LL * 1000000000LL;
     uint64_t last_counter = 0;  // last value handed to the library
     long kernel_reads = 0;
+    long adjtimex_calls = 0;
+    bool adjtimex_refused = false;
+    long ss_offset_us = 0;      // an adjtime(3) slew still to run
 };
 Sim sim;
 
@@ -99,9 +102,16 @@ uint64_t sim_counter_aux(uint32_t *aux)
 int sim_adjtimex(struct timex *tx)
 {
     int modes = tx->modes;
+    sim.adjtimex_calls++;
+    if (sim.adjtimex_refused) {
+        errno = EPERM; // a seccomp filter, systemd's ProtectClock
+        return -1;
+    }
     memset(tx, 0, sizeof *tx);
-    if (modes == ADJ_OFFSET_SS_READ)
+    if (modes == ADJ_OFFSET_SS_READ) {
+        tx->offset = sim.ss_offset_us;
         return TIME_OK;
+    }
     tx->status = sim.synced ? STA_PLL : STA_UNSYNC;
     tx->freq = sim.freq_scaled;
     tx->tick = sim.tick_us;
@@ -343,6 +353,71 @@ TEST_F(Faults, Slews500ppmAreFollowedWithoutGoingBack)
         EXPECT_LE(settled, 100);
     }
     EXPECT_EQ(back, 0) << "time went backwards across a slew";
+}
+
+// adjtimex refused (seccomp, systemd's ProtectClock): the kernel's rate
+// settings are never seen, so a rate change is charged to the bound from
+// each line's publication; no successful read changes errno; and readers
+// poll no more often than when adjtimex answers (once per 1 ms of reading).
+TEST_F(Faults, RefusedAdjtimexIsChargedAndLeavesErrnoAlone)
+{
+    sim.adjtimex_refused = true;
+    install();
+    ASSERT_EQ(mode(), "tsc");
+    warm_up(2000, 1e6); // 2 s: intervals grow
+    sim_set_rate(1.0 / 2.6 * (1 + 500e-6)); // a daemon elsewhere slews; nobody here can see it
+    long calls_before = sim.adjtimex_calls;
+    long errno_changed = 0, outside = 0;
+    int64_t worst = 0, prev = fastclock_mono_ns();
+    long back = 0;
+    for (int i = 0; i < 20000; i++) { // 400 ms, a read every 20 us
+        sim_advance_ns(20e3);
+        errno = 1234;
+        int64_t v, e = read_err(&v);
+        errno_changed += errno != 1234;
+        back += v < prev;
+        prev = v;
+        if (i % 50 == 0) {
+            struct fastclock_status st;
+            fastclock_status(&st);
+            outside += fctest::iabs(e) > st.error_bound_ns + 1;
+            worst = std::max(worst, fctest::iabs(e) - st.error_bound_ns);
+        }
+    }
+    long calls = sim.adjtimex_calls - calls_before;
+    std::printf("adjtimex refused: %ld polls in 400 ms of reading; worst error beyond the bound %lld ns\n", calls,
+                (long long)worst);
+    EXPECT_EQ(errno_changed, 0) << "a successful read left adjtimex's EPERM in errno";
+    EXPECT_EQ(outside, 0) << "a read lay outside its reported bound";
+    EXPECT_EQ(back, 0);
+    EXPECT_LE(calls, 2 * 400 + 50) << "readers poll a refused adjtimex far more than once a millisecond";
+}
+
+// adjtime(3) starting a slew moves the kernel's rate by 500 ppm at once: a
+// rate change like a frequency setting, which the bound must cover.
+TEST_F(Faults, AdjtimeSlewStartIsARateChange)
+{
+    install();
+    ASSERT_EQ(mode(), "tsc");
+    warm_up(30000, 1e6); // 30 s: intervals at their longest
+    long outside = 0;
+    int64_t worst = 0;
+    for (double slew : {+500e-6, 0.0}) {
+        sim.ss_offset_us = slew != 0 ? 1000000 : 0; // one second to slew; then done
+        sim_set_rate(1.0 / 2.6 * (1 + slew));
+        for (int i = 0; i < 50000; i++) { // 1 s, a read every 20 us
+            sim_advance_ns(20e3);
+            int64_t e = read_err();
+            if (i % 50 == 0) {
+                struct fastclock_status st;
+                fastclock_status(&st);
+                outside += fctest::iabs(e) > st.error_bound_ns + 1;
+                worst = std::max(worst, fctest::iabs(e) - st.error_bound_ns);
+            }
+        }
+    }
+    std::printf("adjtime slew: worst error beyond the bound %lld ns\n", (long long)worst);
+    EXPECT_EQ(outside, 0) << "a read lay outside its reported bound";
 }
 
 // A step reaches the very next wall read (wall.h checks the kernel's
