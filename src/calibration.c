@@ -221,7 +221,6 @@ static void intersect(int64_t lo, int64_t hi, int64_t *acc_lo, int64_t *acc_hi)
     }
 }
 
-
 /*
  * BOOTTIME - MONOTONIC is one constant in the kernel (offs_boot), changed
  * only by a suspend, which adds to it.  A sample brackets it within a few

@@ -117,9 +117,9 @@ public final class FastClock {
      */
     private static Map<String, String> awaitFirstLine(Map<String, String> st) {
         for (int i = 0; i < 50; i++) {
-            String counter = st.get("counter");
-            if ("system".equals(st.get("mode")) || (counter != null && counter.startsWith("clock_gettime"))
-                    || parseDouble(st.get("calibrations")) > 0)
+            String mode = st.get("mode"), counter = st.get("counter");
+            if ("system".equals(mode) || ("tsc-percpu".equals(mode) && counter != null
+                    && counter.startsWith("clock_gettime")) || parseDouble(st.get("calibrations")) > 0)
                 return st;
             for (int r = 0; r < 64; r++)
                 Jni.monoNs();
