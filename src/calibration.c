@@ -248,10 +248,10 @@ static int64_t boot_offset_in(int64_t lo, int64_t hi)
     return kept;
 }
 
-int64_t fc_cal_boot_offset(int64_t fallback)
+int64_t fc_cal_boot_offset(int64_t otherwise)
 {
     int64_t kept = atomic_load_explicit(&boot_offset_kept, memory_order_relaxed);
-    return kept == BOOT_OFFSET_NONE ? fallback : kept;
+    return kept == BOOT_OFFSET_NONE ? otherwise : kept;
 }
 
 /* One counter read for a sample: ordered on any CPU, or rdtscp on `cpu`. */
@@ -946,8 +946,10 @@ int fc_cal_begin(char *why, size_t why_size)
         return -1;
     }
     memset(cs, 0, sizeof *cs);
-    if (r == FC_SAMPLE_OK)
+    if (r == FC_SAMPLE_OK) {
         history_push(cs, &s0);
+        cs->decided = s0;
+    }
     /* Until the first line: look again once the baseline can be measured. */
     atomic_store_explicit(&stats.interval_ns, FC_FIRST_BASELINE_NS, memory_order_relaxed);
     return 0;

@@ -34,8 +34,8 @@ enum fc_sample_result {
  * come from that CPU (TSC_AUX), for per-CPU lines. */
 int fc_cal_sample(struct fc_sample *s, int tries, int cpu);
 /* BOOTTIME - MONOTONIC as every line carries it (one value for all lines,
- * raised only by a suspend); `fallback` before any sample measured it. */
-int64_t fc_cal_boot_offset(int64_t fallback);
+ * raised only by a suspend); `otherwise` before any sample measured it. */
+int64_t fc_cal_boot_offset(int64_t otherwise);
 
 /* The writer state of one line (global, or one CPU's). */
 struct fc_cal_state {
@@ -54,6 +54,7 @@ struct fc_cal_state {
     int settings_known;       /* ... and those settings (adjtimex tick and frequency) */
     long set_tick, set_freq;
     uint64_t calibrations;
+    struct fc_sample decided; /* the global track's sample at the decision (width 0: none) */
 };
 
 /* A line and its writer: the global one, or one per CPU in tsc-percpu mode. */

@@ -225,6 +225,38 @@ void fc_decide_now(void)
 
 /* ---- the one writer of the mode ---------------------------------------- */
 
+/* The first line failed (no rate measured) after raw ticks were handed
+ * out: the counter's frequency from CPUID (a dozen CPUIDs: this happens
+ * once, on the way to mode system), else from the decision's sample to
+ * now, else 1 ns per tick (the interval across is then wrong, and there
+ * was nothing better to go on). */
+static double rate_without_a_line(void)
+{
+    struct fc_cpu_info cpu;
+    if (fc_seam.cpu)
+        cpu = *fc_seam.cpu;
+    else
+        fc_cpu_probe(&cpu);
+    if (cpu.tsc_hz > 1e6 && cpu.tsc_hz < 1e11)
+        return 1e9 / cpu.tsc_hz;
+    const struct fc_sample *s0 = &fc_global_track.cs->decided;
+    if (s0->width != 0) {
+        /* The fresh end's bracket is one counter read and one kernel read
+         * (here, maybe slow ones: its width is taken as the sample's too);
+         * 100 widths of baseline for ~1%. */
+        uint64_t t = fc_now_counter(1);
+        int64_t mono = fc_kernel_ns(CLOCK_MONOTONIC);
+        uint64_t t_end = fc_now_counter(1);
+        uint64_t widths = s0->width + (t_end - t);
+        if (t > s0->t && t - s0->t > 100 * widths && mono > s0->mono) {
+            double r = (double)(mono - s0->mono) / (double)(t - s0->t);
+            if (r > 0.01 && r < 1000.0)
+                return r;
+        }
+    }
+    return 1.0;
+}
+
 /* Ticks keep their unit when the mode leaves tsc: from here on they are
  * synthesised from MONOTONIC at the last rate, starting above any raw value
  * a thread may have read (the counter now, plus any warp between CPUs, plus
@@ -238,7 +270,7 @@ static void ticks_leave_raw(int64_t floor_ns)
     fc_cal_stats(&st);
     double rate = st.rate_ns_per_tick > 0 ? st.rate_ns_per_tick : fc_percpu_seed_rate();
     if (!(rate > 0))
-        rate = 1.0;
+        rate = rate_without_a_line();
     struct fc_percpu_stats ps;
     fc_percpu_stats(&ps);
     uint64_t margin = (uint64_t)(1e6 / rate) + (ps.max_warp_cycles > 0 ? (uint64_t)ps.max_warp_cycles : 0);

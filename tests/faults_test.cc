@@ -420,6 +420,44 @@ TEST_F(Faults, AdjtimeSlewStartIsARateChange)
     EXPECT_EQ(outside, 0) << "a read lay outside its reported bound";
 }
 
+// Raw ticks are handed out from the decision on; if the first line then
+// fails (here: every kernel read takes 1 ms, 50 samples in a row), the
+// mode goes to system with no rate measured.  Ticks keep their unit all the
+// same: from CPUID's frequency where it gives one, else from the decision's
+// sample to the failure.
+TEST_F(Faults, TicksKeepTheirUnitWhenTheFirstLineFails)
+{
+    for (bool cpuid_knows : {true, false}) {
+        sim = Sim();
+        cpu = good_cpu();
+        if (cpuid_knows) {
+            cpu.tsc_hz = 2.6e9;
+            cpu.tsc_hz_source = "cpuid 0x15 (crystal ratio)";
+        }
+        install();
+        uint64_t t0 = fastclock_ticks(); // decides: raw counter ticks, no line yet
+        int64_t m0 = sim_mono();
+        sim.kernel_cost = 2600000; // 1 ms a kernel read: no bracket is a sample
+        for (int i = 0; i < 400; i++) {
+            sim_advance_ns(100e3);
+            fastclock_mono_ns();
+        }
+        sim.kernel_cost = 52;
+        struct fastclock_status st;
+        fastclock_status(&st);
+        ASSERT_STREQ(st.mode, "system") << st.reason;
+        sim_advance_ns(10e6);
+        uint64_t t1 = fastclock_ticks();
+        int64_t m1 = sim_mono();
+        int64_t got = fastclock_ticks_to_ns(t1 - t0), want = m1 - m0;
+        std::printf("first line failed (%s): ticks say %lld ns, the kernel %lld ns\n",
+                    cpuid_knows ? "CPUID frequency" : "no CPUID frequency", (long long)got, (long long)want);
+        // The switch adds a margin of 1 ms above any raw tick read before it.
+        EXPECT_GE(got, want - want / 100) << (cpuid_knows ? "CPUID" : "estimate");
+        EXPECT_LE(got, want + want / 100 + 2000000) << (cpuid_knows ? "CPUID" : "estimate");
+    }
+}
+
 // A step reaches the very next wall read (wall.h checks the kernel's
 // offset on each one), long before the calibrator recalibrates.
 TEST_F(Faults, RealtimeStepsAreFollowedAtOnce)
