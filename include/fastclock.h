@@ -84,8 +84,10 @@ int64_t fastclock_real_ns_unordered(void);
  * (every ~1 ms; on a busy machine they lag further by as long as that thread
  * waits for a CPU: measured with 16 spinning threads on 2 vCPUs, 0.6 ms at
  * the median but up to ~200 ms), else the kernel's coarse clocks (a tick,
- * ~4 ms, whatever the load).  Monotonic; never ahead of the fine clocks by
- * more than their error bound. */
+ * ~4 ms, whatever the load).  The coarse MONOTONIC is monotonic and never
+ * ahead of the fine one by more than its error bound; the coarse REALTIME
+ * follows a clock_settime at the ticker's next tick (the step wakes it),
+ * until then where the fine REALTIME was before the step. */
 int64_t fastclock_mono_coarse_ns(void);
 int64_t fastclock_real_coarse_ns(void);
 

@@ -21,8 +21,11 @@
  *     ~1.5 us -- 952 ns in 1 of 60 local runs of 2 M reads, 1443 ns once in
  *     CI -- while ordered reads in the same runs never went back; up to
  *     186 ns through a lock-free atomic hand-off in a JVM);
- *   coarse: monotonic across threads, never ahead of the fine clocks;
- *     behind them by ~1 ms plus the ticker thread's scheduling delay
+ *   coarse: MONOTONIC monotonic across threads, never ahead of the fine
+ *     clock; REALTIME is the ticker's last value, so a clock_settime reaches
+ *     it at the next tick (until then it may be ahead of a fine read after
+ *     a step back); both behind the fine clocks by ~1 ms plus the ticker
+ *     thread's scheduling delay
  *     (ticker: 0.6 ms median, up to ~200 ms on a 2-vCPU guest with 16
  *     spinning threads) or about one kernel tick (no ticker: the vDSO's,
  *     4.7 ms median, 6.7 ms worst here, load or not);
