@@ -382,12 +382,13 @@ static void switch_to_percpu_locked(const char *why)
 }
 
 /* The calibrator thread's warp check (it takes the lock itself). */
-void fc_mode_switch_to_percpu(const char *why)
+int fc_mode_switch_to_percpu(const char *why)
 {
     if (!fc_cal_trylock())
-        return; /* a reader is recalibrating; the next check will switch */
+        return 0; /* a reader holds the lock for a moment: the caller tries again */
     switch_to_percpu_locked(why);
     fc_cal_unlock();
+    return 1;
 }
 
 /* ---- the decision -------------------------------------------------------- */

@@ -77,8 +77,9 @@ FC_HIDDEN int64_t fc_ticks_to_ns(uint64_t ticks);
 FC_HIDDEN int fc_mode_recalibrate(void);
 /* With the lock held: leave the counter for the kernel's clocks, for good. */
 FC_HIDDEN void fc_mode_fail_to_system(const char *reason);
-/* Calibrator thread: the warp check found a warp (takes the lock itself). */
-FC_HIDDEN void fc_mode_switch_to_percpu(const char *why);
+/* Calibrator thread: the warp check found a warp (takes the lock itself).
+ * 0 when the lock was busy (a reader's moment): the caller tries again. */
+FC_HIDDEN int fc_mode_switch_to_percpu(const char *why);
 
 /* Flavour the process uses by default for the fine clocks (the preload shim
  * with FASTCLOCK_UNORDERED=1 sets unordered); reported by fastclock_status. */

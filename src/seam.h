@@ -24,6 +24,7 @@ struct fc_seam {
     const struct fc_cpu_info *cpu;                       /* NULL: CPUID */
     const char *sysroot;                                 /* NULL: the live /sys */
     int skip_warp_check;
+    int64_t warp_cycles;                                 /* >0: the start-up warp check finds this warp */
     int ncpus;                                           /* 0: from sysfs */
     int percpu_route;  /* tsc-percpu's fine reads: 0 as the machine says (the kernel's clock where its
                           clocksource is the counter; the lines if anything above is simulated),

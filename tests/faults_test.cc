@@ -1642,6 +1642,46 @@ TEST(RealMachine, PerCpuRouteHoldsEveryReadAcrossTheSwitch)
     fc_test_reset(nullptr);
 }
 
+// The start-up warp check finds a warp while a reader holds the writer's
+// lock (its adjtimex poll, the first line): the switch to tsc-percpu is
+// made as soon as the lock is free, not dropped.
+TEST(RealMachine, AWarpFoundWhileTheLockIsBusyStillSwitches)
+{
+    NEEDS_PERCPU();
+    struct fc_seam seam;
+    memset(&seam, 0, sizeof seam);
+    seam.warp_cycles = 5000; // the check's verdict; the rest is the real machine
+    seam.percpu_route = -1;
+    fc_test_reset(&seam);
+    std::atomic<bool> held{false}, release{false};
+    std::thread holder([&] {
+        fc_test_hold_writer_lock(1);
+        held = true;
+        while (!release)
+            usleep(1000);
+        fc_test_hold_writer_lock(0);
+    });
+    while (!held)
+        usleep(100);
+    fastclock_mono_ns(); // decides (mode tsc here), the lock busy
+    fc_test_start_calibrator();
+    usleep(50000); // the check runs and finds the lock taken
+    release = true;
+    holder.join();
+    struct fastclock_status st;
+    std::string mode;
+    for (int i = 0; i < 100 && mode != "tsc-percpu"; i++) {
+        usleep(10000);
+        fastclock_status(&st);
+        mode = st.mode;
+    }
+    if (mode == "system")
+        GTEST_SKIP() << "mode tsc refused here: " << st.reason;
+    EXPECT_EQ(mode, "tsc-percpu") << st.reason;
+    EXPECT_NE(std::string(st.reason).find("disagree by 5000 cycles"), std::string::npos) << st.reason;
+    fc_test_reset(nullptr);
+}
+
 // A caller that saw mode tsc and then won the writer's lock after the mode
 // had left tsc must not publish a global line: it would start at the
 // kernel's value, below what the old line served.
