@@ -226,12 +226,16 @@ __attribute__((cold)) int64_t fc_percpu_read_slow(enum fc_kind kind)
             break;
         /* The fast span ends at the next adjtimex poll; a line still
          * within its soft span and settings is extended, not recalibrated. */
+        uint64_t seq_before = atomic_load_explicit(&sl->latch.seq, memory_order_relaxed);
         if (atomic_load_explicit(&sl->state, memory_order_relaxed) != FC_SLOT_OK || fc_track_poll(&tr))
             calibrate_slot(sl, cpu);
         atomic_store_explicit(&sl->lock, 0, memory_order_release);
-        /* Read again only if this CPU now has a line; a failed calibration
-         * is not retried by the same read. */
-        if (atomic_load_explicit(&sl->state, memory_order_acquire) != FC_SLOT_OK)
+        /* Read again only if this CPU now has a new line: a calibration that
+         * was skipped (noisy or migrated samples) left the old one, which
+         * could not answer, and is not retried by the same read (each try
+         * costs ~27 kernel reads). */
+        if (atomic_load_explicit(&sl->state, memory_order_acquire) != FC_SLOT_OK ||
+            atomic_load_explicit(&sl->latch.seq, memory_order_acquire) == seq_before)
             break;
     }
     if (!have) {
