@@ -42,7 +42,9 @@ static void *worker_main(void *arg)
         st->pin_failed = 1;
     /* Start together, so the two CPUs really alternate. */
     atomic_fetch_add(&st->ready, 1);
-    while (atomic_load(&st->ready) < 2)
+    /* Not past the pair's deadline: a partner that never gets its CPU (a
+     * real-time task busy there) must not keep this one spinning. */
+    while (atomic_load(&st->ready) < 2 && !atomic_load_explicit(&st->stop, memory_order_relaxed))
         fc_cpu_relax();
     while (!atomic_load_explicit(&st->stop, memory_order_relaxed)) {
         int expected = 0;
