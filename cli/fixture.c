@@ -415,7 +415,7 @@ int capture_write(const struct doctor_facts *f, const char *dir, char *err, size
                 f->tai_offset_s);
     }
     if (f->measured_tsc_hz > 0)
-        fprintf(o, "measured.tsc_hz = %.0f\n", f->measured_tsc_hz);
+        fprintf(o, "measured.tsc_hz = %.17g\n", f->measured_tsc_hz); /* exact: the report derives ppm from it */
     if (f->warp_ran)
         fprintf(o, "warp.max_cycles = %lld\nwarp.pairs = %d\nwarp.iterations = %llu\nwarp.warps = %llu\n",
                 (long long)f->warp_max_cycles, f->warp_pairs, (unsigned long long)f->warp_iterations,
