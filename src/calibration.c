@@ -381,10 +381,15 @@ int64_t fc_meta_bound(const struct fc_meta *m, int64_t mono_now)
  * (its counter) before the replacement becomes visible may still return a
  * value from it, and the writer cannot know when that is -- it may be
  * preempted before publishing.  So first fence the line: republish it with
- * its end cut to a point shortly ahead, check that the cut was visible
- * before that point, and take the line's value there.
+ * its end cut to a point shortly ahead, and take the line's value at the
+ * later of that cut and the moment the cut was surely visible (the counter
+ * after publishing, plus a reader's speculation window): a writer
+ * preempted before its publication showed let readers of the uncut line go
+ * past the cut meanwhile.  (Cutting again further ahead, as this once did,
+ * capped the second cut at the first: the ceiling came back below values
+ * such readers returned.)  Never beyond the uncut line's own end.
  */
-#define FC_FENCE_NS 100000.0 /* the cut: 100 us ahead, grown if we were too slow */
+#define FC_FENCE_NS 100000.0 /* the cut: 100 us ahead */
 int64_t fc_cal_global_ceiling(void)
 {
     const struct fc_line *cur = fc_line_current(&fc_latch);
@@ -404,28 +409,25 @@ int64_t fc_cal_global_ceiling(void)
     }
     double rate = (double)cur->mult / (double)((int64_t)1 << FC_SHIFT);
     const int64_t past = (int64_t)(FC_PAST_MARGIN_NS / rate) + 1; /* speculation window */
-    double fence_ns = FC_FENCE_NS;
-    uint64_t cut;
-    for (;;) {
-        struct fc_line l = *cur;
-        struct fc_meta m = *cm;
-        cut = fc_now_counter(1) + (uint64_t)(fence_ns / rate);
-        uint64_t span = cut - l.base_tsc;
-        if (span >= m.soft_span) {
-            cut = l.base_tsc + m.soft_span; /* the line ends sooner anyway */
-            break;
-        }
-        m.soft_span = span;
-        if (l.fast_span > span)
-            l.fast_span = span;
+    struct fc_line l = *cur;
+    struct fc_meta m = *cm;
+    const uint64_t end = l.base_tsc + m.soft_span; /* the uncut line's: readers may hold it */
+    uint64_t cut = fc_now_counter(1) + (uint64_t)(FC_FENCE_NS / rate);
+    if (cut - l.base_tsc < m.soft_span) {
+        m.soft_span = cut - l.base_tsc;
+        if (l.fast_span > m.soft_span)
+            l.fast_span = m.soft_span;
         fc_line_publish(&fc_latch, &l, fc_line_base_frac(cur), &m);
-        cur = fc_line_current(&fc_latch);
-        cm = fc_meta_current(&fc_latch);
-        if ((int64_t)(cut - fc_now_counter(1)) > past)
-            break; /* visible before the cut: nobody reads past it */
-        fence_ns *= 4; /* preempted meanwhile: cut further ahead */
+        uint64_t seen = fc_now_counter(1) + (uint64_t)past;
+        if ((int64_t)(seen - cut) > 0)
+            cut = seen; /* preempted before the cut showed */
+        if ((int64_t)(cut - end) > 0)
+            cut = end;
+    } else {
+        cut = end; /* the line ends sooner anyway */
     }
-    int64_t v = fixed_to_ns(line_fixed(cur, (int64_t)(cut - cur->base_tsc))) + 1;
+    int64_t v = fixed_to_ns(line_fixed(&l, (int64_t)(cut - l.base_tsc))) + 1;
+    cm = fc_meta_current(&fc_latch);
     return v > cm->floor_ns ? v : cm->floor_ns;
 }
 

@@ -39,6 +39,7 @@ void fc_test_current_line(struct fc_test_line *out)
     out->error_bound_ns = m->error_bound_ns;
     out->real_offset = l->real_offset;
     out->boot_offset = l->boot_offset;
+    out->floor_ns = m->floor_ns;
     out->epoch = m->epoch;
     out->base_ns = l->base_ns;
     out->base_frac = fc_line_base_frac(l);

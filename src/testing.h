@@ -21,7 +21,7 @@ void fc_test_start_calibrator(void);
 /* Current line's error bound and spans, for assertions. */
 struct fc_test_line {
     uint64_t base_tsc, soft_span, base_frac;
-    int64_t mult, base_ns, error_bound_ns, real_offset, boot_offset;
+    int64_t mult, base_ns, error_bound_ns, real_offset, boot_offset, floor_ns;
     uint64_t epoch;
 };
 void fc_test_current_line(struct fc_test_line *out);

@@ -76,6 +76,7 @@ struct Sim {
     long adjtimex_calls = 0;
     bool adjtimex_refused = false;
     long ss_offset_us = 0;      // an adjtime(3) slew still to run
+    uint64_t away_per_read = 0; // the reader is preempted this long before each counter read
 };
 Sim sim;
 
@@ -87,7 +88,7 @@ uint64_t counter_on(int cpu, uint64_t tick)
 
 uint64_t sim_counter()
 {
-    sim.tick += sim.per_read;
+    sim.tick += sim.per_read + sim.away_per_read;
     sim.true_tick_of_last_read = sim.tick;
     sim.last_counter = counter_on(sim.cpu, sim.counter_frozen ? sim.frozen_at : sim.tick);
     return sim.last_counter;
@@ -456,6 +457,34 @@ TEST_F(Faults, TicksKeepTheirUnitWhenTheFirstLineFails)
         EXPECT_GE(got, want - want / 100) << (cpuid_knows ? "CPUID" : "estimate");
         EXPECT_LE(got, want + want / 100 + 2000000) << (cpuid_knows ? "CPUID" : "estimate");
     }
+}
+
+// Leaving the global line (a fail-safe), its writer cuts it ~100 us ahead
+// and takes its value there as the floor of what follows.  It cannot tell
+// whether it was preempted before or after the cut became visible, and
+// readers of the uncut line may read on meanwhile: the floor covers the
+// line up to its first counter read after publishing the cut.  Here every
+// counter read comes 1 ms late.
+TEST_F(Faults, FloorCoversTheLineUntilTheCutIsSurelyVisible)
+{
+    install();
+    ASSERT_EQ(mode(), "tsc");
+    warm_up(5000, 1e6); // 5 s of reads: a long soft span
+    struct fc_test_line old_line;
+    fc_test_current_line(&old_line);
+    uint64_t before = counter_on(sim.cpu, sim.tick);
+    sim.away_per_read = 2600000; // 1 ms
+    fc_test_fail_to_system("test: a fail-safe");
+    sim.away_per_read = 0;
+    struct fc_test_line sys;
+    fc_test_current_line(&sys);
+    ASSERT_EQ(sys.mult, 0);
+    // The writer's reads: one to check the counter, one for the cut, then the cut
+    // is published; the next read, 3 ms on, is where the cut was surely visible.
+    int64_t at_visible = fc_test_line_eval(&old_line, before + 3 * 2600000);
+    EXPECT_GE(sys.floor_ns, at_visible) << "the floor lies " << at_visible - sys.floor_ns
+                                        << " ns below what a reader of the uncut line could return";
+    EXPECT_LE(sys.floor_ns, fc_test_line_eval(&old_line, before + 4 * 2600000)) << "far beyond the cut";
 }
 
 // A step reaches the very next wall read (wall.h checks the kernel's
