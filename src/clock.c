@@ -478,11 +478,13 @@ FC_INLINE int64_t coarse_from_kernel(enum fc_kind kind, clockid_t id)
     fc_coarse_fn g = atomic_load_explicit(&fc_coarse.direct, memory_order_relaxed);
     if (FC_LIKELY(g != 0))
         return direct_ns(g, id);
-    /* Not where tsc-percpu's fine reads went to the kernel: its ticker
-     * serves the coarse clocks there, and after a fork its last value is the
-     * floor the kernel's coarse clock must not undercut (coarse_slow). */
+    /* Before the decision, through the wrapper that counts reads towards
+     * it.  Not once the fine reads go to the kernel (tsc-percpu's route):
+     * its ticker serves the coarse clocks there, and after a fork its last
+     * value is the floor the kernel's coarse clock must not undercut
+     * (coarse_slow); mode system from the start has fc_coarse.direct. */
     fc_direct_fn f = atomic_load_explicit(&fc_direct_gettime, memory_order_relaxed);
-    if (FC_LIKELY(f != 0) && FC_LIKELY(!fc_percpu_to_kernel()))
+    if (f == deferred_gettime || f == deciding_gettime)
         return direct_ns(f, id);
     return coarse_slow(kind);
 }
@@ -684,14 +686,20 @@ static void fresh_sync(int64_t mono_now, struct fc_sync_snapshot *ks)
 }
 
 /* fastclock's own bound against the kernel's clock, now. */
+/* The kernel's own values, but held at `floor` (0: none) until they pass
+ * it: how far ahead of the kernel a read is now. */
+static int64_t held_ahead(int64_t floor)
+{
+    if (floor == 0)
+        return 0;
+    int64_t ahead = floor - fc_kernel_ns(CLOCK_MONOTONIC);
+    return ahead > 0 ? ahead : 0;
+}
+
 static int64_t own_bound(int mode, int64_t mono_now)
 {
-    if (mode == FC_MODE_PERCPU && fc_percpu_to_kernel()) {
-        /* The kernel's own values, held at the switch floor until they pass it. */
-        int64_t ahead = atomic_load_explicit(&fc_percpu_switch_floor, memory_order_relaxed) -
-                        fc_kernel_ns(CLOCK_MONOTONIC);
-        return ahead > 0 ? ahead : 0;
-    }
+    if (mode == FC_MODE_PERCPU && fc_percpu_to_kernel()) /* held at the switch floor */
+        return held_ahead(atomic_load_explicit(&fc_percpu_switch_floor, memory_order_relaxed));
     if (mode == FC_MODE_PERCPU) {
         struct fc_percpu_stats ps;
         fc_percpu_stats(&ps);
@@ -699,13 +707,8 @@ static int64_t own_bound(int mode, int64_t mono_now)
     }
     struct fc_full f;
     snapshot_full(&f, 1);
-    if (mode == FC_MODE_SYSTEM) {
-        /* The kernel's own values, but after a fail-safe switch held at its
-         * floor (the old line's ceiling, up to ~100 us ahead) until they
-         * pass it (fallback_read); 0 where system was decided at start-up. */
-        int64_t ahead = f.m.floor_ns - fc_kernel_ns(CLOCK_MONOTONIC);
-        return f.m.floor_ns != 0 && ahead > 0 ? ahead : 0;
-    }
+    if (mode == FC_MODE_SYSTEM) /* after a fail-safe, held at the old line's ceiling (fallback_read) */
+        return held_ahead(f.m.floor_ns);
     if (mode != FC_MODE_TSC)
         return 0;
     return f.l.mult ? fc_meta_bound(&f.m, mono_now) : 0;

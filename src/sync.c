@@ -303,13 +303,10 @@ double fc_sync_unseen_rate(void)
     return a + (double)(up > down ? up : down) / (double)NOMINAL_TICK_US;
 }
 
+/* The last poll, answered or refused (0: none yet): polls pace themselves by it. */
 int64_t fc_sync_last_poll(void)
 {
-    if (atomic_load_explicit(&sync_state.unavailable, memory_order_acquire))
-        return atomic_load_explicit(&sync_state.attempted_mono, memory_order_relaxed);
-    if (!atomic_load_explicit(&sync_state.known, memory_order_acquire))
-        return 0;
-    return atomic_load_explicit(&sync_state.sampled_mono, memory_order_relaxed);
+    return atomic_load_explicit(&sync_state.attempted_mono, memory_order_acquire);
 }
 
 void fc_sync_after_fork_child(void)
