@@ -540,9 +540,12 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
     const int restart = kind != BUILD_CONTINUE;
     const double rate = cs->rate;
     const int64_t mult_k = round64(rate * (double)((int64_t)1 << FC_SHIFT));
-    const uint64_t seq = atomic_load_explicit(&t->latch->seq, memory_order_relaxed);
-    const struct fc_line *cur = &t->latch->line[seq & 1];
-    const struct fc_meta *cm = &t->latch->meta[seq & 1];
+    /* The old line as it was: copies, since cutting it at a pivot (below)
+     * publishes into the slot that will hold the next line. */
+    const struct fc_line cur_line = *fc_line_current(t->latch);
+    const struct fc_meta cur_meta = *fc_meta_current(t->latch);
+    const struct fc_line *cur = &cur_line;
+    const struct fc_meta *cm = &cur_meta;
     const int has_line = cur->mult != 0;
     const double allowance = fc_sync_rate_allowance();
 
@@ -710,11 +713,31 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
         m.sync_generation = cs->sync_generation;
 
         /* A pivot in the future must still be ahead when readers can see the
-         * line; after three misses, continue the old line instead. */
-        if (pivot != P && t->cpu < 0 && fc_now_counter(1) + (uint64_t)past >= pivot) {
-            if (attempt >= 2)
-                continue_old = 1;
-            continue;
+         * new line.  A check of the counter before publishing cannot promise
+         * that: the writer may be preempted between the two, and readers of
+         * the old line read on past the pivot, above the new line.  So first
+         * cut the old line at the pivot (a reader beyond it takes the slow
+         * path, which returns no more than the line's value at its end and
+         * notes what it returns for the handshake below), then check that the
+         * cut showed before the pivot.  If it did not, readers may have
+         * passed the pivot: try again, and after three misses continue the
+         * old line instead, which no reader of it can have got ahead of.
+         * (tsc-percpu's lines need no cut: a thread-local clamp keeps each
+         * thread monotonic, and the mode's bound covers steps across them.) */
+        if (pivot != P && t->cpu < 0) {
+            if ((uint64_t)(pivot - cur->base_tsc) < cm->soft_span) {
+                struct fc_line cut = *cur;
+                struct fc_meta cut_m = *cm;
+                cut_m.soft_span = pivot - cur->base_tsc;
+                if (cut.fast_span > cut_m.soft_span)
+                    cut.fast_span = cut_m.soft_span;
+                fc_line_publish(t->latch, &cut, fc_line_base_frac(cur), &cut_m);
+            }
+            if (fc_now_counter(1) + (uint64_t)past >= pivot) {
+                if (attempt >= 2)
+                    continue_old = 1;
+                continue;
+            }
         }
         break;
     }
@@ -749,6 +772,17 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
         atomic_store_explicit(&fallback.publishing, 0, memory_order_seq_cst);
         atomic_signal_fence(memory_order_seq_cst);
         publishing_here = 0;
+        /* Readers of the old line read on until this one showed: at a counter
+         * up to `seen`.  Were this line to end before that, the next would
+         * start at or above this one's end only, below what they got (a
+         * writer preempted before publishing, a short line).  So it ends no
+         * sooner; up to there it is at or above the old line (the pivot
+         * rule; beyond a future pivot the old line was cut). */
+        uint64_t seen = fc_now_counter(1) + (uint64_t)past;
+        if ((int64_t)(seen - (l.base_tsc + m.soft_span)) > 0) {
+            m.soft_span = seen - l.base_tsc;
+            fc_line_publish(t->latch, &l, base_frac, &m);
+        }
     }
     cs->calibrations++;
     cs->last_ok_mono = s->mono;

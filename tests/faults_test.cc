@@ -77,6 +77,14 @@ struct Sim {
     bool adjtimex_refused = false;
     long ss_offset_us = 0;      // an adjtime(3) slew still to run
     uint64_t away_per_read = 0; // the reader is preempted this long before each counter read
+    // The writer is preempted this long between two of its own counter reads
+    // (not inside a sample's bracket, whose second read follows a kernel
+    // read), and meanwhile another thread reads MONOTONIC: `other_reads`.
+    uint64_t away_between_reads = 0;
+    bool last_was_counter = false;
+    bool in_other_read = false;
+    struct OtherRead { uint64_t counter; int64_t value; };
+    std::vector<OtherRead> other_reads;
 };
 Sim sim;
 
@@ -88,6 +96,14 @@ uint64_t counter_on(int cpu, uint64_t tick)
 
 uint64_t sim_counter()
 {
+    if (sim.away_between_reads && sim.last_was_counter && !sim.in_other_read) {
+        sim.tick += sim.away_between_reads;
+        sim.in_other_read = true;
+        int64_t v = fastclock_mono_ns();
+        sim.other_reads.push_back({sim.last_counter, v});
+        sim.in_other_read = false;
+    }
+    sim.last_was_counter = true;
     sim.tick += sim.per_read + sim.away_per_read;
     sim.true_tick_of_last_read = sim.tick;
     sim.last_counter = counter_on(sim.cpu, sim.counter_frozen ? sim.frozen_at : sim.tick);
@@ -132,6 +148,7 @@ int sim_gettime(clockid_t id, timespec *ts)
         return -1;
     }
     sim.kernel_reads++;
+    sim.last_was_counter = false;
     sim.tick += sim.kernel_cost / 2;
     int64_t m = sim_mono(), v;
     sim.tick += sim.kernel_cost - sim.kernel_cost / 2;
@@ -782,6 +799,58 @@ TEST_F(Faults, NewLinesNeverUndercutOldOnes)
             int64_t n = fc_test_line_eval(&after, t);
             ASSERT_GE(n, o) << "slew " << slew << " at +" << (t - published) << " ticks";
         }
+    }
+}
+
+// The same when the writer is preempted between its own counter reads:
+// after it checked that a future pivot is still ahead, or with its new line
+// built but not yet shown.  Readers of the old line read on meanwhile: past
+// the pivot, where the old line lies above the new one, or past the new
+// line's end, which the line after it starts from.  Here each of the
+// writer's counter reads that follows another comes late (the pivot is
+// 200 us ahead; the delay runs from 25 to 175 us), and another thread
+// reads MONOTONIC at each; every read after the publication, through the
+// next line, must stay at or above what it got.
+TEST_F(Faults, NewLinesNeverUndercutOldOnesWhenTheWriterIsPreempted)
+{
+    for (double away_ns = 25e3; away_ns < 190e3; away_ns += 25e3) {
+        SCOPED_TRACE("writer away " + std::to_string(int(away_ns / 1e3)) + " us");
+        sim = Sim();
+        install();
+        warm_up(200, 10e6);
+        sim_set_rate(sim.rate * (1 - 300e-6)); // the kernel slows: the line runs ahead
+        sim_advance_ns(100e6);
+        struct fc_test_line before, after;
+        fc_test_current_line(&before);
+        sim.away_between_reads = uint64_t(away_ns / sim.rate);
+        ASSERT_EQ(fc_test_recalibrate(), 0);
+        sim.away_between_reads = 0;
+        fc_test_current_line(&after);
+        ASSERT_NE(before.epoch, after.epoch);
+        ASSERT_LT(after.mult, before.mult) << "not the shallower line this test is about";
+        ASSERT_FALSE(sim.other_reads.empty());
+        int64_t prev = 0;
+        for (const auto &r : sim.other_reads) {
+            EXPECT_GE(r.value, prev);
+            prev = r.value;
+            // A read of the new line came later, at a counter of at least r's.
+            int64_t n = fc_test_line_eval(&after, r.counter);
+            EXPECT_GE(n, r.value) << "the new line at +" << (r.counter - before.base_tsc)
+                                  << " ticks undercuts what the other thread had by " << r.value - n << " ns";
+        }
+        // Through this line and the next, 10 us apart.
+        for (int i = 0; i < 100; i++) {
+            int64_t v = fastclock_mono_ns();
+            if (v < prev) {
+                ADD_FAILURE() << "read " << i << " after the publication undercuts the other thread's by "
+                              << prev - v << " ns";
+                break;
+            }
+            prev = v;
+            sim_advance_ns(10e3);
+        }
+        fc_test_current_line(&after);
+        EXPECT_GE(after.epoch, before.epoch + 2) << "never reached the line after";
     }
 }
 
