@@ -86,9 +86,16 @@ public final class FastClock {
                 String counter = st.get("counter");
                 boolean monoIsLine = "tsc".equals(st.get("mode")) && counter != null
                         && !counter.startsWith("clock_gettime");
-                routes = Props.flag("fastclock.preferJdkClocks", true)
-                        ? Routes.decide(binding, costs, monoIsKernel, realIsKernel, monoIsLine)
-                        : Routes.allNative(binding, costs);
+                if (Props.flag("fastclock.preferJdkClocks", true)) {
+                    routes = Routes.decide(binding, costs, monoIsKernel, realIsKernel, monoIsLine);
+                    if (routes.close) {
+                        costs = Routes.fromMeasurement(Routes.measuredAgain(measured, Jni::costs));
+                        routes = Routes.decide(binding, costs, monoIsKernel, realIsKernel, monoIsLine)
+                                .noted("close to a threshold at first: the median of three measurements");
+                    }
+                } else {
+                    routes = Routes.allNative(binding, costs);
+                }
             }
         } catch (Throwable t) {
             detail = "the native library is unusable (" + t + ")";

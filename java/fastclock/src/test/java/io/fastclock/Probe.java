@@ -22,6 +22,7 @@ public final class Probe {
         System.out.println("reason=" + oneLine(FastClock.reason()));
         System.out.println("detail=" + oneLine(FastClock.loadDetail()));
         System.out.println("answers=" + FastClock.routes().answers);
+        System.out.println("answers_why=" + FastClock.routes().costs);
         if (args.length > 0 && args[args.length - 1].equals("answers"))
             return;
         long worstMono = 0, worstReal = 0;
