@@ -98,18 +98,24 @@ static struct {
  * the kernel's).  So:
  *   - a fallback notes its value in `noted` (seq_cst), then looks at
  *     `publishing`; if it is down it returns its value and records it in
- *     `returned`; if it is up it returns max(old line's ceiling, `returned`);
- *   - the writer raises `publishing`, then reads `noted` and lifts the new
- *     line above it before publishing.
+ *     `returned`; if it is up it returns max(its line's ceiling, `returned`);
+ *   - the writer raises `publishing` (the new line's epoch), then reads
+ *     `noted` and lifts the new line above it before publishing, and lowers
+ *     `publishing` once the line's end is final (the `seen` extension).
  * Dekker: a fallback that saw `publishing` down noted its value before the
  * writer read `noted`, so every returned value is under the new line; and
  * max(ceiling, returned) is at least every value returned so far, and under
- * the new line too.  Nobody waits.
+ * the new line too.  A fallback that read the old line holds at its end
+ * (or its cut: beyond it the old line may lie above the new one).  One that
+ * read the new line before its end was final may be past that end, beyond
+ * old-line reads made before it showed: it takes the new line's value at
+ * its counter, which is at least any of those (the pivot rule), and notes
+ * it for the line after to be lifted over.  Nobody waits long.
  */
 static struct {
     _Atomic int64_t noted __attribute__((aligned(64))); /* every value a fallback meant to return */
     _Atomic int64_t returned;                           /* the values fallbacks did return */
-    _Atomic int publishing;                             /* the writer is publishing a line */
+    _Atomic uint64_t publishing;                        /* the epoch of a line being published, or 0 */
 } fallback;
 
 #define FALLBACK_SPINS 256 /* ~10 us of pause */
@@ -128,7 +134,7 @@ static void atomic_max64(_Atomic int64_t *p, int64_t v)
  * thread never left its handlers: guarantees_test SignalSafety, lazy.) */
 static __thread int publishing_here __attribute__((tls_model("initial-exec")));
 
-int64_t fc_cal_fallback_value(int64_t mono, int64_t ceiling)
+int64_t fc_cal_fallback_value(int64_t mono, int64_t ceiling, int64_t beyond, uint64_t epoch)
 {
     atomic_max64(&fallback.noted, mono);
     atomic_thread_fence(memory_order_seq_cst);
@@ -144,8 +150,13 @@ int64_t fc_cal_fallback_value(int64_t mono, int64_t ceiling)
         if (!atomic_load_explicit(&fallback.publishing, memory_order_acquire))
             return FC_FALLBACK_RETRY;
     }
+    int64_t c = ceiling;
+    if (epoch == atomic_load_explicit(&fallback.publishing, memory_order_acquire) && beyond > c) {
+        c = beyond; /* the line being published: its value here, for the next to cover */
+        atomic_max64(&fallback.noted, c);
+    }
     int64_t r = atomic_load_explicit(&fallback.returned, memory_order_acquire);
-    return r > ceiling ? r : ceiling;
+    return r > c ? r : c;
 }
 
 int64_t fc_cal_fallback_noted(void)
@@ -582,6 +593,7 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
     int measured = 0;
 
     int continue_old = 0;
+    uint64_t cut_span = cm->soft_span; /* the visible old line's, once cut (never lengthened) */
     for (int attempt = 0;; attempt++) {
         const uint64_t now = t->cpu < 0 ? fc_now_counter(1) : s->t + s->width;
         uint64_t P = now - (uint64_t)past;
@@ -722,15 +734,19 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
          * cut showed before the pivot.  If it did not, readers may have
          * passed the pivot: try again, and after three misses continue the
          * old line instead, which no reader of it can have got ahead of.
-         * (tsc-percpu's lines need no cut: a thread-local clamp keeps each
-         * thread monotonic, and the mode's bound covers steps across them.) */
+         * A cut is never lengthened by a later try: fallback reads past it
+         * may have returned kernel values above the old line there, which
+         * only the new line is lifted over.  (tsc-percpu's lines need no
+         * cut: a thread-local clamp keeps each thread monotonic, and the
+         * mode's bound covers steps across them.) */
         if (pivot != P && t->cpu < 0) {
-            if ((uint64_t)(pivot - cur->base_tsc) < cm->soft_span) {
+            if ((uint64_t)(pivot - cur->base_tsc) < cut_span) {
                 struct fc_line cut = *cur;
                 struct fc_meta cut_m = *cm;
-                cut_m.soft_span = pivot - cur->base_tsc;
-                if (cut.fast_span > cut_m.soft_span)
-                    cut.fast_span = cut_m.soft_span;
+                cut_span = pivot - cur->base_tsc;
+                cut_m.soft_span = cut_span;
+                if (cut.fast_span > cut_span)
+                    cut.fast_span = cut_span;
                 fc_line_publish(t->latch, &cut, fc_line_base_frac(cur), &cut_m);
             }
             if (fc_now_counter(1) + (uint64_t)past >= pivot) {
@@ -752,7 +768,7 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
          * old line's ceiling instead. */
         publishing_here = 1;
         atomic_signal_fence(memory_order_seq_cst);
-        atomic_store_explicit(&fallback.publishing, 1, memory_order_seq_cst);
+        atomic_store_explicit(&fallback.publishing, m.epoch, memory_order_seq_cst);
         atomic_thread_fence(memory_order_seq_cst);
         int64_t hwm = atomic_load_explicit(&fallback.noted, memory_order_seq_cst);
         uint64_t at = fc_now_counter(1);
@@ -769,20 +785,27 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
     }
     fc_line_publish(t->latch, &l, base_frac, &m);
     if (t->cpu < 0) {
-        atomic_store_explicit(&fallback.publishing, 0, memory_order_seq_cst);
-        atomic_signal_fence(memory_order_seq_cst);
-        publishing_here = 0;
         /* Readers of the old line read on until this one showed: at a counter
          * up to `seen`.  Were this line to end before that, the next would
          * start at or above this one's end only, below what they got (a
          * writer preempted before publishing, a short line).  So it ends no
          * sooner; up to there it is at or above the old line (the pivot
-         * rule; beyond a future pivot the old line was cut). */
+         * rule; beyond a future pivot the old line was cut).  Still under
+         * `publishing`: a fallback past the unextended end meanwhile takes
+         * this line's value at its counter and notes it for the next line
+         * (fc_cal_fallback_value).  The bound grows by the slew's drift
+         * from the kernel over the extra span. */
         uint64_t seen = fc_now_counter(1) + (uint64_t)past;
         if ((int64_t)(seen - (l.base_tsc + m.soft_span)) > 0) {
+            uint64_t extra = seen - (l.base_tsc + m.soft_span);
             m.soft_span = seen - l.base_tsc;
+            m.error_bound_ns += (int64_t)((double)abs64(l.mult - mult_k) * (double)extra /
+                                          (double)((int64_t)1 << FC_SHIFT)) + 1;
             fc_line_publish(t->latch, &l, base_frac, &m);
         }
+        atomic_store_explicit(&fallback.publishing, 0, memory_order_seq_cst);
+        atomic_signal_fence(memory_order_seq_cst);
+        publishing_here = 0;
     }
     cs->calibrations++;
     cs->last_ok_mono = s->mono;

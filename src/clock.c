@@ -274,7 +274,7 @@ static int fallback_read(enum fc_kind kind, const struct fc_full *f, int64_t *ou
         return 0;
     if (kind == FC_MONO || kind == FC_BOOT) {
         int64_t off = kind == FC_BOOT ? f->l.boot_offset : 0;
-        int64_t floor;
+        int64_t floor, beyond;
         if (f->l.mult != 0) {
             int64_t used = (int64_t)(f->t - f->l.base_tsc);
             if (used < 0) {
@@ -282,14 +282,17 @@ static int fallback_read(enum fc_kind kind, const struct fc_full *f, int64_t *ou
                  * before that it was within its (grown) bound of the kernel. */
                 int64_t end = line_value(f, FC_MONO, (int64_t)f->m.soft_span);
                 int64_t cap = k - off + fc_meta_bound(&f->m, k - off);
-                floor = end < cap ? end : cap;
+                floor = beyond = end < cap ? end : cap;
             } else {
+                /* Past the line's end: its value there, or (a line still
+                 * being published, calibration.c's handshake) here. */
+                beyond = line_value(f, FC_MONO, used);
                 if ((uint64_t)used > f->m.soft_span)
                     used = (int64_t)f->m.soft_span;
                 floor = line_value(f, FC_MONO, used);
             }
         } else {
-            floor = f->m.floor_ns;
+            floor = beyond = f->m.floor_ns;
         }
         floor += off;
         if (k < floor)
@@ -303,7 +306,8 @@ static int fallback_read(enum fc_kind kind, const struct fc_full *f, int64_t *ou
          * instructions) leaves the kernel's value standing. */
         int first = f->l.mult == 0 && atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_TSC;
         if (f->l.mult != 0 || first) {
-            int64_t v = fc_cal_fallback_value(k - off, (first ? k : floor) - off);
+            int64_t v = fc_cal_fallback_value(k - off, (first ? k : floor) - off, first ? k - off : beyond,
+                                              f->m.epoch);
             if (v == FC_FALLBACK_RETRY)
                 return 0;
             k = v + off;
