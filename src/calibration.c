@@ -206,10 +206,24 @@ void fc_cal_unlock(void)
 
 int fc_cal_held_here(void) { return cal_held_here; }
 
+/*
+ * A fork child.  A calibration on this very thread (fork from a signal
+ * handler that interrupted it) goes on when the handler returns: its lock
+ * and its state stay.  One on another thread is gone: free its lock and
+ * end its publication (fallbacks would wait on it).  A line it had cut
+ * short stays cut (fallbacks past the cut may have returned kernel values
+ * above the old line there); the child's first line starts at or above the
+ * uncut end instead (build_and_publish, F).  The residue: a handler that
+ * forked between this thread's flag and its try-lock, while another thread
+ * held the lock, leaves it held in the child, whose reads then take the
+ * kernel's values, clamped as every fallback's.
+ */
 void fc_cal_reset_in_child(void)
 {
+    if (cal_held_here)
+        return;
     atomic_store_explicit(fc_global_track.lock, 0, memory_order_relaxed);
-    cal_held_here = 0;
+    atomic_store_explicit(&fallback.publishing, 0, memory_order_relaxed);
 }
 
 static int64_t abs64(int64_t v) { return v < 0 ? -v : v; }
@@ -425,6 +439,8 @@ int64_t fc_cal_global_ceiling(void)
     const uint64_t end = l.base_tsc + m.soft_span; /* the uncut line's: readers may hold it */
     uint64_t cut = fc_now_counter(1) + (uint64_t)(FC_FENCE_NS / rate);
     if (cut - l.base_tsc < m.soft_span) {
+        if (m.uncut_span < m.soft_span)
+            m.uncut_span = m.soft_span;
         m.soft_span = cut - l.base_tsc;
         if (l.fast_span > m.soft_span)
             l.fast_span = m.soft_span;
@@ -602,8 +618,11 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
         int valid = has_line && !restart && (uint64_t)(now - cur->base_tsc) < cm->soft_span;
         uint64_t F = 0;
         if (!valid && has_line && kind != BUILD_FIRST) {
+            /* A line left cut by a writer that is gone (a fork child) may
+             * have been read up to its uncut end before the cut showed. */
             uint64_t used = (uint64_t)(now - cur->base_tsc);
-            F = cur->base_tsc + (used < cm->soft_span ? used : cm->soft_span);
+            uint64_t end = cm->uncut_span > cm->soft_span ? cm->uncut_span : cm->soft_span;
+            F = cur->base_tsc + (used < end ? used : end);
             /* Start the new line no earlier than F, so "at or above what the
              * old line returned" is checked where both lines are evaluated. */
             if ((int64_t)(F - P) > 0)
@@ -745,6 +764,7 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
                 struct fc_meta cut_m = *cm;
                 cut_span = pivot - cur->base_tsc;
                 cut_m.soft_span = cut_span;
+                cut_m.uncut_span = cm->uncut_span > cm->soft_span ? cm->uncut_span : cm->soft_span;
                 if (cut.fast_span > cut_span)
                     cut.fast_span = cut_span;
                 fc_line_publish(t->latch, &cut, fc_line_base_frac(cur), &cut_m);

@@ -76,7 +76,9 @@ void fc_cal_unlock(void);
 /* Whether this thread holds it: a signal handler that interrupted the holder
  * must not wait for it (it would wait for itself). */
 int fc_cal_held_here(void);
-/* In a fork child: the lock is free and nobody holds it. */
+/* In a fork child: a lock another thread held is freed, and what its
+ * calibration left half done is undone; this thread's own calibration
+ * (fork from a handler that interrupted it) goes on. */
 void fc_cal_reset_in_child(void);
 
 /* With the lock held, at the mode decision: the first calibration sample.

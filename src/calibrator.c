@@ -384,6 +384,8 @@ static void atfork_prepare(void)
      * in time, not turns: a sched_yield lasts a scheduler slice on a busy
      * machine, and the holder may be this very thread (fork from a signal
      * handler that interrupted a calibration). */
+    if (fc_cal_held_here())
+        return; /* this thread's calibration goes on after the handler: no wait helps */
     int64_t give_up = 0;
     for (int i = 0;; i++) {
         if (fc_cal_trylock()) {
@@ -411,7 +413,10 @@ static void atfork_parent(void)
 
 static void atfork_child(void)
 {
-    atomic_store_explicit(&fork_held_lock, 0, memory_order_relaxed);
+    /* The lock prepare took is this thread's: released as in the parent,
+     * before the child looks at who else held what. */
+    if (atomic_exchange_explicit(&fork_held_lock, 0, memory_order_relaxed))
+        fc_cal_unlock();
     fc_calibrator_after_fork_child();
 }
 

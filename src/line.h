@@ -58,6 +58,8 @@ struct fc_meta {
     uint64_t epoch;
     int64_t published_mono_ns;
     uint64_t sync_generation; /* the kernel's rate settings the line was built for (sync.c) */
+    uint64_t uncut_span;  /* a line republished with its end cut short: the soft_span it had
+                             (0: not cut), which readers may have used before the cut showed */
 } __attribute__((aligned(64)));
 
 

@@ -90,16 +90,26 @@ static int kernel_adjtimex(struct timex *tx)
  * another running skips: that one's result is as fresh as its own would be,
  * and exposure never counts from a poll that did not happen.
  */
+/* Set while this thread polls (before the try, as calibration.c's
+ * cal_held_here), for a fork child. */
+static __thread int polling_here __attribute__((tls_model("initial-exec")));
+
 int fc_sync_poll(int64_t now)
 {
-    int expected = 0;
+    int expected = 0, outer = polling_here;
+    polling_here = 1;
+    atomic_signal_fence(memory_order_seq_cst);
     if (!atomic_compare_exchange_strong_explicit(&sync_state.polling, &expected, 1, memory_order_acquire,
-                                                 memory_order_relaxed))
+                                                 memory_order_relaxed)) {
+        polling_here = outer;
         return 0;
+    }
     int saved = errno; /* a refused adjtimex must not show through a successful read */
     int changed = sync_poll_locked(now);
     errno = saved;
     atomic_store_explicit(&sync_state.polling, 0, memory_order_release);
+    atomic_signal_fence(memory_order_seq_cst);
+    polling_here = outer;
     return changed;
 }
 
@@ -311,8 +321,10 @@ int64_t fc_sync_last_poll(void)
 
 void fc_sync_after_fork_child(void)
 {
-    /* A poll in another thread at the fork never finishes in the child. */
-    atomic_store_explicit(&sync_state.polling, 0, memory_order_relaxed);
+    /* A poll in another thread at the fork never finishes in the child; one
+     * on this thread (fork from a handler that interrupted it) goes on. */
+    if (!polling_here)
+        atomic_store_explicit(&sync_state.polling, 0, memory_order_relaxed);
 }
 
 void fc_sync_reset_for_tests(void)

@@ -85,6 +85,15 @@ struct Sim {
     bool in_other_read = false;
     struct OtherRead { uint64_t counter; int64_t value; };
     std::vector<OtherRead> other_reads;
+    // Fork at the fork_at-th counter read from now (0: never), as a signal
+    // handler that interrupted the library there would; the child checks
+    // what it can do from inside that "handler" (fork_child_in_handler).
+    int fork_at = 0;
+    bool fork_from_other_thread = false; // the writer's thread is then gone in the child
+    int counter_reads = 0;
+    bool in_fork_child = false;
+    int child_failures = 0;   // bit mask, the child's exit status
+    int64_t child_floor = 0;  // no read in the child may return less
 };
 Sim sim;
 
@@ -94,8 +103,52 @@ uint64_t counter_on(int cpu, uint64_t tick)
     return tick + uint64_t(int64_t(scaled)) + uint64_t(sim.cpu_offset[cpu]) + uint64_t(sim.ctr_offset);
 }
 
+void fork_child_in_handler();
+
 uint64_t sim_counter()
 {
+    if (sim.fork_at && !sim.in_other_read)
+        sim.counter_reads++; // the writer's own reads, not a reader's nested in them
+    if (sim.fork_at && sim.counter_reads == sim.fork_at && !sim.in_other_read && sim.fork_from_other_thread) {
+        sim.fork_at = 0;
+        // Another thread forks while this one is inside a calibration (it
+        // waits here meanwhile, so the simulation has one user at a time).
+        std::thread([] {
+            sim.in_other_read = true;
+            int64_t before_fork = fastclock_mono_ns();
+            pid_t pid = fork();
+            if (pid == 0) {
+                int fail = 0;
+                int64_t prev = before_fork;
+                for (int i = 0; i < 2000; i++) {
+                    sim.tick += 26000; // 10 us
+                    int64_t v = fastclock_mono_ns();
+                    fail |= v < prev ? 2 : 0;
+                    prev = v;
+                }
+                fail |= fc_test_recalibrate() != 0 ? 4 : 0; // the gone writer's lock left held
+                int64_t v = fastclock_mono_ns();
+                fail |= v < prev ? 2 : 0;
+                _exit(fail);
+            }
+            int status = 0;
+            waitpid(pid, &status, 0);
+            sim.child_failures = WIFEXITED(status) ? WEXITSTATUS(status) : 0x80;
+            sim.in_other_read = false;
+        }).join();
+    }
+    if (sim.fork_at && sim.counter_reads == sim.fork_at && !sim.in_other_read) {
+        sim.fork_at = 0;
+        pid_t pid = fork();
+        if (pid == 0) {
+            sim.in_fork_child = true;
+            fork_child_in_handler();
+        } else {
+            int status = 0;
+            waitpid(pid, &status, 0);
+            sim.child_failures = WIFEXITED(status) ? WEXITSTATUS(status) : 0x80;
+        }
+    }
     if (sim.away_between_reads && sim.last_was_counter && !sim.in_other_read) {
         sim.tick += sim.away_between_reads;
         sim.in_other_read = true;
@@ -863,6 +916,104 @@ TEST_F(Faults, NewLinesNeverUndercutOldOnesWhenTheWriterIsPreempted)
         fc_test_current_line(&after);
         EXPECT_GE(after.epoch, before.epoch + 2) << "never reached the line after";
     }
+}
+
+// Fork from a signal handler that interrupted a calibration: the child goes
+// on inside the handler, and the calibration resumes when it returns.  The
+// child must not start another calibration meanwhile (it would write the
+// line the interrupted one is publishing, and that one would then publish
+// a stale line over it); its reads from the handler and after it must not go
+// back.  Before the fix the child freed the lock it found held.  The fork
+// happens at each of the calibration's counter reads in turn.
+void fork_child_in_handler()
+{
+    sim.in_other_read = true; // the handler's reads do not fork again
+    if (fc_test_recalibrate() != -1)
+        sim.child_failures |= 1; // the lock was free to a second writer
+    int64_t v = fastclock_mono_ns();
+    if (v < sim.child_floor)
+        sim.child_failures |= 2;
+    sim.child_floor = v;
+    sim.in_other_read = false;
+}
+
+TEST_F(Faults, ForkFromAHandlerThatInterruptedACalibration)
+{
+    int forks = 0;
+    for (int at = 1; at < 200; at++) {
+        SCOPED_TRACE("fork at counter read " + std::to_string(at) + " of the calibration");
+        sim = Sim();
+        install();
+        warm_up(200, 10e6);
+        sim_set_rate(sim.rate * (1 - 300e-6));
+        sim_advance_ns(100e6);
+        sim.child_floor = fastclock_mono_ns();
+        struct fc_test_line before;
+        fc_test_current_line(&before);
+        sim.counter_reads = 0;
+        sim.fork_at = at;
+        int r = fc_test_recalibrate();
+        bool forked = sim.fork_at == 0;
+        sim.fork_at = 0;
+        if (sim.in_fork_child) {
+            // The interrupted calibration finished: the child goes on.
+            if (r != 0)
+                sim.child_failures |= 4;
+            int64_t prev = sim.child_floor;
+            for (int i = 0; i < 2000; i++) {
+                sim_advance_ns(10e3);
+                int64_t v = fastclock_mono_ns();
+                if (v < prev)
+                    sim.child_failures |= 8;
+                prev = v;
+            }
+            struct fc_test_line after;
+            fc_test_current_line(&after);
+            if (after.epoch <= before.epoch)
+                sim.child_failures |= 16; // never calibrated again
+            _exit(sim.child_failures);
+        }
+        ASSERT_EQ(r, 0);
+        if (!forked)
+            break; // past the calibration's last counter read
+        forks++;
+        EXPECT_EQ(sim.child_failures, 0)
+            << "child: 1 a second writer took the lock, 2 a handler's read went back, 4 the interrupted "
+               "calibration failed, 8 a later read went back, 16 no calibration after";
+    }
+    EXPECT_GT(forks, 5);
+}
+
+// Fork from another thread while a calibration is under way: in the child
+// the writer is gone.  Its lock must be freed (the child calibrates again),
+// and a line it had cut short for a successor that never comes given back
+// (the forking thread may have read beyond the cut before it showed), so
+// the child's reads never go below what the forking thread had.  The fork
+// happens at each of the calibration's counter reads in turn.
+TEST_F(Faults, ForkWhileAnotherThreadCalibrates)
+{
+    int forks = 0;
+    for (int at = 1; at < 200; at++) {
+        SCOPED_TRACE("fork at counter read " + std::to_string(at) + " of the calibration");
+        sim = Sim();
+        install();
+        warm_up(200, 10e6);
+        sim_set_rate(sim.rate * (1 - 300e-6)); // a shallower line: the old one is cut first
+        sim_advance_ns(100e6);
+        sim.counter_reads = 0;
+        sim.fork_from_other_thread = true;
+        sim.fork_at = at;
+        sim.away_between_reads = uint64_t(150e3 / sim.rate); // the old line's readers pass the pivot
+        ASSERT_EQ(fc_test_recalibrate(), 0);
+        sim.away_between_reads = 0;
+        bool forked = sim.fork_at == 0;
+        sim.fork_at = 0;
+        if (!forked)
+            break;
+        forks++;
+        EXPECT_EQ(sim.child_failures, 0) << "child: 2 a read went back, 4 the lock was left held";
+    }
+    EXPECT_GT(forks, 5);
 }
 
 // ---- the library's first read inside a signal handler ---------------------
