@@ -29,6 +29,8 @@ struct fc_seam {
     int percpu_route;  /* tsc-percpu's fine reads: 0 as the machine says (the kernel's clock where its
                           clocksource is the counter; the lines if anything above is simulated),
                           1 the kernel's clock, -1 the per-CPU lines */
+    void (*warp_worker_start)(int cpu); /* non-NULL: called first by each warp-check worker
+                                           (a test holds one there: a CPU it never gets) */
 };
 
 /* The one instance (seam.c), installed only by fc_test_reset (testing.c). */

@@ -4,10 +4,13 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "internal.h"
+#include "seam.h"
 
 struct pair_state {
     _Atomic int lock __attribute__((aligned(64)));
@@ -25,15 +28,44 @@ struct worker {
     int cpu;
 };
 
+/* One pair's memory, on the heap: a worker that never gets its CPU (a
+ * real-time task busy there, with RT throttling off) outlives run_pair,
+ * which stops waiting for it; whoever leaves last frees it. */
+struct pair_block {
+    struct pair_state st;
+    struct worker w[2];
+    _Atomic int refs; /* run_pair and each worker */
+    _Atomic int done; /* workers that have left */
+};
+
+static void block_release(struct pair_block *b)
+{
+    if (atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) == 1)
+        free(b);
+}
+
 /* Through the vDSO's own symbol: never the (possibly interposed) clock_gettime. */
 static int64_t mono_ns(void)
 {
     return fc_kernel_ns(CLOCK_MONOTONIC);
 }
 
+static void *worker_loop(struct worker *w);
+
 static void *worker_main(void *arg)
 {
     struct worker *w = arg;
+    struct pair_block *b = (struct pair_block *)((char *)w->st - offsetof(struct pair_block, st));
+    if (fc_seam.warp_worker_start)
+        fc_seam.warp_worker_start(w->cpu);
+    worker_loop(w);
+    atomic_fetch_add_explicit(&b->done, 1, memory_order_release);
+    block_release(b);
+    return 0;
+}
+
+static void *worker_loop(struct worker *w)
+{
     struct pair_state *st = w->st;
     cpu_set_t set;
     CPU_ZERO(&set);
@@ -67,37 +99,54 @@ static void *worker_main(void *arg)
     return 0;
 }
 
+#define WARP_GRACE_NS 50000000LL /* after the deadline, how long a worker may take to leave */
+
+/* 0: measured; -1: skipped (a thread or a pin failed); -2: a worker did not
+ * leave within the grace period after the deadline (it never got its CPU):
+ * it is left behind, detached, and the check goes no further. */
 static int run_pair(int a, int b, int64_t ns, struct fc_warp_result *out)
 {
-    struct pair_state st;
-    memset(&st, 0, sizeof st);
-    struct worker wa = {&st, a}, wb = {&st, b};
-    pthread_t ta, tb;
-    if (pthread_create(&ta, 0, worker_main, &wa) != 0)
+    struct pair_block *blk = calloc(1, sizeof *blk);
+    if (!blk)
         return -1;
-    if (pthread_create(&tb, 0, worker_main, &wb) != 0) {
-        atomic_store(&st.ready, 2);
-        atomic_store(&st.stop, 1);
-        pthread_join(ta, 0);
-        return -1;
-    }
-    int64_t until = mono_ns() + ns;
+    struct pair_state *st = &blk->st;
+    blk->w[0] = (struct worker){st, a};
+    blk->w[1] = (struct worker){st, b};
+    atomic_store(&blk->refs, 3);
+    pthread_t t[2];
+    int started = 0;
+    for (; started < 2; started++)
+        if (pthread_create(&t[started], 0, worker_main, &blk->w[started]) != 0)
+            break;
+    if (started < 2)
+        atomic_fetch_sub(&blk->refs, 2 - started); /* workers that never started */
+    int64_t until = mono_ns() + (started == 2 ? ns : 0);
     struct timespec nap = {0, 200000};
     while (mono_ns() < until)
         nanosleep(&nap, 0);
-    atomic_store(&st.stop, 1);
-    pthread_join(ta, 0);
-    pthread_join(tb, 0);
-    if (st.pin_failed)
-        return -1;
-    out->iterations += st.iterations;
-    out->warps += st.warps;
-    if (st.max_warp > out->max_warp_cycles) {
-        out->max_warp_cycles = st.max_warp;
-        out->worst_cpu_a = a;
-        out->worst_cpu_b = b;
+    atomic_store(&st->stop, 1);
+    /* The waiting side has a deadline too: a join would wait for ever. */
+    int64_t give_up = mono_ns() + WARP_GRACE_NS;
+    while (atomic_load_explicit(&blk->done, memory_order_acquire) < started && mono_ns() < give_up)
+        nanosleep(&nap, 0);
+    int left_behind = 0;
+    for (int i = 0; i < started; i++)
+        if (pthread_tryjoin_np(t[i], 0) != 0) {
+            pthread_detach(t[i]);
+            left_behind = 1;
+        }
+    int r = left_behind ? -2 : (started < 2 || st->pin_failed) ? -1 : 0;
+    if (r == 0) {
+        out->iterations += st->iterations;
+        out->warps += st->warps;
+        if (st->max_warp > out->max_warp_cycles) {
+            out->max_warp_cycles = st->max_warp;
+            out->worst_cpu_a = a;
+            out->worst_cpu_b = b;
+        }
     }
-    return 0;
+    block_release(blk);
+    return r;
 }
 
 int fc_warp_check(int64_t ns_per_pair, int max_pairs, struct fc_warp_result *out)
@@ -116,23 +165,24 @@ int fc_warp_check(int64_t ns_per_pair, int max_pairs, struct fc_warp_result *out
         return -1;
     int64_t start = mono_ns();
     int total_pairs = n * (n - 1) / 2;
-    if (total_pairs <= max_pairs) {
-        for (int i = 0; i < n; i++)
-            for (int j = i + 1; j < n; j++) {
-                if (run_pair(cpus[i], cpus[j], ns_per_pair, out) == 0)
-                    out->pairs_tested++;
-                else
-                    out->pairs_skipped++;
-            }
-    } else {
-        /* Big machine: the first CPU against an even spread of the others
-         * (sockets and dies are usually contiguous ranges). */
-        for (int k = 0; k < max_pairs; k++) {
-            int j = 1 + (int)((int64_t)k * (n - 1) / max_pairs);
-            if (run_pair(cpus[0], cpus[j], ns_per_pair, out) == 0)
-                out->pairs_tested++;
-            else
-                out->pairs_skipped++;
+    /* All pairs on a small machine; on a big one the first CPU against an
+     * even spread of the others (sockets and dies are usually contiguous
+     * ranges).  A pair whose worker is stuck ends the check: the next
+     * pairs would likely wait on that CPU too. */
+    int all = total_pairs <= max_pairs, pairs = all ? total_pairs : max_pairs;
+    for (int k = 0, i = 0, j = 1; k < pairs; k++) {
+        int x = all ? cpus[i] : cpus[0];
+        int y = all ? cpus[j] : cpus[1 + (int)((int64_t)k * (n - 1) / max_pairs)];
+        int r = run_pair(x, y, ns_per_pair, out);
+        if (r == 0)
+            out->pairs_tested++;
+        else
+            out->pairs_skipped++;
+        if (r == -2)
+            break;
+        if (all && ++j == n) {
+            i++;
+            j = i + 1;
         }
     }
     out->elapsed_ns = mono_ns() - start;

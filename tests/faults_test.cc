@@ -5,6 +5,8 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <future>
 #include <thread>
 #include <vector>
 #include <csignal>
@@ -24,6 +26,7 @@ extern "C" {
 }
 #include "testing.h"
 #include "test_util.h"
+#include "warp.h"
 
 // The kernel's name for the counter, and another clocksource it may use,
 // as this architecture's kernel spells them.
@@ -1020,6 +1023,64 @@ TEST_F(Faults, ForkWhileAnotherThreadCalibrates)
 
 int64_t handler_value;
 void first_read_handler(int) { handler_value = fastclock_mono_ns(); }
+
+// ---- the start-up warp check ---------------------------------------------
+
+// A warp-check worker that never gets its CPU (a real-time task busy there,
+// RT throttling off) must not hold the check, and with it the calibrator
+// thread, for ever: the check gives the pair up shortly after its deadline
+// and leaves the worker behind.  Here the test's seam holds one worker
+// before it pins itself.
+std::atomic<int> warp_hold{0}, warp_held_cpu{-1}, warp_left{0};
+void hold_one_warp_worker(int cpu)
+{
+    if (cpu != warp_held_cpu.load())
+        return;
+    while (warp_hold.load())
+        usleep(100);
+    warp_left++;
+}
+
+TEST(WarpCheck, AWorkerThatNeverGetsItsCpuDoesNotHoldTheCheck)
+{
+    cpu_set_t set;
+    ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
+    std::vector<int> cpus;
+    for (int i = 0; i < CPU_SETSIZE; i++)
+        if (CPU_ISSET(i, &set))
+            cpus.push_back(i);
+    if (cpus.size() < 2)
+        GTEST_SKIP() << "the warp check needs two CPUs this process may run on";
+    struct fc_seam seam;
+    memset(&seam, 0, sizeof seam);
+    seam.skip_warp_check = 1; // the calibrator's own check; this test runs one itself
+    seam.warp_worker_start = hold_one_warp_worker;
+    fc_test_reset(&seam);
+    warp_held_cpu = cpus[1];
+    warp_hold = 1;
+    warp_left = 0;
+    struct fc_warp_result r;
+    auto check = std::async(std::launch::async, [&] {
+        auto t0 = std::chrono::steady_clock::now();
+        int ret = fc_warp_check(10000000, 1, &r);
+        int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+        return std::make_pair(ret, ns);
+    });
+    bool returned = check.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
+    warp_hold = 0; // let the worker go (before the check's thread is joined below)
+    auto [ret, elapsed] = check.get();
+    ASSERT_TRUE(returned) << "the check waited over 5 s for a worker that never got its CPU";
+    EXPECT_EQ(ret, -1);
+    EXPECT_EQ(r.pairs_tested, 0);
+    EXPECT_EQ(r.pairs_skipped, 1);
+    EXPECT_LT(elapsed, 1000000000) << "the deadline was 10 ms, the grace 50 ms";
+    // The worker left behind leaves once it runs, and frees the pair.
+    for (int i = 0; i < 2000 && warp_left.load() == 0; i++)
+        usleep(1000);
+    EXPECT_EQ(warp_left.load(), 1);
+    usleep(20000);
+    fc_test_reset(nullptr);
+}
 
 TEST(FirstUse, InsideASignalHandler)
 {
