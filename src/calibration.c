@@ -139,8 +139,11 @@ int64_t fc_cal_fallback_value(int64_t mono, int64_t ceiling, int64_t beyond, uin
     atomic_max64(&fallback.noted, mono);
     atomic_thread_fence(memory_order_seq_cst);
     if (!atomic_load_explicit(&fallback.publishing, memory_order_seq_cst)) {
+        /* Not below what an earlier fallback returned from a line being
+         * published (below), which may lie past that line's final end. */
         atomic_max64(&fallback.returned, mono);
-        return mono;
+        int64_t r = atomic_load_explicit(&fallback.returned, memory_order_acquire);
+        return r > mono ? r : mono;
     }
     /* The writer is publishing (a few instructions): let it finish and read
      * the new line instead.  If it does not (preempted), or this is a signal
@@ -151,9 +154,17 @@ int64_t fc_cal_fallback_value(int64_t mono, int64_t ceiling, int64_t beyond, uin
             return FC_FALLBACK_RETRY;
     }
     int64_t c = ceiling;
-    if (epoch == atomic_load_explicit(&fallback.publishing, memory_order_acquire) && beyond > c) {
-        c = beyond; /* the line being published: its value here, for the next to cover */
-        atomic_max64(&fallback.noted, c);
+    if (beyond > c && epoch == atomic_load_explicit(&fallback.publishing, memory_order_acquire)) {
+        /* The line being published, read past its first end: its value
+         * here.  Noted, then the publication checked again (Dekker with the
+         * next writer's handshake): still this one, so the line after is
+         * lifted over it.  Recorded: no later fallback returns less. */
+        atomic_max64(&fallback.noted, beyond);
+        atomic_thread_fence(memory_order_seq_cst);
+        if (atomic_load_explicit(&fallback.publishing, memory_order_seq_cst) != epoch)
+            return FC_FALLBACK_RETRY;
+        atomic_max64(&fallback.returned, beyond);
+        c = beyond;
     }
     int64_t r = atomic_load_explicit(&fallback.returned, memory_order_acquire);
     return r > c ? r : c;
@@ -179,21 +190,21 @@ void fc_track_unlock(const struct fc_track *t)
     atomic_store_explicit(t->lock, 0, memory_order_release);
 }
 
-/* Set before the lock is taken and cleared after it is released, so that a
- * handler on the holder's thread always sees it while the lock is held.
- * Restored, not cleared, on a failed try: a handler's own try, nested in a
- * holder's critical section, must leave the holder's flag set. */
+/* Raised before the lock is taken and lowered after it is released, so
+ * that a handler on the holder's thread always sees it while the lock is
+ * held.  A count, not a flag: a handler that interrupts this thread between
+ * raising it and its try, and takes and releases the lock itself, must
+ * leave it raised for the try it interrupted. */
 static __thread int cal_held_here __attribute__((tls_model("initial-exec")));
 
 int fc_cal_trylock(void)
 {
-    int outer = cal_held_here;
-    cal_held_here = 1;
+    cal_held_here++;
     atomic_signal_fence(memory_order_seq_cst);
     int won = fc_track_trylock(&fc_global_track);
     atomic_signal_fence(memory_order_seq_cst);
     if (!won)
-        cal_held_here = outer;
+        cal_held_here--;
     return won;
 }
 
@@ -201,7 +212,7 @@ void fc_cal_unlock(void)
 {
     fc_track_unlock(&fc_global_track);
     atomic_signal_fence(memory_order_seq_cst);
-    cal_held_here = 0;
+    cal_held_here--;
 }
 
 int fc_cal_held_here(void) { return cal_held_here; }
@@ -214,16 +225,32 @@ int fc_cal_held_here(void) { return cal_held_here; }
  * short stays cut (fallbacks past the cut may have returned kernel values
  * above the old line there); the child's first line starts at or above the
  * uncut end instead (build_and_publish, F).  The residue: a handler that
- * forked between this thread's flag and its try-lock, while another thread
- * held the lock, leaves it held in the child, whose reads then take the
- * kernel's values, clamped as every fallback's.
+ * forked between this thread's count and its try-lock, while another
+ * thread held the lock, leaves it held in the child, whose reads then take
+ * the kernel's values, clamped as every fallback's.
  */
 void fc_cal_reset_in_child(void)
 {
-    if (cal_held_here)
-        return;
-    atomic_store_explicit(fc_global_track.lock, 0, memory_order_relaxed);
-    atomic_store_explicit(&fallback.publishing, 0, memory_order_relaxed);
+    if (publishing_here)
+        return; /* this thread's writer, inside its publication: it goes on */
+    if (atomic_load_explicit(&fallback.publishing, memory_order_relaxed)) {
+        /* A writer that is gone, inside its publication: its new line may be
+         * visible, and old-line reads made before it showed may lie past
+         * that line's end.  The child's first line starts at or above this
+         * line's value now (F), which covers them (the pivot rule). */
+        atomic_store_explicit(&fallback.publishing, 0, memory_order_relaxed);
+        const struct fc_line *cur = fc_line_current(&fc_latch);
+        struct fc_meta m = *fc_meta_current(&fc_latch);
+        uint64_t past = cur->mult > 0 ? (uint64_t)(FC_PAST_MARGIN_NS * (double)((int64_t)1 << FC_SHIFT) / (double)cur->mult) : 0;
+        uint64_t used = fc_now_counter(1) + past - cur->base_tsc;
+        if (cur->mult != 0 && (int64_t)used > 0 && used > m.soft_span && used > m.uncut_span) {
+            struct fc_line l = *cur;
+            m.uncut_span = used;
+            fc_line_publish(&fc_latch, &l, fc_line_base_frac(&l), &m);
+        }
+    }
+    if (!cal_held_here)
+        atomic_store_explicit(fc_global_track.lock, 0, memory_order_relaxed);
 }
 
 static int64_t abs64(int64_t v) { return v < 0 ? -v : v; }
@@ -702,6 +729,20 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
                 mult = cur->mult;
             err_at_pivot_ns = fixed_to_ns(e);
         }
+        /* Where the old line must end before readers can see the new one
+         * (0: nowhere): a future pivot; or, after a step forward onto a
+         * shallower slope, where the old line catches up with the new one
+         * (after three misses the step keeps the old slope: never caught). */
+        uint64_t guard = pivot != P ? pivot : 0;
+        if (valid && jumped && mult < cur->mult) {
+            if (continue_old) {
+                mult = cur->mult;
+            } else {
+                __int128 lead = base - line_fixed(cur, (int64_t)(P - cur->base_tsc));
+                __int128 ticks = lead / (cur->mult - mult);
+                guard = P + (uint64_t)(ticks < (__int128)cm->soft_span ? ticks : (__int128)cm->soft_span);
+            }
+        }
 #undef KFIX
         /* Store the line at P (<= publication) so readers' deltas are >= 0. */
         __int128 base_p = base - (__int128)mult * (int64_t)(pivot - P);
@@ -743,33 +784,33 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
         m.published_mono_ns = s->mono;
         m.sync_generation = cs->sync_generation;
 
-        /* A pivot in the future must still be ahead when readers can see the
-         * new line.  A check of the counter before publishing cannot promise
-         * that: the writer may be preempted between the two, and readers of
-         * the old line read on past the pivot, above the new line.  So first
-         * cut the old line at the pivot (a reader beyond it takes the slow
-         * path, which returns no more than the line's value at its end and
-         * notes what it returns for the handshake below), then check that the
-         * cut showed before the pivot.  If it did not, readers may have
-         * passed the pivot: try again, and after three misses continue the
-         * old line instead, which no reader of it can have got ahead of.
+        /* The guard must still be ahead when readers can see the new line.
+         * A check of the counter before publishing cannot promise that: the
+         * writer may be preempted between the two, and readers of the old
+         * line read on past the guard, above the new line.  So first cut the
+         * old line at the guard (a reader beyond it takes the slow path,
+         * which returns no more than the line's value at its end and notes
+         * what it returns for the handshake below), then check that the cut
+         * showed before the guard.  If it did not, readers may have passed
+         * it: try again, and after three misses continue the old line (or
+         * keep its slope), which no reader of it can have got ahead of.
          * A cut is never lengthened by a later try: fallback reads past it
          * may have returned kernel values above the old line there, which
          * only the new line is lifted over.  (tsc-percpu's lines need no
          * cut: a thread-local clamp keeps each thread monotonic, and the
          * mode's bound covers steps across them.) */
-        if (pivot != P && t->cpu < 0) {
-            if ((uint64_t)(pivot - cur->base_tsc) < cut_span) {
+        if (guard && t->cpu < 0) {
+            if ((uint64_t)(guard - cur->base_tsc) < cut_span) {
                 struct fc_line cut = *cur;
                 struct fc_meta cut_m = *cm;
-                cut_span = pivot - cur->base_tsc;
+                cut_span = guard - cur->base_tsc;
                 cut_m.soft_span = cut_span;
                 cut_m.uncut_span = cm->uncut_span > cm->soft_span ? cm->uncut_span : cm->soft_span;
                 if (cut.fast_span > cut_span)
                     cut.fast_span = cut_span;
                 fc_line_publish(t->latch, &cut, fc_line_base_frac(cur), &cut_m);
             }
-            if (fc_now_counter(1) + (uint64_t)past >= pivot) {
+            if (fc_now_counter(1) + (uint64_t)past >= guard) {
                 if (attempt >= 2)
                     continue_old = 1;
                 continue;
