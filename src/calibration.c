@@ -857,6 +857,8 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
          * (fc_cal_fallback_value).  The bound grows by the slew's drift
          * from the kernel over the extra span. */
         uint64_t seen = fc_now_counter(1) + (uint64_t)past;
+        if (fc_seam.writer_step)
+            fc_seam.writer_step("seen");
         if ((int64_t)(seen - (l.base_tsc + m.soft_span)) > 0) {
             uint64_t extra = seen - (l.base_tsc + m.soft_span);
             m.soft_span = seen - l.base_tsc;
@@ -867,6 +869,8 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
         atomic_store_explicit(&fallback.publishing, 0, memory_order_seq_cst);
         atomic_signal_fence(memory_order_seq_cst);
         publishing_here = 0;
+        if (fc_seam.writer_step)
+            fc_seam.writer_step("published");
     }
     cs->calibrations++;
     cs->last_ok_mono = s->mono;

@@ -31,6 +31,9 @@ struct fc_seam {
                           1 the kernel's clock, -1 the per-CPU lines */
     void (*warp_worker_start)(int cpu); /* non-NULL: called first by each warp-check worker
                                            (a test holds one there: a CPU it never gets) */
+    void (*writer_step)(const char *where); /* non-NULL: called by the global line's writer at
+                                               named points of a publication (a test preempts it
+                                               there): "seen", "published" */
 };
 
 /* The one instance (seam.c), installed only by fc_test_reset (testing.c). */

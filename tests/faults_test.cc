@@ -921,6 +921,43 @@ TEST_F(Faults, NewLinesNeverUndercutOldOnesWhenTheWriterIsPreempted)
     }
 }
 
+// The writer stopped after it read the counter that fixes its new line's
+// end ("seen") and before that end is extended: a fallback then finds the
+// new line past its end and takes its value there, beyond the final end.
+// A later fallback, once the publication is over but the lock still held,
+// must not return less (the line runs ahead of the kernel here, so the
+// kernel's value is below it).
+std::vector<int64_t> step_reads;
+void read_at_writer_step(const char *where)
+{
+    // Away 50 us after "seen", then 1 us: far less than the line's lead on
+    // the kernel, so the kernel's value at the second read is below the first.
+    sim_advance_ns(std::strcmp(where, "seen") == 0 ? 50e3 : 1e3);
+    sim.in_other_read = true;
+    step_reads.push_back(fastclock_mono_ns());
+    sim.in_other_read = false;
+}
+
+TEST_F(Faults, FallbacksDuringAndAfterAPublicationNeverGoBack)
+{
+    install();
+    warm_up(200, 10e6);
+    sim_set_rate(sim.rate * (1 - 300e-6)); // the kernel slows: the line runs ahead of it
+    sim_advance_ns(100e6);
+    int64_t before = fastclock_mono_ns();
+    step_reads.clear();
+    fc_seam.writer_step = read_at_writer_step;
+    sim.away_between_reads = uint64_t(150e3 / sim.rate); // a late publication: the new line's end moves
+    ASSERT_EQ(fc_test_recalibrate(), 0);
+    sim.away_between_reads = 0;
+    fc_seam.writer_step = nullptr;
+    ASSERT_EQ(step_reads.size(), 2u);
+    EXPECT_GE(step_reads[0], before);
+    EXPECT_GE(step_reads[1], step_reads[0]) << "the fallback after the publication is "
+                                            << step_reads[0] - step_reads[1] << " ns below the one during it";
+    EXPECT_GE(fastclock_mono_ns(), step_reads[1]);
+}
+
 // Fork from a signal handler that interrupted a calibration: the child goes
 // on inside the handler, and the calibration resumes when it returns.  The
 // child must not start another calibration meanwhile (it would write the
