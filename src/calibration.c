@@ -233,14 +233,18 @@ void fc_cal_reset_in_child(void)
 {
     if (publishing_here)
         return; /* this thread's writer, inside its publication: it goes on */
-    if (atomic_load_explicit(&fallback.publishing, memory_order_relaxed)) {
-        /* A writer that is gone, inside its publication: its new line may be
-         * visible, and old-line reads made before it showed may lie past
-         * that line's end.  The child's first line starts at or above this
-         * line's value now (F), which covers them (the pivot rule). */
+    uint64_t gone = atomic_load_explicit(&fallback.publishing, memory_order_relaxed);
+    if (gone) {
+        /* A writer that is gone, inside its publication: if its new line is
+         * visible, old-line reads made before it showed may lie past that
+         * line's end.  The child's first line starts at or above this
+         * line's value now (F), which covers them (the pivot rule).  (Not
+         * visible yet: the old line stands as it was.) */
         atomic_store_explicit(&fallback.publishing, 0, memory_order_relaxed);
         const struct fc_line *cur = fc_line_current(&fc_latch);
         struct fc_meta m = *fc_meta_current(&fc_latch);
+        if (m.epoch != gone)
+            goto unlock;
         uint64_t past = cur->mult > 0 ? (uint64_t)(FC_PAST_MARGIN_NS * (double)((int64_t)1 << FC_SHIFT) / (double)cur->mult) : 0;
         uint64_t used = fc_now_counter(1) + past - cur->base_tsc;
         if (cur->mult != 0 && (int64_t)used > 0 && used > m.soft_span && used > m.uncut_span) {
@@ -249,6 +253,7 @@ void fc_cal_reset_in_child(void)
             fc_line_publish(&fc_latch, &l, fc_line_base_frac(&l), &m);
         }
     }
+unlock:
     if (!cal_held_here)
         atomic_store_explicit(fc_global_track.lock, 0, memory_order_relaxed);
 }
@@ -451,19 +456,26 @@ int64_t fc_cal_global_ceiling(void)
     /* If the counter is now behind the line's base, "now" means nothing; but
      * then no reader has used the line since the counter went back, and
      * before that the line was within its bound of the kernel. */
+    /* Readers may have used the line up to its uncut end (a cut left by a
+     * writer gone in a fork), and fallbacks returned values past its end
+     * while a line was being published: the ceiling is above both. */
+    const uint64_t span = cm->uncut_span > cm->soft_span ? cm->uncut_span : cm->soft_span;
+    int64_t returned = atomic_load_explicit(&fallback.returned, memory_order_acquire);
     if ((int64_t)(fc_now_counter(1) - cur->base_tsc) < 0) {
-        int64_t v = fixed_to_ns(line_fixed(cur, (int64_t)cm->soft_span)) + 1;
+        int64_t v = fixed_to_ns(line_fixed(cur, (int64_t)span)) + 1;
         int64_t k = fc_kernel_ns(CLOCK_MONOTONIC);
         int64_t cap = k + fc_meta_bound(cm, k) + 1;
         if (v > cap)
             v = cap;
+        if (v < returned)
+            v = returned;
         return v > cm->floor_ns ? v : cm->floor_ns;
     }
     double rate = (double)cur->mult / (double)((int64_t)1 << FC_SHIFT);
     const int64_t past = (int64_t)(FC_PAST_MARGIN_NS / rate) + 1; /* speculation window */
     struct fc_line l = *cur;
     struct fc_meta m = *cm;
-    const uint64_t end = l.base_tsc + m.soft_span; /* the uncut line's: readers may hold it */
+    const uint64_t end = l.base_tsc + span; /* the uncut line's: readers may hold it */
     uint64_t cut = fc_now_counter(1) + (uint64_t)(FC_FENCE_NS / rate);
     if (cut - l.base_tsc < m.soft_span) {
         if (m.uncut_span < m.soft_span)
@@ -481,6 +493,8 @@ int64_t fc_cal_global_ceiling(void)
         cut = end; /* the line ends sooner anyway */
     }
     int64_t v = fixed_to_ns(line_fixed(&l, (int64_t)(cut - l.base_tsc))) + 1;
+    if (v < returned)
+        v = returned;
     cm = fc_meta_current(&fc_latch);
     return v > cm->floor_ns ? v : cm->floor_ns;
 }

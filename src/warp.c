@@ -56,8 +56,9 @@ static void *worker_main(void *arg)
 {
     struct worker *w = arg;
     struct pair_block *b = (struct pair_block *)((char *)w->st - offsetof(struct pair_block, st));
-    if (fc_seam.warp_worker_start)
-        fc_seam.warp_worker_start(w->cpu);
+    void (*hook)(int) = fc_seam.warp_worker_start;
+    if (hook)
+        hook(w->cpu);
     worker_loop(w);
     atomic_fetch_add_explicit(&b->done, 1, memory_order_release);
     block_release(b);
@@ -129,12 +130,12 @@ static int run_pair(int a, int b, int64_t ns, struct fc_warp_result *out)
     int64_t give_up = mono_ns() + WARP_GRACE_NS;
     while (atomic_load_explicit(&blk->done, memory_order_acquire) < started && mono_ns() < give_up)
         nanosleep(&nap, 0);
-    int left_behind = 0;
+    /* Left behind: by the count, not the join (a worker that has counted
+     * itself out may not have exited yet: it is detached all the same). */
+    int left_behind = atomic_load_explicit(&blk->done, memory_order_acquire) < started;
     for (int i = 0; i < started; i++)
-        if (pthread_tryjoin_np(t[i], 0) != 0) {
+        if (pthread_tryjoin_np(t[i], 0) != 0)
             pthread_detach(t[i]);
-            left_behind = 1;
-        }
     int r = left_behind ? -2 : (started < 2 || st->pin_failed) ? -1 : 0;
     if (r == 0) {
         out->iterations += st->iterations;
