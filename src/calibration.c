@@ -1341,5 +1341,9 @@ void fc_cal_reset_for_tests(void)
     atomic_store(&stats.interval_ns, 0);
     atomic_store(&ticks_mult, 0);
     atomic_store(&global_lock, 0);
+    /* The calling thread's marks too: a test that failed holding the lock
+     * must not leave the next one looking like a holder. */
+    cal_held_here = 0;
+    publishing_here = 0;
     fc_sync_reset_for_tests();
 }
