@@ -649,6 +649,8 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
     int64_t measured_err = 0;
     int measured = 0;
 
+    if (fc_seam.writer_step && t->cpu < 0)
+        fc_seam.writer_step("build");
     int continue_old = 0;
     uint64_t cut_span = cm->soft_span; /* the visible old line's, once cut (never lengthened) */
     for (int attempt = 0;; attempt++) {
@@ -824,6 +826,8 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
                     cut.fast_span = cut_span;
                 fc_line_publish(t->latch, &cut, fc_line_base_frac(cur), &cut_m);
             }
+            if (fc_seam.writer_step)
+                fc_seam.writer_step("cut");
             if (fc_now_counter(1) + (uint64_t)past >= guard) {
                 if (attempt >= 2)
                     continue_old = 1;

@@ -33,7 +33,9 @@ struct fc_seam {
                                            (a test holds one there: a CPU it never gets) */
     void (*writer_step)(const char *where); /* non-NULL: called by the global line's writer at
                                                named points of a publication (a test preempts it
-                                               there): "seen", "published" */
+                                               there): "build" (sampled, nothing built yet),
+                                               "cut" (each try that guards the old line),
+                                               "seen", "published" */
 };
 
 /* The one instance (seam.c), installed only by fc_test_reset (testing.c). */

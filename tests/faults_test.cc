@@ -941,9 +941,13 @@ TEST_F(Faults, NewLinesNeverUndercutOldOnesWhenTheWriterIsPreempted)
 std::vector<int64_t> step_reads;
 void read_at_writer_step(const char *where)
 {
-    // Away 50 us after "seen", then 1 us: far less than the line's lead on
-    // the kernel, so the kernel's value at the second read is below the first.
-    sim_advance_ns(std::strcmp(where, "seen") == 0 ? 50e3 : 1e3);
+    // Away 50 us after "seen", then 1 us after "published": far less than
+    // the line's lead on the kernel, so the kernel's value at the second
+    // read is below the first.
+    bool seen = std::strcmp(where, "seen") == 0;
+    if (!seen && std::strcmp(where, "published") != 0)
+        return;
+    sim_advance_ns(seen ? 50e3 : 1e3);
     sim.in_other_read = true;
     step_reads.push_back(fastclock_mono_ns());
     sim.in_other_read = false;
@@ -970,6 +974,90 @@ TEST_F(Faults, FallbacksDuringAndAfterAPublicationNeverGoBack)
     ASSERT_EQ(mode(), "system");
     int64_t v = fastclock_mono_ns();
     EXPECT_GE(v, step_reads[1]) << "mode system's first read is " << step_reads[1] - v << " ns below a fallback";
+}
+
+// A cut that showed too late (the writer away past the guard) is never
+// lengthened by the next try: fallbacks past it may have returned the
+// kernel's time, here ahead of the old line (a line behind the kernel by
+// 0.75 us, then adjtimex announcing a 1000 ppm slower kernel: a shallower
+// line with a pivot ahead).  The writer is away 250 us at its first cut,
+// where another read falls back; 10 ns after its second, another read.
+std::vector<int64_t> cut_reads;
+void read_at_each_cut(const char *where)
+{
+    if (std::strcmp(where, "cut") != 0)
+        return;
+    sim_advance_ns(cut_reads.empty() ? 250e3 : 10);
+    sim.in_other_read = true;
+    cut_reads.push_back(fastclock_mono_ns());
+    sim.in_other_read = false;
+}
+
+TEST_F(Faults, ACutThatShowedLateIsNeverLengthened)
+{
+    install();
+    warm_up(200, 10e6);
+    sim_set_rate(sim.rate * (1 + 50e-6));
+    sim_advance_ns(15e6); // the kernel 0.75 us ahead of the line
+    sim.tick_us = 9990;   // adjtimex: the kernel runs 1000 ppm slower from now
+    sim_set_rate(sim.rate * (1 - 1000e-6));
+    struct fc_test_line before, after;
+    fc_test_current_line(&before);
+    cut_reads.clear();
+    fc_seam.writer_step = read_at_each_cut;
+    ASSERT_EQ(fc_test_recalibrate(), 0);
+    fc_seam.writer_step = nullptr;
+    fc_test_current_line(&after);
+    ASSERT_GE(cut_reads.size(), 2u) << "the old line was not cut twice";
+    for (size_t i = 1; i < cut_reads.size(); i++)
+        EXPECT_GE(cut_reads[i], cut_reads[i - 1]) << "the read after cut " << i + 1 << " is "
+                                                 << cut_reads[i - 1] - cut_reads[i] << " ns below the one before";
+    EXPECT_GE(fastclock_mono_ns(), cut_reads.back());
+}
+
+// A step forward onto a shallower slope (the line 10 us behind the kernel,
+// then adjtimex announcing a 1000 ppm slower kernel): the old line catches
+// up with the new one a few ms on, so a writer away longer than that before
+// its new line shows would let old-line reads overtake it.  The old line is
+// cut where they cross.  Here each of the writer's counter reads from its
+// build on comes 8 ms late, and another read is made at each: the cut
+// never shows in time, and after three tries the step keeps the old slope.
+// The writer's counter reads come 8 ms late from its build on (its samples
+// are taken on time).
+void away_8ms_while_building(const char *where)
+{
+    if (std::strcmp(where, "build") == 0)
+        sim.away_between_reads = uint64_t(8e6 / sim.rate);
+    else if (std::strcmp(where, "published") == 0)
+        sim.away_between_reads = 0;
+}
+
+TEST_F(Faults, AStepOntoAShallowerSlopeIsGuardedToo)
+{
+    install();
+    warm_up(200, 10e6);
+    sim_set_rate(sim.rate * (1 + 200e-6));
+    sim_advance_ns(50e6); // the kernel 10 us ahead: the next line steps forward
+    sim.tick_us = 9990;
+    sim_set_rate(sim.rate * (1 - 1000e-6));
+    struct fc_test_line before, after;
+    fc_test_current_line(&before);
+    sim.other_reads.clear();
+    fc_seam.writer_step = away_8ms_while_building;
+    ASSERT_EQ(fc_test_recalibrate(), 0);
+    fc_seam.writer_step = nullptr;
+    sim.away_between_reads = 0;
+    fc_test_current_line(&after);
+    ASSERT_FALSE(sim.other_reads.empty());
+    int64_t prev = 0;
+    for (const auto &r : sim.other_reads) {
+        EXPECT_GE(r.value, prev);
+        prev = r.value;
+        int64_t n = fc_test_line_eval(&after, r.counter);
+        EXPECT_GE(n, r.value) << "the new line at +" << (r.counter - before.base_tsc)
+                              << " ticks undercuts what the other read had by " << r.value - n << " ns";
+    }
+    EXPECT_GE(fastclock_mono_ns(), prev);
 }
 
 // Fork from a signal handler that interrupted a calibration: the child goes
