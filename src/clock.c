@@ -22,7 +22,7 @@
  *     CI -- while ordered reads in the same runs never went back; up to
  *     186 ns through a lock-free atomic hand-off in a JVM);
  *   coarse: MONOTONIC monotonic across threads, never ahead of the fine
- *     clock; REALTIME is the ticker's last value, so a clock_settime reaches
+ *     clock where the ticker publishes it (see mixing flavours); REALTIME is the ticker's last value, so a clock_settime reaches
  *     it at the next tick (until then it may be ahead of a fine read after
  *     a step back); both behind the fine clocks by ~1 ms plus the ticker
  *     thread's scheduling delay
@@ -38,11 +38,18 @@
  *     every line carries and only a suspend raises (calibration.c), so it
  *     keeps MONOTONIC's guarantees; where the kernel answers, it is held to
  *     the same floors as MONOTONIC;
- *   mixing flavours of one clock in a thread: each value is within the
- *     reported error bound of the kernel, so a fine read after a coarse one
- *     is never earlier, and ordered and unordered reads of one line agree
- *     to the ns except where the ordered flavour is routed to a cheaper
- *     kernel clock -- then they differ by at most the error bound.
+ *   mixing flavours of one clock in a thread: a fine REALTIME read after a
+ *     coarse one is never earlier (fc_wall_from_mono holds it at the
+ *     kernel's coarse value); a fine MONOTONIC read after a coarse one is
+ *     never earlier where the ticker publishes the coarse clocks from the
+ *     line, or where the kernel answers both (mode system); where the
+ *     kernel's coarse clocks answer and the line the fine ones (no ticker:
+ *     the shim, lazy processes) it may be earlier by at most the reported
+ *     error bound (the line may lag the kernel that much, and the kernel's
+ *     coarse value is its time at the last tick); ordered and
+ *     unordered reads of one line agree to the ns except where the ordered
+ *     flavour is routed to a cheaper kernel clock -- then they differ by
+ *     at most the error bound.
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -334,7 +341,7 @@ static FC_COLD int64_t slow_read(enum fc_kind kind, int ordered)
     if (ordered && (FC_LOAD(&fc_latch.read_flags) & FC_READ_ORDERED_KERNEL))
         return fc_kernel_ns(fc_kind_clock(kind)); /* chosen before any line: nothing to clamp */
     if (fc_kind_is_wall(kind)) /* MONOTONIC, in whatever way this mode reads it, plus the offset */
-        return slow_read(FC_MONO, ordered) + fc_wall_offset(kind);
+        return fc_wall_from_mono(kind, slow_read(FC_MONO, ordered));
     for (int attempt = 0;; attempt++) {
         int mode = atomic_load_explicit(&fc_mode, memory_order_acquire);
         if (mode == FC_MODE_UNINIT) {

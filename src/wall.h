@@ -92,6 +92,23 @@ FC_INLINE int64_t fc_wall_offset(enum fc_kind kind)
     return fc_wall_refresh(kind);
 }
 
+/*
+ * A wall clock from MONOTONIC: the value plus the kernel's offset, and
+ * REALTIME never below the kernel's REALTIME_COARSE that the offset was
+ * checked against -- the value a coarse read or time() just returned.  The
+ * line may lag the kernel by up to its error bound, and right after a tick
+ * that would put a fine read below them (the second of time() one ahead of
+ * gettimeofday's).  Both inputs only move forward between steps, so the
+ * larger does too; and it is never further from the kernel.
+ */
+FC_INLINE int64_t fc_wall_from_mono(enum fc_kind kind, int64_t mono)
+{
+    int64_t v = mono + fc_wall_offset(kind);
+    if (kind == FC_REAL && FC_UNLIKELY(v < fc_wall_cache.coarse_real))
+        v = fc_wall_cache.coarse_real;
+    return v;
+}
+
 /* Ordered wall reads that the kernel answers (NULL: the line does). */
 FC_INLINE fc_gettime_fn fc_wall_route(enum fc_kind kind, int ordered)
 {
@@ -108,7 +125,7 @@ FC_INLINE int fc_read_line(enum fc_kind kind, int ordered, int64_t *out)
     int64_t mono;
     if (FC_UNLIKELY(!fc_line_read(&fc_latch, FC_MONO, ordered, &mono)))
         return 0;
-    *out = mono + fc_wall_offset(kind);
+    *out = fc_wall_from_mono(kind, mono);
     return 1;
 }
 

@@ -1060,6 +1060,32 @@ TEST_F(Faults, AStepOntoAShallowerSlopeIsGuardedToo)
     EXPECT_GE(fastclock_mono_ns(), prev);
 }
 
+// The line may lag the kernel by up to its bound; right after a tick the
+// kernel's coarse REALTIME (what time() and a coarse read return) is then
+// ahead of the line's.  A fine REALTIME read after a coarse one must not be
+// earlier (here the line is ~0.75 us behind and the reads 200 ns after a
+// tick of the simulated kernel, whose coarse clocks tick every 4 ms).
+TEST_F(Faults, FineRealtimeIsNeverBelowTheCoarseReadBeforeIt)
+{
+    install();
+    warm_up(200, 10e6);
+    sim_set_rate(sim.rate * (1 + 50e-6));
+    sim_advance_ns(15e6); // the kernel 0.75 us ahead of the line
+    for (int i = 0; i < 20; i++) {
+        int64_t m = sim_mono();
+        sim_advance_ns(double(4000000 - m % 4000000) + 200); // 200 ns past the next tick
+        int64_t coarse = fastclock_real_coarse_ns();
+        for (int ordered : {1, 0}) {
+            int64_t fine = ordered ? fastclock_real_ns() : fastclock_real_ns_unordered();
+            EXPECT_GE(fine, coarse) << "tick " << i << (ordered ? ", ordered" : ", unordered") << ": "
+                                    << coarse - fine << " ns below the coarse read before it";
+            struct timespec ts;
+            ASSERT_EQ(fastclock_gettime(CLOCK_REALTIME, &ts), 0);
+            EXPECT_GE(int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec, coarse);
+        }
+    }
+}
+
 // Fork from a signal handler that interrupted a calibration: the child goes
 // on inside the handler, and the calibration resumes when it returns.  The
 // child must not start another calibration meanwhile (it would write the
