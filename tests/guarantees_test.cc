@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstring>
 #include <mutex>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -174,20 +175,25 @@ TEST(Mode, WarpCheckRunsWithEitherCalibrator)
         GTEST_SKIP() << "needs two CPUs";
     // The calibrator thread runs check_tsc_warp a few ms after the decision;
     // the lazy calibrator compares its own samples as readers take them on
-    // different CPUs -- so read from a thread pinned to each CPU in turn.
+    // different CPUs -- so read from a thread pinned to a CPU drawn at
+    // random each round, after a random pause.  (Taking the CPUs in turn,
+    // 5 ms apart, phase-locked with the 0.5 s lines about once in 50 runs:
+    // every calibration fell on the same CPU for the whole 7.5 s.)
     struct fastclock_status st;
     auto cpus = allowed_cpus();
+    std::minstd_rand pick(12345);
     for (int round = 0; round < 1500; round++) { // lazy lines last up to 0.5 s: a few s at most
         fastclock_status(&st);
         if (st.max_warp_cycles >= 0)
             break;
+        int cpu = cpus[pick() % cpus.size()];
         std::thread t([&] {
-            pin_to_cpu(cpus[size_t(round) % cpus.size()]);
+            pin_to_cpu(cpu);
             for (int i = 0; i < 2000; i++)
                 fastclock_mono_ns();
         });
         t.join();
-        usleep(5000);
+        usleep(3000 + pick() % 4000);
     }
     EXPECT_GE(st.max_warp_cycles, 0) << "no warp check ran (" << st.calibrator << " calibrator)";
     EXPECT_LT(st.max_warp_cycles, lazy_run() ? 5000 : 1000) << "the counters of this VM's CPUs are in step";
