@@ -26,10 +26,10 @@ struct fc_coarse {
     _Atomic int64_t mono __attribute__((aligned(64)));
     _Atomic int64_t real;       /* valid while mono != 0 */
     _Atomic int64_t floor_mono; /* last mono served before the ticker stopped */
-    /* No ticker will run and none ever served (no calibrator thread, or
-     * mode system from the start): the kernel's coarse clocks answer
-     * straight from the vDSO.  Set by the read paths, cleared whenever a
-     * floor is set. */
+    /* No ticker will run (no calibrator thread, or mode system from the
+     * start) and none ever served, or the kernel's coarse clock has passed
+     * the floor: the kernel's coarse clocks answer straight from the vDSO.
+     * Set by the read paths, cleared whenever a floor is set. */
     _Atomic(fc_coarse_fn) direct;
 };
 FC_UPKEEP_HIDDEN extern struct fc_coarse fc_coarse;

@@ -874,6 +874,53 @@ TEST(Fork, ChildKeepsCorrectTime)
     EXPECT_EQ(WEXITSTATUS(status), 0) << "child check failed (see child_checks codes)";
 }
 
+// A fork child has no calibrator thread: its coarse clocks become the
+// kernel's, held at the last value the parent's ticker served, and -- once
+// the kernel's coarse MONOTONIC has passed that -- straight from the vDSO,
+// as in a process that never had a ticker (through the held path they cost
+// 1.8x the kernel's).  The inline header's block shows the direct route.
+TEST(Fork, ChildsCoarseClocksGoStraightToTheKernel)
+{
+    for (int i = 0; i < 50; i++) { // a calibrator thread, if any, decides and ticks
+        fastclock_mono_ns();
+        fastclock_mono_coarse_ns();
+        usleep(1000);
+    }
+    struct fastclock_status st;
+    ASSERT_EQ(fastclock_status(&st), 0);
+    if (std::strcmp(st.calibrator, "thread") == 0 &&
+        (std::strcmp(st.mode, "tsc") == 0 || std::strcmp(st.mode, "tsc-percpu") == 0)) {
+        ASSERT_NE(__atomic_load_n(&fastclock_coarse_v1->mono, __ATOMIC_ACQUIRE), 0) << "the ticker does not tick";
+    }
+    int64_t before = fastclock_mono_coarse_ns();
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        alarm(5);
+        int code = 0;
+        int64_t prev = before, until = kernel_ns(CLOCK_MONOTONIC) + 200000000;
+        while (__atomic_load_n(&fastclock_coarse_v1->kernel_gettime, __ATOMIC_RELAXED) == nullptr &&
+               kernel_ns(CLOCK_MONOTONIC) < until) {
+            int64_t v = fastclock_mono_coarse_ns();
+            code |= v < prev ? 1 : 0;
+            prev = v;
+            usleep(100);
+        }
+        code |= __atomic_load_n(&fastclock_coarse_v1->kernel_gettime, __ATOMIC_RELAXED) == nullptr ? 2 : 0;
+        for (int i = 0; i < 1000; i++) {
+            int64_t v = fastclock_mono_coarse_ns_inline();
+            code |= v < prev ? 4 : 0;
+            prev = v;
+        }
+        _exit(code);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "child: 1 a coarse read went back before the route, 2 no direct route "
+                                         "within 200 ms, 4 a read went back after it";
+}
+
 TEST(Fork, ManyForksWhileCalibrating)
 {
     // Fork at random points, including during a calibration; no child may
