@@ -94,6 +94,18 @@ static _Atomic(gettimeofday_fn) vdso_gettimeofday; /* __vdso_gettimeofday, likew
 static _Atomic int shim_flags;
 static _Atomic int constructed;
 
+/* The vDSO's result as libc returns it: where the vDSO falls back to the
+ * system call (hpet, acpi_pm, a clocksource being changed) it returns
+ * -errno, e.g. -EFAULT for a bad buffer; libc sets errno and returns -1. */
+FC_INLINE int vdso_result(int r)
+{
+    if (FC_UNLIKELY(r != 0)) {
+        errno = -r;
+        return -1;
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------ the next definitions */
 
 static int pass_gettime(clockid_t id, struct timespec *ts)
@@ -173,8 +185,7 @@ FC_INLINE int stored(enum fc_kind kind, enum shape shape, void *out, int64_t ns)
 
 /* Mode system from the start: the kernel answers the clocks the shim serves,
  * straight from the vDSO (through libc it would cost a second call: 0.75x
- * for the coarse clocks, measured); every other id still goes to libc.  The
- * served ids never fail, so there is no -errno to convert. */
+ * for the coarse clocks, measured); every other id still goes to libc. */
 static int pass_fine(enum shape shape, clockid_t id, void *out)
 {
     gettime_fn vdso = atomic_load_explicit(&vdso_gettime, memory_order_relaxed);
@@ -182,7 +193,7 @@ static int pass_fine(enum shape shape, clockid_t id, void *out)
     case AS_TIMEVAL: {
         gettimeofday_fn gtod = atomic_load_explicit(&vdso_gettimeofday, memory_order_relaxed);
         if (FC_LIKELY(gtod != 0))
-            return gtod(out, 0);
+            return vdso_result(gtod(out, 0));
         return fc_kernel_gettimeofday(out, 0);
     }
     case AS_TIMESPEC_GET:
@@ -191,7 +202,7 @@ static int pass_fine(enum shape shape, clockid_t id, void *out)
         return fc_kernel_gettime(CLOCK_REALTIME, out) == 0 ? TIME_UTC : 0;
     default:
         if (FC_LIKELY(vdso != 0))
-            return vdso(id, out);
+            return vdso_result(vdso(id, out));
         return fc_kernel_gettime(id, out);
     }
 }
@@ -357,11 +368,11 @@ SHIM_API int clock_gettime(clockid_t id, struct timespec *ts)
     if (FC_UNLIKELY(!ts))
         return gettime_null(id);
     if (FC_UNLIKELY(atomic_load_explicit(&shim_flags, memory_order_relaxed) & SHIM_PASS)) {
-        /* Mode system: one jump into the vDSO for the served clocks, as libc
-         * would make (before any frame of ours); the rest to libc. */
+        /* Mode system: one call into the vDSO for the served clocks, as libc
+         * makes; the rest to libc. */
         gettime_fn vdso = atomic_load_explicit(&vdso_gettime, memory_order_relaxed);
         if (FC_LIKELY(vdso != 0) && (unsigned)id < 32 && ((SERVED_IDS >> id) & 1))
-            return vdso(id, ts);
+            return vdso_result(vdso(id, ts));
     }
     if (FC_LIKELY(id == CLOCK_MONOTONIC))
         return gettime_mono(ts);
@@ -396,7 +407,7 @@ SHIM_API int gettimeofday(struct timeval *restrict tv, void *restrict tz)
     if (FC_UNLIKELY(flags & SHIM_PASS)) {
         gettimeofday_fn vdso = atomic_load_explicit(&vdso_gettimeofday, memory_order_relaxed);
         if (FC_LIKELY(vdso != 0))
-            return vdso(tv, 0); /* mode system: one jump into the vDSO, as libc makes */
+            return vdso_result(vdso(tv, 0)); /* mode system: one call into the vDSO, as libc makes */
     }
     /* Ordered, and the kernel's clock reads the counter itself: one jump
      * into the vDSO (libc's own gettimeofday is an IFUNC that resolves to
