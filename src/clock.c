@@ -38,9 +38,13 @@
  *     every line carries and only a suspend raises (calibration.c), so it
  *     keeps MONOTONIC's guarantees; where the kernel answers, it is held to
  *     the same floors as MONOTONIC;
- *   mixing flavours of one clock in a thread: a fine REALTIME read after a
- *     coarse one is never earlier (fc_wall_from_mono holds it at the
- *     kernel's coarse value); a fine MONOTONIC read after a coarse one is
+ *   mixing flavours of one clock in a thread: between REALTIME steps, a
+ *     fine REALTIME read after the kernel's coarse REALTIME (a coarse read
+ *     without a ticker, time()) is never earlier (fc_wall_from_mono holds
+ *     it at that value); after the ticker's coarse REALTIME, which is the
+ *     ordered fine clock's, an unordered fine read may be earlier by at
+ *     most the error bound where the ordered one is the vDSO's; a fine
+ *     MONOTONIC read after a coarse one is
  *     never earlier where the ticker publishes the coarse clocks from the
  *     line, or where the kernel answers both (mode system); where the
  *     kernel's coarse clocks answer and the line the fine ones (no ticker:

@@ -295,7 +295,7 @@ FC_INLINE int coarse(enum fc_kind kind, clockid_t id, struct timespec *ts)
 {
     gettime_fn direct = atomic_load_explicit(&fc_coarse.direct, memory_order_relaxed);
     if (FC_LIKELY(direct != 0))
-        return direct(id, ts); /* coarse ids never fail: no -errno to convert */
+        return direct(id, ts); /* the vDSO's coarse clocks never fail (a valid buffer, no system call) */
     /* fastclock_*_coarse_ns, inlined: a ticking calibrator keeps both values. */
     int64_t mono = atomic_load_explicit(&fc_coarse.mono, memory_order_acquire);
     if (FC_LIKELY(mono != 0))
@@ -387,7 +387,7 @@ SHIM_API int clock_gettime(clockid_t id, struct timespec *ts)
     if (id == CLOCK_MONOTONIC_COARSE || id == CLOCK_REALTIME_COARSE) {
         gettime_fn direct = atomic_load_explicit(&fc_coarse.direct, memory_order_relaxed);
         if (FC_LIKELY(direct != 0))
-            return direct(id, ts); /* the kernel's coarse clocks: never fail */
+            return direct(id, ts); /* the kernel's coarse clocks: never fail with a valid buffer */
     }
     if (id == CLOCK_MONOTONIC_COARSE)
         return gettime_mono_coarse(ts);

@@ -90,7 +90,10 @@ int64_t fc_wall_refresh(enum fc_kind kind)
         return off;
     }
     /* The coarse clocks cannot be read (or kept moving): the fine ones,
-     * bracketed, uncached. */
+     * bracketed, uncached -- and no coarse value to hold REALTIME at (one
+     * from before a step back would hold it there). */
+    if (kind == FC_REAL)
+        c->coarse_real = INT64_MIN;
     int64_t m1 = fc_kernel_ns(CLOCK_MONOTONIC);
     int64_t k = fc_kernel_ns(fc_kind_clock(kind));
     int64_t m2 = fc_kernel_ns(CLOCK_MONOTONIC);

@@ -80,6 +80,7 @@ struct Sim {
     bool adjtimex_refused = false;
     long ss_offset_us = 0;      // an adjtime(3) slew still to run
     uint64_t away_per_read = 0; // the reader is preempted this long before each counter read
+    bool coarse_fails = false;  // the kernel's _COARSE clocks cannot be read
     // The writer is preempted this long between two of its own counter reads
     // (not inside a sample's bracket, whose second read follows a kernel
     // read), and meanwhile another thread reads MONOTONIC: `other_reads`.
@@ -205,6 +206,10 @@ int sim_gettime(clockid_t id, timespec *ts)
     }
     sim.kernel_reads++;
     sim.last_was_counter = false;
+    if (sim.coarse_fails && (id == CLOCK_MONOTONIC_COARSE || id == CLOCK_REALTIME_COARSE)) {
+        errno = EINVAL;
+        return -1;
+    }
     sim.tick += sim.kernel_cost / 2;
     int64_t m = sim_mono(), v;
     sim.tick += sim.kernel_cost - sim.kernel_cost / 2;
@@ -1083,6 +1088,26 @@ TEST_F(Faults, FineRealtimeIsNeverBelowTheCoarseReadBeforeIt)
             ASSERT_EQ(fastclock_gettime(CLOCK_REALTIME, &ts), 0);
             EXPECT_GE(int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec, coarse);
         }
+    }
+}
+
+// Where the kernel's coarse clocks cannot be read, a wall read falls back to
+// the fine ones and has no coarse value to be held at: one left in the
+// thread's cache from before a step back would hold REALTIME on the old
+// timeline (here for the hour the clock went back).
+TEST_F(Faults, AStepBackIsFollowedWhenTheCoarseClocksFail)
+{
+    install();
+    warm_up(200, 10e6);
+    fastclock_real_ns(); // the thread's cache holds this timeline's coarse REALTIME
+    sim.coarse_fails = true;
+    sim.real_off -= 3600LL * 1000000000LL;
+    sim_advance_ns(1e6);
+    for (int ordered : {1, 0}) {
+        int64_t r = ordered ? fastclock_real_ns() : fastclock_real_ns_unordered();
+        int64_t want = int64_t(sim_mono_at(sim.last_counter - uint64_t(sim.ctr_offset))) + sim.real_off;
+        EXPECT_LE(fctest::iabs(r - want), 1000) << (ordered ? "ordered" : "unordered") << ": " << (r - want) / 1e9
+                                                << " s off after a step back";
     }
 }
 

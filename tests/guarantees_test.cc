@@ -890,6 +890,11 @@ TEST(Fork, ChildsCoarseClocksGoStraightToTheKernel)
     ASSERT_EQ(fastclock_status(&st), 0);
     if (std::strcmp(st.calibrator, "thread") == 0 &&
         (std::strcmp(st.mode, "tsc") == 0 || std::strcmp(st.mode, "tsc-percpu") == 0)) {
+        // The ticker's first tick may wait for its thread's turn (up to ~200 ms loaded).
+        for (int i = 0; i < 1000 && __atomic_load_n(&fastclock_coarse_v1->mono, __ATOMIC_ACQUIRE) == 0; i++) {
+            fastclock_mono_coarse_ns();
+            usleep(1000);
+        }
         ASSERT_NE(__atomic_load_n(&fastclock_coarse_v1->mono, __ATOMIC_ACQUIRE), 0) << "the ticker does not tick";
     }
     int64_t before = fastclock_mono_coarse_ns();
@@ -898,14 +903,14 @@ TEST(Fork, ChildsCoarseClocksGoStraightToTheKernel)
     if (pid == 0) {
         alarm(5);
         int code = 0;
-        int64_t prev = before, until = kernel_ns(CLOCK_MONOTONIC) + 200000000;
-        while (__atomic_load_n(&fastclock_coarse_v1->kernel_gettime, __ATOMIC_RELAXED) == nullptr &&
-               kernel_ns(CLOCK_MONOTONIC) < until) {
+        int64_t prev = before, until = kernel_ns(CLOCK_MONOTONIC) + 1000000000;
+        do { // at least one read, however late this child runs
             int64_t v = fastclock_mono_coarse_ns();
             code |= v < prev ? 1 : 0;
             prev = v;
             usleep(100);
-        }
+        } while (__atomic_load_n(&fastclock_coarse_v1->kernel_gettime, __ATOMIC_RELAXED) == nullptr &&
+                 kernel_ns(CLOCK_MONOTONIC) < until);
         code |= __atomic_load_n(&fastclock_coarse_v1->kernel_gettime, __ATOMIC_RELAXED) == nullptr ? 2 : 0;
         for (int i = 0; i < 1000; i++) {
             int64_t v = fastclock_mono_coarse_ns_inline();
@@ -918,7 +923,7 @@ TEST(Fork, ChildsCoarseClocksGoStraightToTheKernel)
     ASSERT_EQ(waitpid(pid, &status, 0), pid);
     ASSERT_TRUE(WIFEXITED(status));
     EXPECT_EQ(WEXITSTATUS(status), 0) << "child: 1 a coarse read went back before the route, 2 no direct route "
-                                         "within 200 ms, 4 a read went back after it";
+                                         "within 1 s, 4 a read went back after it";
 }
 
 TEST(Fork, ManyForksWhileCalibrating)
