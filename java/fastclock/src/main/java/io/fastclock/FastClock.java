@@ -37,7 +37,10 @@ import java.util.concurrent.locks.LockSupport;
  *       Linux.</li>
  *   <li>The {@code *Unordered()} variants skip the fence and cost about half as much in C;
  *       they are monotonic within one thread only.  Use them for intervals timed by one
- *       thread.</li>
+ *       thread.  Monotonicity holds per method: where the JDK answers one of
+ *       {@code nanoTime()} and {@code nanoTimeUnordered()} and fastclock the other
+ *       ({@code status()}, {@code answers=}), a read of one after the other may be
+ *       earlier by up to the error bound.</li>
  *   <li>The error against the kernel's clocks stays within the bound the core reports
  *       (about 100 ns), at any uptime; UTC follows the kernel's steps and NTP slewing.</li>
  * </ul>
@@ -76,16 +79,18 @@ public final class FastClock {
                 double[] costs = Routes.fromMeasurement(measured);
                 // Asks the core for its coarse ticker, whose memory the coarse clocks read.
                 NativeCalls.monoCoarseNs();
-                nat = true;
-                // Where fastclock's read is the kernel's own, it cannot beat the
-                // JDK's call of the same clock: no measurement decides that.
-                boolean monoIsKernel = "system".equals(st.get("mode"));
+                // Where fastclock's read is the kernel's own (mode system, or
+                // tsc-percpu answered by the kernel's clock: counter "clock_gettime
+                // ..."), it cannot beat the JDK's call of the same clock: no
+                // measurement decides that (two measurements of one vDSO call
+                // would let noise pick the answer, differently between JVMs).
+                String mode = st.get("mode"), counter = st.get("counter");
+                boolean monoIsKernel = "system".equals(mode)
+                        || ("tsc-percpu".equals(mode) && counter != null && counter.startsWith("clock_gettime"));
                 boolean realIsKernel = monoIsKernel || "vdso".equals(st.get("real_source"));
                 // Mode tsc with the line answering ordered reads (the counter is an
                 // instruction, not "clock_gettime (...)"): see Routes.decide.
-                String counter = st.get("counter");
-                boolean monoIsLine = "tsc".equals(st.get("mode")) && counter != null
-                        && !counter.startsWith("clock_gettime");
+                boolean monoIsLine = "tsc".equals(mode) && counter != null && !counter.startsWith("clock_gettime");
                 if (Props.flag("fastclock.preferJdkClocks", true)) {
                     routes = Routes.decide(binding, costs, monoIsKernel, realIsKernel, monoIsLine);
                     if (routes.close) {
@@ -96,6 +101,7 @@ public final class FastClock {
                 } else {
                     routes = Routes.allNative(binding, costs);
                 }
+                nat = true; /* last: a failure above leaves the JDK answering, and says so */
             }
         } catch (Throwable t) {
             detail = "the native library is unusable (" + t + ")";
@@ -227,7 +233,11 @@ public final class FastClock {
         return R_MILLIS ? Math.floorDiv(NativeCalls.realNs(), NANOS_PER_MILLI) : System.currentTimeMillis();
     }
 
-    /** Milliseconds since the Unix epoch with about 1 ms resolution; never ahead of {@link #currentTimeMillis()}. */
+    /**
+     * Milliseconds since the Unix epoch with about 1 ms resolution; not ahead of
+     * {@link #currentTimeMillis()} beyond the error bound, except until the next tick
+     * after the system clock is stepped back.
+     */
     public static long coarseCurrentTimeMillis() {
         if (NATIVE) {
             long ns = NativeCalls.coarseMono() != 0 ? NativeCalls.coarseReal() : NativeCalls.realCoarseNs();
@@ -266,7 +276,8 @@ public final class FastClock {
             if (r >= 0)
                 return r == 0;
         }
-        long now = NATIVE ? instantNowNanos() : JavaClock.currentTimeNanos();
+        // Milliseconds are ample against 16 s, and allocate nothing (Instant.now() may).
+        long now = NATIVE ? System.currentTimeMillis() * NANOS_PER_MILLI : JavaClock.currentTimeNanos();
         earliestLatest[0] = now - FALLBACK_HALF_WIDTH_NS;
         earliestLatest[1] = now + FALLBACK_HALF_WIDTH_NS;
         return false;
