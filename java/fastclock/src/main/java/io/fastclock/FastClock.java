@@ -108,7 +108,7 @@ public final class FastClock {
         }
         NATIVE = nat;
         LOAD_DETAIL = detail;
-        if (routes == null)
+        if (routes == null || !nat) // a decision taken before a failure does not stand
             routes = Routes.java("pure Java");
         ROUTES = routes;
         R_NANO = routes.nanoTime;
