@@ -217,6 +217,32 @@ void fc_cal_unlock(void)
 
 int fc_cal_held_here(void) { return cal_held_here; }
 
+/* How far readers may have used a line: its soft span, or the span it had
+ * before it was cut short (uncut_span). */
+static uint64_t meta_end_span(const struct fc_meta *m)
+{
+    return m->uncut_span > m->soft_span ? m->uncut_span : m->soft_span;
+}
+
+/* A reader's speculation window around its counter read, in ticks. */
+static uint64_t past_ticks(double rate)
+{
+    return (uint64_t)(FC_PAST_MARGIN_NS / rate) + 1;
+}
+
+/* Republish `cur` with its end cut to `span` (readers beyond it take the
+ * slow path), remembering how far it reached before. */
+static void publish_cut(struct fc_latch *latch, const struct fc_line *cur, const struct fc_meta *cm, uint64_t span)
+{
+    struct fc_line l = *cur;
+    struct fc_meta m = *cm;
+    m.uncut_span = meta_end_span(cm);
+    m.soft_span = span;
+    if (l.fast_span > span)
+        l.fast_span = span;
+    fc_line_publish(latch, &l, fc_line_base_frac(cur), &m);
+}
+
 /*
  * A fork child.  A calibration on this very thread (fork from a signal
  * handler that interrupted it) goes on when the handler returns: its lock
@@ -243,17 +269,15 @@ void fc_cal_reset_in_child(void)
         atomic_store_explicit(&fallback.publishing, 0, memory_order_relaxed);
         const struct fc_line *cur = fc_line_current(&fc_latch);
         struct fc_meta m = *fc_meta_current(&fc_latch);
-        if (m.epoch != gone)
-            goto unlock;
-        uint64_t past = cur->mult > 0 ? (uint64_t)(FC_PAST_MARGIN_NS * (double)((int64_t)1 << FC_SHIFT) / (double)cur->mult) : 0;
-        uint64_t used = fc_now_counter(1) + past - cur->base_tsc;
-        if (cur->mult != 0 && (int64_t)used > 0 && used > m.soft_span && used > m.uncut_span) {
-            struct fc_line l = *cur;
-            m.uncut_span = used;
-            fc_line_publish(&fc_latch, &l, fc_line_base_frac(&l), &m);
+        if (m.epoch == gone && cur->mult > 0) {
+            double rate = (double)cur->mult / (double)((int64_t)1 << FC_SHIFT);
+            uint64_t used = fc_now_counter(1) + past_ticks(rate) - cur->base_tsc;
+            if ((int64_t)used > 0 && used > meta_end_span(&m)) {
+                m.uncut_span = used;
+                fc_line_publish(&fc_latch, cur, fc_line_base_frac(cur), &m);
+            }
         }
     }
-unlock:
     if (!cal_held_here)
         atomic_store_explicit(fc_global_track.lock, 0, memory_order_relaxed);
 }
@@ -453,49 +477,38 @@ int64_t fc_cal_global_ceiling(void)
     const struct fc_meta *cm = fc_meta_current(&fc_latch);
     if (cur->mult == 0)
         return cm->floor_ns;
-    /* If the counter is now behind the line's base, "now" means nothing; but
-     * then no reader has used the line since the counter went back, and
-     * before that the line was within its bound of the kernel. */
     /* Readers may have used the line up to its uncut end (a cut left by a
      * writer gone in a fork), and fallbacks returned values past its end
      * while a line was being published: the ceiling is above both. */
-    const uint64_t span = cm->uncut_span > cm->soft_span ? cm->uncut_span : cm->soft_span;
+    const uint64_t end = cur->base_tsc + meta_end_span(cm); /* readers of the uncut line may hold it */
     int64_t returned = atomic_load_explicit(&fallback.returned, memory_order_acquire);
+    int64_t v;
     if ((int64_t)(fc_now_counter(1) - cur->base_tsc) < 0) {
-        int64_t v = fixed_to_ns(line_fixed(cur, (int64_t)span)) + 1;
+        /* The counter is behind the line's base: "now" means nothing; but
+         * then no reader has used the line since the counter went back, and
+         * before that the line was within its bound of the kernel. */
+        v = fixed_to_ns(line_fixed(cur, (int64_t)(end - cur->base_tsc))) + 1;
         int64_t k = fc_kernel_ns(CLOCK_MONOTONIC);
         int64_t cap = k + fc_meta_bound(cm, k) + 1;
         if (v > cap)
             v = cap;
-        if (v < returned)
-            v = returned;
-        return v > cm->floor_ns ? v : cm->floor_ns;
-    }
-    double rate = (double)cur->mult / (double)((int64_t)1 << FC_SHIFT);
-    const int64_t past = (int64_t)(FC_PAST_MARGIN_NS / rate) + 1; /* speculation window */
-    struct fc_line l = *cur;
-    struct fc_meta m = *cm;
-    const uint64_t end = l.base_tsc + span; /* the uncut line's: readers may hold it */
-    uint64_t cut = fc_now_counter(1) + (uint64_t)(FC_FENCE_NS / rate);
-    if (cut - l.base_tsc < m.soft_span) {
-        if (m.uncut_span < m.soft_span)
-            m.uncut_span = m.soft_span;
-        m.soft_span = cut - l.base_tsc;
-        if (l.fast_span > m.soft_span)
-            l.fast_span = m.soft_span;
-        fc_line_publish(&fc_latch, &l, fc_line_base_frac(cur), &m);
-        uint64_t seen = fc_now_counter(1) + (uint64_t)past;
-        if ((int64_t)(seen - cut) > 0)
-            cut = seen; /* preempted before the cut showed */
-        if ((int64_t)(cut - end) > 0)
-            cut = end;
     } else {
-        cut = end; /* the line ends sooner anyway */
+        double rate = (double)cur->mult / (double)((int64_t)1 << FC_SHIFT);
+        uint64_t cut = fc_now_counter(1) + (uint64_t)(FC_FENCE_NS / rate);
+        if (cut - cur->base_tsc < cm->soft_span) {
+            publish_cut(&fc_latch, cur, cm, cut - cur->base_tsc);
+            uint64_t seen = fc_now_counter(1) + past_ticks(rate);
+            if ((int64_t)(seen - cut) > 0)
+                cut = seen; /* preempted before the cut showed */
+            if ((int64_t)(cut - end) > 0)
+                cut = end;
+        } else {
+            cut = end; /* the line ends sooner anyway */
+        }
+        v = fixed_to_ns(line_fixed(cur, (int64_t)(cut - cur->base_tsc))) + 1;
     }
-    int64_t v = fixed_to_ns(line_fixed(&l, (int64_t)(cut - l.base_tsc))) + 1;
     if (v < returned)
         v = returned;
-    cm = fc_meta_current(&fc_latch);
     return v > cm->floor_ns ? v : cm->floor_ns;
 }
 
@@ -636,7 +649,7 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
     if (soft_ns > FC_TARGET_ERR_NS / unc) soft_ns = FC_TARGET_ERR_NS / unc;
     if (soft_ns < (double)interval) soft_ns = (double)interval;
 
-    const int64_t past = (int64_t)(FC_PAST_MARGIN_NS / rate) + 1;
+    const int64_t past = (int64_t)past_ticks(rate);
     /* Remaining error is slewed away by the next calibration (deadbeat):
      * noise cannot build up, and a real error is gone within one interval
      * unless the 500 ppm limit makes it take longer. */
@@ -663,8 +676,7 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
         if (!valid && has_line && kind != BUILD_FIRST) {
             /* A line left cut by a writer that is gone (a fork child) may
              * have been read up to its uncut end before the cut showed. */
-            uint64_t used = (uint64_t)(now - cur->base_tsc);
-            uint64_t end = cm->uncut_span > cm->soft_span ? cm->uncut_span : cm->soft_span;
+            uint64_t used = (uint64_t)(now - cur->base_tsc), end = meta_end_span(cm);
             F = cur->base_tsc + (used < end ? used : end);
             /* Start the new line no earlier than F, so "at or above what the
              * old line returned" is checked where both lines are evaluated. */
@@ -817,14 +829,8 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
          * mode's bound covers steps across them.) */
         if (guard && t->cpu < 0) {
             if ((uint64_t)(guard - cur->base_tsc) < cut_span) {
-                struct fc_line cut = *cur;
-                struct fc_meta cut_m = *cm;
                 cut_span = guard - cur->base_tsc;
-                cut_m.soft_span = cut_span;
-                cut_m.uncut_span = cm->uncut_span > cm->soft_span ? cm->uncut_span : cm->soft_span;
-                if (cut.fast_span > cut_span)
-                    cut.fast_span = cut_span;
-                fc_line_publish(t->latch, &cut, fc_line_base_frac(cur), &cut_m);
+                publish_cut(t->latch, cur, cm, cut_span);
             }
             if (fc_seam.writer_step)
                 fc_seam.writer_step("cut");

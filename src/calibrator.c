@@ -140,14 +140,14 @@ static int new_clock_set_timer(void)
     return tfd >= 0 ? arm_clock_set_timer(tfd) : -1;
 }
 
-/* Start-up check: are the CPUs' counters in step?  If not, each CPU gets its
- * own line (or, without rdtscp, the kernel's clocks). */
 /* A warp found but not yet acted on: the switch needs the writer's lock,
  * which a reader may hold for a moment (its adjtimex poll, the first line);
  * the thread tries again on each turn until the mode has left tsc. */
 static char warp_why[256];
 static int warp_pending;
 
+/* Start-up check: are the CPUs' counters in step?  If not, each CPU gets its
+ * own line (or, without rdtscp, the kernel's clocks). */
 static void startup_warp_check(void)
 {
     if (fc_seam.skip_warp_check || (fc_seam.counter && fc_seam.warp_cycles <= 0))
@@ -163,9 +163,8 @@ static void startup_warp_check(void)
     fc_warp_note(w.max_warp_cycles);
     if (w.max_warp_cycles <= 0)
         return;
-    char *why = warp_why;
     struct fc_buf b;
-    fc_buf_init(&b, why, sizeof warp_why);
+    fc_buf_init(&b, warp_why, sizeof warp_why);
     fc_buf_str(&b, "the TSCs of CPU ");
     fc_buf_i64(&b, w.worst_cpu_a);
     fc_buf_str(&b, " and CPU ");
@@ -173,7 +172,7 @@ static void startup_warp_check(void)
     fc_buf_str(&b, " disagree by ");
     fc_buf_i64(&b, w.max_warp_cycles);
     fc_buf_str(&b, " cycles (user-space check_tsc_warp)");
-    warp_pending = !fc_mode_switch_to_percpu(why);
+    warp_pending = !fc_mode_switch_to_percpu(warp_why);
 }
 
 /* Pin this thread to each allowed CPU in turn and calibrate it there. */
@@ -415,8 +414,7 @@ static void atfork_child(void)
 {
     /* The lock prepare took is this thread's: released as in the parent,
      * before the child looks at who else held what. */
-    if (atomic_exchange_explicit(&fork_held_lock, 0, memory_order_relaxed))
-        fc_cal_unlock();
+    atfork_parent();
     fc_calibrator_after_fork_child();
 }
 

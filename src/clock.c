@@ -465,6 +465,8 @@ static FC_COLD int64_t coarse_slow(enum fc_kind kind)
     int mode = atomic_load_explicit(&fc_mode, memory_order_acquire);
     if (mode == FC_MODE_TSC || mode == FC_MODE_PERCPU)
         fc_coarse_request();
+    int64_t floor = atomic_load_explicit(&fc_coarse.floor_mono, memory_order_relaxed);
+    int64_t k = fc_kernel_ns(id);
     if (mode != FC_MODE_UNINIT && mode != FC_MODE_INITIALIZING && !fc_upkeep_running()) {
         /* Nobody will tick (no thread): from now on the vDSO's coarse
          * clocks answer directly, as in mode system (through this cold path
@@ -472,18 +474,13 @@ static FC_COLD int64_t coarse_slow(enum fc_kind kind)
          * did, else (a fork child of a process whose thread ticked, for its
          * whole life) once the kernel's coarse MONOTONIC has passed the last
          * value served from memory. */
-        int64_t floor = atomic_load_explicit(&fc_coarse.floor_mono, memory_order_relaxed);
-        if (floor == 0 || fc_kernel_ns(CLOCK_MONOTONIC_COARSE) >= floor)
+        if (floor == 0 || (kind == FC_MONO ? k : fc_kernel_ns(CLOCK_MONOTONIC_COARSE)) >= floor)
             atomic_store_explicit(&fc_coarse.direct, fc_refclock_answering(), memory_order_relaxed);
     }
-    int64_t k = fc_kernel_ns(id);
-    if (kind == FC_MONO) {
-        /* Never below a value served earlier from memory (the kernel's coarse
-         * clock lags its tick by up to 4 ms). */
-        int64_t floor = atomic_load_explicit(&fc_coarse.floor_mono, memory_order_relaxed);
-        if (k < floor)
-            k = floor;
-    }
+    /* MONOTONIC never below a value served earlier from memory (the
+     * kernel's coarse clock lags its tick by up to 4 ms). */
+    if (kind == FC_MONO && k < floor)
+        k = floor;
     return k;
 }
 

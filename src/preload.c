@@ -94,18 +94,6 @@ static _Atomic(gettimeofday_fn) vdso_gettimeofday; /* __vdso_gettimeofday, likew
 static _Atomic int shim_flags;
 static _Atomic int constructed;
 
-/* The vDSO's result as libc returns it: where the vDSO falls back to the
- * system call (hpet, acpi_pm, a clocksource being changed) it returns
- * -errno, e.g. -EFAULT for a bad buffer; libc sets errno and returns -1. */
-FC_INLINE int vdso_result(int r)
-{
-    if (FC_UNLIKELY(r != 0)) {
-        errno = -r;
-        return -1;
-    }
-    return 0;
-}
-
 /* ------------------------------------------------------------ the next definitions */
 
 static int pass_gettime(clockid_t id, struct timespec *ts)
@@ -193,7 +181,7 @@ static int pass_fine(enum shape shape, clockid_t id, void *out)
     case AS_TIMEVAL: {
         gettimeofday_fn gtod = atomic_load_explicit(&vdso_gettimeofday, memory_order_relaxed);
         if (FC_LIKELY(gtod != 0))
-            return vdso_result(gtod(out, 0));
+            return fc_vdso_result(gtod(out, 0));
         return fc_kernel_gettimeofday(out, 0);
     }
     case AS_TIMESPEC_GET:
@@ -202,7 +190,7 @@ static int pass_fine(enum shape shape, clockid_t id, void *out)
         return fc_kernel_gettime(CLOCK_REALTIME, out) == 0 ? TIME_UTC : 0;
     default:
         if (FC_LIKELY(vdso != 0))
-            return vdso_result(vdso(id, out));
+            return fc_vdso_result(vdso(id, out));
         return fc_kernel_gettime(id, out);
     }
 }
@@ -372,7 +360,7 @@ SHIM_API int clock_gettime(clockid_t id, struct timespec *ts)
          * makes; the rest to libc. */
         gettime_fn vdso = atomic_load_explicit(&vdso_gettime, memory_order_relaxed);
         if (FC_LIKELY(vdso != 0) && (unsigned)id < 32 && ((SERVED_IDS >> id) & 1))
-            return vdso_result(vdso(id, ts));
+            return fc_vdso_result(vdso(id, ts));
     }
     if (FC_LIKELY(id == CLOCK_MONOTONIC))
         return gettime_mono(ts);
@@ -407,7 +395,7 @@ SHIM_API int gettimeofday(struct timeval *restrict tv, void *restrict tz)
     if (FC_UNLIKELY(flags & SHIM_PASS)) {
         gettimeofday_fn vdso = atomic_load_explicit(&vdso_gettimeofday, memory_order_relaxed);
         if (FC_LIKELY(vdso != 0))
-            return vdso_result(vdso(tv, 0)); /* mode system: one call into the vDSO, as libc makes */
+            return fc_vdso_result(vdso(tv, 0)); /* mode system: one call into the vDSO, as libc makes */
     }
     /* Ordered, and the kernel's clock reads the counter itself: one jump
      * into the vDSO (libc's own gettimeofday is an IFUNC that resolves to

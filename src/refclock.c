@@ -184,11 +184,7 @@ int fc_kernel_gettime(clockid_t id, struct timespec *ts)
     fc_gettime_fn f = atomic_load_explicit(&vdso_gettime, memory_order_relaxed);
     if (FC_LIKELY(f != 0)) {
         /* The vDSO follows the raw syscall convention: -errno, errno untouched. */
-        int r = f(id, ts);
-        if (FC_LIKELY(r == 0))
-            return 0;
-        errno = -r;
-        return -1;
+        return fc_vdso_result(f(id, ts));
     }
     return (int)syscall(SYS_clock_gettime, id, ts);
 }
@@ -199,11 +195,7 @@ int fc_kernel_gettimeofday(struct timeval *tv, void *tz)
         fc_refclock_init();
     fc_gettimeofday_fn f = atomic_load_explicit(&vdso_gtod, memory_order_relaxed);
     if (FC_LIKELY(f != 0)) {
-        int r = f(tv, tz);
-        if (FC_LIKELY(r == 0))
-            return 0;
-        errno = -r;
-        return -1;
+        return fc_vdso_result(f(tv, tz));
     }
     return (int)syscall(SYS_gettimeofday, tv, tz);
 }

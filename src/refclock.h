@@ -4,6 +4,7 @@
 #ifndef FC_REFCLOCK_H
 #define FC_REFCLOCK_H
 
+#include <errno.h>
 #include <stdint.h>
 #include <sys/time.h>
 #include <time.h>
@@ -15,6 +16,17 @@ FC_REFCLOCK_HIDDEN int fc_kernel_gettime(clockid_t id, struct timespec *ts);
 FC_REFCLOCK_HIDDEN int fc_kernel_gettimeofday(struct timeval *tv, void *tz);
 FC_REFCLOCK_HIDDEN int64_t fc_kernel_ns(clockid_t id);
 FC_REFCLOCK_HIDDEN void fc_refclock_init(void);
+/* A vDSO call's result as libc returns it: where the vDSO falls back to the
+ * system call (hpet, acpi_pm, a clocksource being changed) it returns
+ * -errno (-EFAULT for a bad buffer); libc sets errno and returns -1. */
+static inline __attribute__((always_inline)) int fc_vdso_result(int r)
+{
+    if (__builtin_expect(r != 0, 0)) {
+        errno = -r;
+        return -1;
+    }
+    return 0;
+}
 /* The vDSO's clock_gettime and gettimeofday (return -errno), or NULL
  * without a vDSO. */
 typedef int (*fc_gettimeofday_fn)(struct timeval *, void *);

@@ -68,18 +68,20 @@ FC_HIDDEN int64_t fc_wall_refresh(enum fc_kind kind);
 FC_INLINE int fc_kind_is_wall(enum fc_kind kind) { return kind == FC_REAL || kind == FC_TAI; }
 
 /*
- * kind's offset from MONOTONIC, as the kernel has it now.  The cache is
+ * kind's offset from MONOTONIC, as the kernel has it now, and in
+ * *real_coarse the kernel's REALTIME_COARSE it was checked against (INT64_MIN
+ * where none could be read: fc_wall_from_mono holds REALTIME at it).  The cache is
  * loaded coarse, offset, coarse: a signal handler that refreshed it in
  * between left either a different coarse value (refresh again) or offsets
  * that belong to the coarse value we read (fc_wall_refresh writes coarse
  * last, after invalidating it).
  */
-FC_INLINE int64_t fc_wall_offset(enum fc_kind kind)
+FC_INLINE int64_t fc_wall_offset(enum fc_kind kind, int64_t *real_coarse)
 {
     struct timespec ts;
     fc_gettime_fn f = atomic_load_explicit(&fc_wall_kernel, memory_order_relaxed);
     if (FC_UNLIKELY(f == 0 || f(CLOCK_REALTIME_COARSE, &ts) != 0))
-        return fc_wall_refresh(kind);
+        goto refresh;
     int64_t kc = fc_ts_to_ns(&ts);
     struct fc_wall_cache *c = &fc_wall_cache;
     const int64_t *coarse = kind == FC_TAI ? &c->tai_coarse : &c->coarse_real;
@@ -87,9 +89,15 @@ FC_INLINE int64_t fc_wall_offset(enum fc_kind kind)
     atomic_signal_fence(memory_order_seq_cst);
     int64_t off = kind == FC_TAI ? c->tai_offset : c->real_offset;
     atomic_signal_fence(memory_order_seq_cst);
-    if (FC_LIKELY(kc == c0 && kc == *coarse))
+    if (FC_LIKELY(kc == c0 && kc == *coarse)) {
+        *real_coarse = kc;
         return off;
-    return fc_wall_refresh(kind);
+    }
+refresh:
+    off = fc_wall_refresh(kind);
+    /* The coarse value the refresh read (INT64_MIN where it could not). */
+    *real_coarse = fc_wall_cache.coarse_real;
+    return off;
 }
 
 /*
@@ -103,9 +111,9 @@ FC_INLINE int64_t fc_wall_offset(enum fc_kind kind)
  */
 FC_INLINE int64_t fc_wall_from_mono(enum fc_kind kind, int64_t mono)
 {
-    int64_t v = mono + fc_wall_offset(kind);
-    if (kind == FC_REAL && FC_UNLIKELY(v < fc_wall_cache.coarse_real))
-        v = fc_wall_cache.coarse_real;
+    int64_t coarse, v = mono + fc_wall_offset(kind, &coarse);
+    if (kind == FC_REAL && FC_UNLIKELY(v < coarse))
+        v = coarse;
     return v;
 }
 

@@ -50,22 +50,7 @@ static int64_t mono_ns(void)
     return fc_kernel_ns(CLOCK_MONOTONIC);
 }
 
-static void *worker_loop(struct worker *w);
-
-static void *worker_main(void *arg)
-{
-    struct worker *w = arg;
-    struct pair_block *b = (struct pair_block *)((char *)w->st - offsetof(struct pair_block, st));
-    void (*hook)(int) = fc_seam.warp_worker_start;
-    if (hook)
-        hook(w->cpu);
-    worker_loop(w);
-    atomic_fetch_add_explicit(&b->done, 1, memory_order_release);
-    block_release(b);
-    return 0;
-}
-
-static void *worker_loop(struct worker *w)
+static void worker_loop(struct worker *w)
 {
     struct pair_state *st = w->st;
     cpu_set_t set;
@@ -97,6 +82,18 @@ static void *worker_loop(struct worker *w)
         st->iterations++;
         atomic_store_explicit(&st->lock, 0, memory_order_release);
     }
+}
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    struct pair_block *b = (struct pair_block *)((char *)w->st - offsetof(struct pair_block, st));
+    void (*hook)(int) = fc_seam.warp_worker_start;
+    if (hook)
+        hook(w->cpu);
+    worker_loop(w);
+    atomic_fetch_add_explicit(&b->done, 1, memory_order_release);
+    block_release(b);
     return 0;
 }
 

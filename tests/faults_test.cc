@@ -236,6 +236,23 @@ void sim_set_rate(double r)
 
 void sim_advance_ns(double ns) { sim.tick += uint64_t(ns / sim.rate); }
 
+// The other reads made while the writer was away (sim.other_reads): each no
+// earlier than the one before, and none above the new line `after` at its
+// counter (a read of the new line came later, at a counter of at least r's).
+// Returns the last value.
+int64_t other_reads_stay_under(const struct fc_test_line &before, const struct fc_test_line &after)
+{
+    int64_t prev = 0;
+    for (const auto &r : sim.other_reads) {
+        EXPECT_GE(r.value, prev);
+        prev = r.value;
+        int64_t n = fc_test_line_eval(&after, r.counter);
+        EXPECT_GE(n, r.value) << "the new line at +" << (r.counter - before.base_tsc)
+                              << " ticks undercuts what the other read had by " << r.value - n << " ns";
+    }
+    return prev;
+}
+
 // A fake /sys tree with the given clocksources.
 std::string sysroot(const char *current, const char *available)
 {
@@ -912,15 +929,7 @@ TEST_F(Faults, NewLinesNeverUndercutOldOnesWhenTheWriterIsPreempted)
         else
             EXPECT_GT(after.mult, before.mult);
         ASSERT_FALSE(sim.other_reads.empty());
-        int64_t prev = 0;
-        for (const auto &r : sim.other_reads) {
-            EXPECT_GE(r.value, prev);
-            prev = r.value;
-            // A read of the new line came later, at a counter of at least r's.
-            int64_t n = fc_test_line_eval(&after, r.counter);
-            EXPECT_GE(n, r.value) << "the new line at +" << (r.counter - before.base_tsc)
-                                  << " ticks undercuts what the other thread had by " << r.value - n << " ns";
-        }
+        int64_t prev = other_reads_stay_under(before, after);
         // Through this line and the next, 10 us apart.
         for (int i = 0; i < 100; i++) {
             int64_t v = fastclock_mono_ns();
@@ -1054,15 +1063,7 @@ TEST_F(Faults, AStepOntoAShallowerSlopeIsGuardedToo)
     sim.away_between_reads = 0;
     fc_test_current_line(&after);
     ASSERT_FALSE(sim.other_reads.empty());
-    int64_t prev = 0;
-    for (const auto &r : sim.other_reads) {
-        EXPECT_GE(r.value, prev);
-        prev = r.value;
-        int64_t n = fc_test_line_eval(&after, r.counter);
-        EXPECT_GE(n, r.value) << "the new line at +" << (r.counter - before.base_tsc)
-                              << " ticks undercuts what the other read had by " << r.value - n << " ns";
-    }
-    EXPECT_GE(fastclock_mono_ns(), prev);
+    EXPECT_GE(fastclock_mono_ns(), other_reads_stay_under(before, after));
 }
 
 // The line may lag the kernel by up to its bound; right after a tick the

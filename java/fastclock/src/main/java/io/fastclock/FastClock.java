@@ -85,8 +85,7 @@ public final class FastClock {
                 // measurement decides that (two measurements of one vDSO call
                 // would let noise pick the answer, differently between JVMs).
                 String mode = st.get("mode"), counter = st.get("counter");
-                boolean monoIsKernel = "system".equals(mode)
-                        || ("tsc-percpu".equals(mode) && counter != null && counter.startsWith("clock_gettime"));
+                boolean monoIsKernel = "system".equals(mode) || kernelAnswersPerCpu(st);
                 boolean realIsKernel = monoIsKernel || "vdso".equals(st.get("real_source"));
                 // Mode tsc with the line answering ordered reads (the counter is an
                 // instruction, not "clock_gettime (...)"): see Routes.decide.
@@ -130,9 +129,7 @@ public final class FastClock {
      */
     private static Map<String, String> awaitFirstLine(Map<String, String> st) {
         for (int i = 0; i < 50; i++) {
-            String mode = st.get("mode"), counter = st.get("counter");
-            if ("system".equals(mode) || ("tsc-percpu".equals(mode) && counter != null
-                    && counter.startsWith("clock_gettime")) || parseDouble(st.get("calibrations")) > 0)
+            if ("system".equals(st.get("mode")) || kernelAnswersPerCpu(st) || parseDouble(st.get("calibrations")) > 0)
                 return st;
             for (int r = 0; r < 64; r++)
                 Jni.monoNs();
@@ -140,6 +137,12 @@ public final class FastClock {
             st = parseStatus(Jni.status());
         }
         return st;
+    }
+
+    /** tsc-percpu with the kernel's clock answering its fine reads (counter "clock_gettime ..."). */
+    private static boolean kernelAnswersPerCpu(Map<String, String> st) {
+        String counter = st.get("counter");
+        return "tsc-percpu".equals(st.get("mode")) && counter != null && counter.startsWith("clock_gettime");
     }
 
     private static double parseDouble(String s) {

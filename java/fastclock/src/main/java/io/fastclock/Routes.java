@@ -163,7 +163,7 @@ final class Routes {
      * burst cannot move.
      */
     static double[] measuredAgain(double[] first, java.util.function.Consumer<double[]> measure) {
-        double[] a = first.clone(), b = new double[first.length], c = new double[first.length];
+        double[] a = first, b = new double[first.length], c = new double[first.length];
         measure.accept(b);
         measure.accept(c);
         double[] m = new double[first.length];
