@@ -132,6 +132,16 @@ SOURCE(fc_gettime, ({
            fastclock_gettime(CLOCK_MONOTONIC, &ts_);
            (int64_t)ts_.tv_sec * 1000000000LL + ts_.tv_nsec;
        }))
+SOURCE(fc_gettime_real, ({
+           struct timespec ts_;
+           fastclock_gettime(CLOCK_REALTIME, &ts_);
+           (int64_t)ts_.tv_sec * 1000000000LL + ts_.tv_nsec;
+       }))
+SOURCE(fc_gtod, ({
+           struct timeval tv_;
+           fastclock_gettimeofday(&tv_, NULL);
+           (int64_t)tv_.tv_sec * 1000000 + tv_.tv_usec;
+       }))
 SOURCE(cg, cg_ns(arg))
 SOURCE(sys_cg, sys_cg_ns(arg))
 SOURCE(gtod, gtod_us(arg))
@@ -195,6 +205,8 @@ void src_fastclock(struct source *s, int which)
         {"fastclock_mono_ns_inline", "fastclock_inline.h: no call", l_fc_mono_i, r_fc_mono_i, UNIT_NS},
         {"fastclock_mono_ns_unordered_inline", "fastclock_inline.h: no call", l_fc_mono_ui, r_fc_mono_ui, UNIT_NS},
         {"fastclock_mono_coarse_ns_inline", "fastclock_inline.h: a load", l_fc_mono_ci, r_fc_mono_ci, UNIT_NS},
+        {"fastclock_gettime(CLOCK_REALTIME)", "clock_gettime-compatible", l_fc_gettime_real, r_fc_gettime_real, UNIT_NS},
+        {"fastclock_gettimeofday", "gettimeofday-compatible, microseconds", l_fc_gtod, r_fc_gtod, UNIT_US},
     };
     init(s, t[which].key, t[which].note, GROUP_FASTCLOCK, t[which].loop, t[which].read, t[which].unit, 0);
 }

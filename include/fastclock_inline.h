@@ -143,13 +143,18 @@ FASTCLOCK_INLINE_V1_ int64_t fastclock_mono_ns_inline(void)
     uint64_t seq, base, span, c, lo, hi, t;
     int64_t mult, base_ns;
     uint32_t flags;
+    /* Mode system: the kernel's clock, decided by one load that waits for
+     * nothing (tested after the line's loads, the kernel's fenced read
+     * waited for them). */
+    if (__builtin_expect(__atomic_load_n(&b->kernel_gettime, __ATOMIC_RELAXED) != 0, 0))
+        goto call;
     do {
         seq = __atomic_load_n(&b->seq, __ATOMIC_ACQUIRE);
         const struct fastclock_line_slot_v1 *l = &b->line[seq & 1];
         /* One base register for the fields (as in the library's read). */
         __asm__("" : "+r"(l));
-        /* The line's answer or not first: where it has none (mode system),
-         * the kernel's clock follows without loading the rest. */
+        /* The line's answer or not first: where it has none, the
+         * function follows without loading the rest. */
         flags = __atomic_load_n(&b->read_flags, __ATOMIC_RELAXED);
         span = __atomic_load_n(&l->fast_span, __ATOMIC_RELAXED);
         if (__builtin_expect(span == 0 || (flags & ~1u) != 0, 0))
@@ -197,6 +202,8 @@ FASTCLOCK_INLINE_V1_ int64_t fastclock_mono_ns_unordered_inline(void)
     uint64_t seq, base, span, c, t;
     int64_t mult, base_ns;
     uint32_t lo, hi;
+    if (__builtin_expect(__atomic_load_n(&b->kernel_gettime, __ATOMIC_RELAXED) != 0, 0))
+        goto call; /* mode system, as above */
     do {
         seq = __atomic_load_n(&b->seq, __ATOMIC_ACQUIRE);
         const struct fastclock_line_slot_v1 *l = &b->line[seq & 1];

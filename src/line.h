@@ -67,10 +67,11 @@ struct fc_latch {
     _Atomic uint64_t seq __attribute__((aligned(64)));
     uint32_t read_flags;  /* FC_READ_*: same cache line as seq, so free to load */
     /* Where the kernel answers every fine read (mode system from the start,
-     * or tsc-percpu routed to it): the kernel's clock, for fastclock_inline.h.
-     * Written once, by clock.c (route_decided, or percpu_kernel_read once the
-     * kernel has passed the switch floor); the library's own reads use its
-     * routing pointer. */
+     * or tsc-percpu routed to it): the kernel's clock, tested first by the
+     * library's reads (clock.c fc_read) and fastclock_inline.h's.  Written
+     * once, by clock.c (route_decided, or percpu_kernel_read once the kernel
+     * has passed the switch floor), beside its routing pointer for the slow
+     * path, which says the same. */
     int (*_Atomic kernel_direct)(clockid_t, struct timespec *);
     struct fc_line line[2];
     struct fc_meta meta[2];

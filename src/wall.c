@@ -35,6 +35,18 @@ void fc_wall_choose(int kernel_reads_counter)
     atomic_store_explicit(&fc_wall_direct_unordered, (fc_gettime_fn)0, memory_order_relaxed);
 }
 
+void fc_wall_to_kernel(fc_gettime_fn k)
+{
+    /* gettimeofday's own vDSO entry where k is the vDSO (as libc's IFUNC
+     * resolves it); else fastclock_gettimeofday reaches k through the slow
+     * path's routing pointer. */
+    fc_gettimeofday_fn tv = k == fc_refclock_vdso_gettime() ? fc_refclock_vdso_gettimeofday() : 0;
+    if (tv)
+        atomic_store_explicit(&fc_wall_direct_tv, tv, memory_order_relaxed);
+    atomic_store_explicit(&fc_wall_direct, k, memory_order_relaxed);
+    atomic_store_explicit(&fc_wall_direct_unordered, k, memory_order_relaxed);
+}
+
 void fc_wall_enter_percpu(void)
 {
     atomic_store_explicit(&fc_wall_direct_unordered, atomic_load_explicit(&fc_wall_direct, memory_order_relaxed),

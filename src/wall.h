@@ -47,12 +47,13 @@ FC_HIDDEN extern __thread struct fc_wall_cache fc_wall_cache __attribute__((tls_
  * convention), or the seam's kernel in tests; set by fc_wall_init. */
 FC_HIDDEN extern _Atomic(fc_gettime_fn) fc_wall_kernel;
 /* Ordered wall reads go here when non-NULL (the vDSO's clock_gettime and
- * gettimeofday): the kernel's clock reads the counter itself. */
+ * gettimeofday): the kernel's clock reads the counter itself, or answers
+ * every read (fc_wall_to_kernel). */
 FC_HIDDEN extern _Atomic(fc_gettime_fn) fc_wall_direct;
 FC_HIDDEN extern _Atomic(fc_gettimeofday_fn) fc_wall_direct_tv;
 /* Unordered wall reads go here when non-NULL: in tsc-percpu, where they read
  * rdtscp like the ordered ones, and the vDSO then costs less (set by
- * fc_wall_enter_percpu). */
+ * fc_wall_enter_percpu), and where the kernel answers every read. */
 FC_HIDDEN extern _Atomic(fc_gettime_fn) fc_wall_direct_unordered;
 
 /* At init (and when tests install a seam): which kernel clock to check. */
@@ -60,6 +61,10 @@ FC_HIDDEN void fc_wall_init(void);
 /* At the mode decision: the kernel's clocksource is the counter we read
  * (1), or something else (0). */
 FC_HIDDEN void fc_wall_choose(int kernel_reads_counter);
+/* The kernel answers every fine read from the decision on (mode system
+ * from the start, tsc-percpu routed to it): both flavours of the wall
+ * clocks go straight to k, as MONOTONIC does (clock.c route_decided). */
+FC_HIDDEN void fc_wall_to_kernel(fc_gettime_fn k);
 /* The mode became tsc-percpu: unordered wall reads follow the ordered ones. */
 FC_HIDDEN void fc_wall_enter_percpu(void);
 /* Cold: the kernel updated its timekeeping since this thread last looked. */

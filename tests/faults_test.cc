@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <functional>
 #include <future>
 #include <thread>
 #include <vector>
@@ -801,6 +802,49 @@ TEST_F(Faults, ForcedSystemIsHonoured)
     timespec ts;
     EXPECT_EQ(fastclock_gettime(CLOCK_REALTIME, &ts), 0);
     EXPECT_LE(fctest::iabs(int64_t(ts.tv_sec) * 1000000000LL + ts.tv_nsec - (sim_mono() + sim.real_off)), 1000);
+}
+
+// Mode system from the start: every fine flavour is the kernel's own value,
+// from one kernel read -- the route that keeps each function at libc's cost
+// (fastclock bench, FASTCLOCK_MODE=system) -- with no clamp and no line.
+TEST_F(Faults, ForcedSystemAnswersEveryFineReadWithOneKernelRead)
+{
+    setenv("FASTCLOCK_MODE", "system", 1);
+    install();
+    ASSERT_EQ(mode(), "system");
+    fastclock_mono_ns(); // the first read after the decision routes the rest
+    sim.kernel_cost = 0; // the simulated kernel's time stands still: values are exact
+    const int64_t m = sim_mono();
+    auto ts_ns = [](const timespec &ts) { return int64_t(ts.tv_sec) * 1000000000LL + ts.tv_nsec; };
+    struct Read {
+        const char *name;
+        int64_t want;
+        std::function<int64_t()> read;
+    } reads[] = {
+        {"fastclock_mono_ns", m, [] { return fastclock_mono_ns(); }},
+        {"fastclock_mono_ns_unordered", m, [] { return fastclock_mono_ns_unordered(); }},
+        {"fastclock_mono_ns_inline", m, [] { return fastclock_mono_ns_inline(); }},
+        {"fastclock_mono_ns_unordered_inline", m, [] { return fastclock_mono_ns_unordered_inline(); }},
+        {"fastclock_real_ns", m + sim.real_off, [] { return fastclock_real_ns(); }},
+        {"fastclock_real_ns_unordered", m + sim.real_off, [] { return fastclock_real_ns_unordered(); }},
+        {"fastclock_gettime(MONOTONIC)", m, [&] { timespec ts; fastclock_gettime(CLOCK_MONOTONIC, &ts); return ts_ns(ts); }},
+        {"fastclock_gettime(REALTIME)", m + sim.real_off,
+         [&] { timespec ts; fastclock_gettime(CLOCK_REALTIME, &ts); return ts_ns(ts); }},
+        {"fastclock_gettime(BOOTTIME)", m + sim.boot_off,
+         [&] { timespec ts; fastclock_gettime(CLOCK_BOOTTIME, &ts); return ts_ns(ts); }},
+        {"fastclock_gettime(TAI)", m + sim.real_off + sim.tai_off,
+         [&] { timespec ts; fastclock_gettime(CLOCK_TAI, &ts); return ts_ns(ts); }},
+        {"fastclock_gettimeofday", (m + sim.real_off) / 1000 * 1000, [] {
+             timeval tv;
+             fastclock_gettimeofday(&tv, nullptr);
+             return int64_t(tv.tv_sec) * 1000000000LL + tv.tv_usec * 1000LL;
+         }},
+    };
+    for (const Read &r : reads) {
+        long before = sim.kernel_reads;
+        EXPECT_EQ(r.read(), r.want) << r.name;
+        EXPECT_EQ(sim.kernel_reads - before, 1) << r.name << ": kernel reads for one call";
+    }
 }
 
 TEST_F(Faults, CalibrationThatCannotConvergeFallsBack)
