@@ -150,6 +150,7 @@ static fc_direct_fn route_decided(void)
             atomic_store_explicit(&fc_coarse.direct, next, memory_order_relaxed);
         fc_wall_to_kernel(next);
         /* The reads' first test (fc_read, fastclock_inline.h's): the same route. */
+        atomic_store_explicit(&fc_latch.kernel_ordered, next, memory_order_relaxed);
         atomic_store_explicit(&fc_latch.kernel_direct, next, memory_order_relaxed);
     }
     fc_direct_fn expected = atomic_load_explicit(&fc_direct_gettime, memory_order_acquire);
@@ -236,13 +237,19 @@ static __attribute__((noinline)) int64_t kernel_read(fc_direct_fn k, clockid_t i
     return direct_ns(k, id);
 }
 
+/* The kernel route for this flavour: NULL where the line answers. */
+FC_INLINE fc_direct_fn kernel_route(int ordered)
+{
+    return atomic_load_explicit(ordered ? &fc_latch.kernel_ordered : &fc_latch.kernel_direct, memory_order_relaxed);
+}
+
 /* The line answers (wall clocks: plus the kernel's offset, wall.h), unless
- * the kernel's clock reads the counter itself or answers every read (mode
- * system from the start: fc_latch.kernel_direct, one load from the cache
- * line the read loads first anyway, and independent of it -- tested after
- * the line's loads, its answer waited for them, and the vDSO's fence for
- * that: 1.06-1.07x libc measured, against 1.0x); else a tail jump to
- * fc_slow_read.  Jumping, not calling the kernel from here, keeps
+ * the kernel's clock reads the counter itself or answers this flavour (mode
+ * system from the start, an ordered read the counter costs too much for:
+ * kernel_route, one load from the cache line the read loads first anyway,
+ * and independent of it -- tested after the line's loads, its answer waited
+ * for them, and the vDSO's fence for that: 1.06-1.07x libc measured,
+ * against 1.0x); else a tail jump to fc_slow_read.  Jumping, not calling the kernel from here, keeps
  * MONOTONIC's line path free of a stack frame (the timespec a kernel read
  * needs): no push, pop or stack adjustment around the counter read. */
 FC_INLINE int64_t fc_read(enum fc_kind kind, int ordered)
@@ -251,7 +258,7 @@ FC_INLINE int64_t fc_read(enum fc_kind kind, int ordered)
     fc_gettime_fn w = fc_wall_route(kind, ordered);
     if (w != 0)
         return direct_ns(w, fc_kind_clock(kind));
-    fc_direct_fn k = atomic_load_explicit(&fc_latch.kernel_direct, memory_order_relaxed);
+    fc_direct_fn k = kernel_route(ordered);
     if (FC_UNLIKELY(k != 0))
         return kernel_read(k, fc_kind_clock(kind)); /* a constant: the caller's kind */
     if (FC_LIKELY(fc_read_line(kind, ordered, &v)))
@@ -354,10 +361,32 @@ static int64_t percpu_answer(enum fc_kind kind)
     return fc_percpu_read(kind);
 }
 
+/*
+ * FC_READ_ORDERED_KERNEL (counter.c: the kernel's clock costs under half an
+ * ordered counter read here): ordered reads are the kernel's own, in every
+ * mode, from the first line on.  The flag is written before that line is
+ * published, so every reader that could see the line sees the flag -- the
+ * line read loads it inside its window, the slow path after its snapshot --
+ * and no ordered read is ever served from a line: nothing to clamp.  From
+ * the first such read on, fc_read's first test sends them straight here
+ * (kernel_route).
+ */
+static FC_COLD int64_t ordered_kernel_read(enum fc_kind kind)
+{
+    fc_direct_fn k = fc_refclock_answering();
+    atomic_store_explicit(&fc_latch.kernel_ordered, k, memory_order_relaxed);
+    return direct_ns(k, fc_kind_clock(kind));
+}
+
+FC_INLINE int ordered_to_kernel(int ordered)
+{
+    return ordered && FC_UNLIKELY(FC_LOAD(&fc_latch.read_flags) & FC_READ_ORDERED_KERNEL);
+}
+
 static FC_COLD int64_t slow_read(enum fc_kind kind, int ordered)
 {
-    if (ordered && (FC_LOAD(&fc_latch.read_flags) & FC_READ_ORDERED_KERNEL))
-        return fc_kernel_ns(fc_kind_clock(kind)); /* chosen before any line: nothing to clamp */
+    if (ordered_to_kernel(ordered))
+        return ordered_kernel_read(kind);
     if (fc_kind_is_wall(kind)) /* MONOTONIC, in whatever way this mode reads it, plus the offset */
         return fc_wall_from_mono(kind, slow_read(FC_MONO, ordered));
     for (int attempt = 0;; attempt++) {
@@ -370,6 +399,8 @@ static FC_COLD int64_t slow_read(enum fc_kind kind, int ordered)
             return percpu_answer(kind);
         struct fc_full f;
         snapshot_full(&f, ordered);
+        if (f.l.mult != 0 && ordered_to_kernel(ordered))
+            return ordered_kernel_read(kind); /* the flag came with this line (or this reader published it) */
         int64_t v;
         if (mode == FC_MODE_TSC && f.l.mult == 0 && attempt < 1 && fc_cal_trylock()) {
             /* No line yet: publish the first one if its baseline is long enough. */
@@ -451,8 +482,10 @@ static FC_COLD int64_t percpu_kernel_read(enum fc_kind kind)
     }
     fc_direct_fn expected = 0;
     if (atomic_compare_exchange_strong_explicit(&fc_direct_gettime, &expected, k, memory_order_acq_rel,
-                                                memory_order_acquire))
+                                                memory_order_acquire)) {
+        atomic_store_explicit(&fc_latch.kernel_ordered, k, memory_order_relaxed);
         atomic_store_explicit(&fc_latch.kernel_direct, k, memory_order_relaxed);
+    }
     if (kind == FC_MONO)
         return mono;
     return kind == FC_BOOT ? boot : direct_ns(k, fc_kind_clock(kind));
@@ -463,6 +496,8 @@ __attribute__((noinline)) int64_t fc_slow_read(enum fc_kind kind, int ordered)
     fc_direct_fn f = atomic_load_explicit(&fc_direct_gettime, memory_order_relaxed);
     if (FC_LIKELY(f != 0))
         return direct_ns(f, fc_kind_clock(kind));
+    if (ordered_to_kernel(ordered))
+        return ordered_kernel_read(kind);
     /* tsc-percpu's reads, every one of them (the global line routes them here). */
     if (FC_LIKELY(!fc_kind_is_wall(kind) && atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_PERCPU))
         return percpu_answer(kind);
@@ -597,7 +632,7 @@ static __attribute__((noinline)) int gettime_slow(clockid_t id, struct timespec 
         return f(id, ts); /* the served ids never fail: no -errno to convert */
     int64_t ns;
     if (FC_LIKELY(kind == FC_MONO && atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_PERCPU &&
-                  !fc_percpu_to_kernel())) {
+                  !fc_percpu_to_kernel() && !ordered_to_kernel(1))) {
         /* fc_slow_read's first branch, inline: one frame for the whole read
          * (the per-CPU lines; where the kernel answers tsc-percpu, through
          * fc_slow_read, which holds its values to the switch floor).
@@ -644,7 +679,7 @@ FC_INLINE int gettime_fine(enum fc_kind kind, clockid_t id, struct timespec *ts)
     fc_gettime_fn w = fc_wall_route(kind, 1);
     if (w != 0)
         return w(id, ts); /* the served ids never fail: no -errno to convert */
-    fc_direct_fn k = atomic_load_explicit(&fc_latch.kernel_direct, memory_order_relaxed);
+    fc_direct_fn k = kernel_route(1);
     if (FC_UNLIKELY(k != 0))
         return k(id, ts); /* as fc_read: the kernel's clock, the caller's timespec */
     if (FC_UNLIKELY(!fc_read_line(kind, 1, &ns)))

@@ -7,7 +7,9 @@
 /* How ordered reads read the counter (global latch only; written once by the
  * mode decision, before the first line, and never again). */
 #define FC_READ_RDTSCP 1u          /* rdtscp rather than lfence;rdtsc */
-#define FC_READ_ORDERED_KERNEL 2u  /* the kernel's clock is clearly cheaper here */
+#define FC_READ_ORDERED_KERNEL 2u  /* the kernel's clock is clearly cheaper here: ordered
+                                      reads are the kernel's, in every mode, from the first
+                                      line on (clock.c) */
 
 #if defined(__x86_64__) || defined(__i386__)
 #define FC_HAVE_COUNTER 1

@@ -73,6 +73,11 @@ struct fc_latch {
      * has passed the switch floor), beside its routing pointer for the slow
      * path, which says the same. */
     int (*_Atomic kernel_direct)(clockid_t, struct timespec *);
+    /* The same for the ordered reads alone: set with kernel_direct, and
+     * where FC_READ_ORDERED_KERNEL sends them to the kernel (clock.c, at the
+     * first such read).  The library's own; the header's ordered read sees
+     * the flag and calls the function. */
+    int (*_Atomic kernel_ordered)(clockid_t, struct timespec *);
     struct fc_line line[2];
     struct fc_meta meta[2];
 };
