@@ -224,6 +224,15 @@ static uint64_t meta_end_span(const struct fc_meta *m)
     return m->uncut_span > m->soft_span ? m->uncut_span : m->soft_span;
 }
 
+/* The global line is read inline unless a counter is injected (the slow
+ * path reads it) or the kernel's clock answers every fine read
+ * (FC_READ_KERNEL, written before the first line): then every line of it
+ * has fast_span 0, so no read is served from it before its route is seen. */
+static int slow_path_only(const struct fc_track *t)
+{
+    return t->cpu < 0 && (fc_seam.counter || (t->latch->read_flags & FC_READ_KERNEL));
+}
+
 /* A reader's speculation window around its counter read, in ticks. */
 static uint64_t past_ticks(double rate)
 {
@@ -781,11 +790,10 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
         l.base_ns = (int64_t)(base_p >> FC_SHIFT);
         base_frac = (uint64_t)(base_p - ((__int128)l.base_ns << FC_SHIFT));
         m.soft_span = (uint64_t)(soft_ns / rate) + (uint64_t)past;
-        /* The global line is read inline unless a counter is injected;
-         * per-CPU lines are read by percpu.c, which checks fast_span too.
+        /* Per-CPU lines are read by percpu.c, which checks fast_span too.
          * Without the thread, the fast span ends at the next adjtimex poll:
          * the reader who gets there polls (fc_track_poll). */
-        l.fast_span = (fc_seam.counter && t->cpu < 0) ? 0 : m.soft_span;
+        l.fast_span = slow_path_only(t) ? 0 : m.soft_span;
         if (l.fast_span > (uint64_t)past + (uint64_t)(FC_READER_POLL_NS / rate))
             l.fast_span = (uint64_t)past + (uint64_t)(FC_READER_POLL_NS / rate);
         if (s->offsets_ok) {
@@ -943,7 +951,7 @@ int fc_track_poll(const struct fc_track *t)
     }
     if (fc_sync_generation() != t->cs->sync_generation)
         return 1;
-    if (fc_seam.counter && t->cpu < 0)
+    if (slow_path_only(t))
         return 0; /* every read takes the slow path by design: nothing to extend */
     uint64_t now;
     if (t->cpu < 0) {

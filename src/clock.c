@@ -4,7 +4,8 @@
  * Fast path (mode tsc, line current): a load of the kernel route (NULL
  * here), then fc_line_read (line.h) -- two loads of seq, six loads from one
  * cache line, the fenced (or bare) counter read, one 64-bit multiply after
- * it (line.h).  No locks, no syscalls, no stores.  Everything else goes
+ * it (line.h).  No locks, no syscalls, no stores (the out-of-line paths
+ * store a route once, when it is taken).  Everything else goes
  * through an out-of-line path, itself lock-free and async-signal-safe:
  *   - mode system decided at start-up: straight to the vDSO, decided by
  *     that first load (fc_latch.kernel_direct; fc_read);
@@ -34,11 +35,15 @@
  *     the kernel's exact offset, checked on every read (wall.h), so the
  *     first read that starts after clock_settime returns is on the new
  *     timeline, in every mode, with either calibrator; ordered wall reads
- *     are the vDSO's own where the kernel's clocksource is the TSC;
+ *     are the vDSO's own where the kernel's clocksource is the TSC, and
+ *     both flavours where the kernel answers every fine read from the
+ *     start (mode system, tsc-percpu routed to it);
  *   BOOTTIME: the MONOTONIC value of the same read plus one offset that
  *     every line carries and only a suspend raises (calibration.c), so it
- *     keeps MONOTONIC's guarantees; where the kernel answers, it is held to
- *     the same floors as MONOTONIC;
+ *     keeps MONOTONIC's guarantees; where the kernel answers after reads
+ *     were served from a line, it is held to the same floors as MONOTONIC
+ *     (where it answered a flavour all along -- the ordered kernel route,
+ *     mode system from the start -- there is nothing to hold);
  *   mixing flavours of one clock in a thread: between REALTIME steps, a
  *     fine REALTIME read after the kernel's coarse REALTIME (a coarse read
  *     without a ticker, time()) is never earlier (fc_wall_from_mono holds
@@ -237,16 +242,10 @@ static __attribute__((noinline)) int64_t kernel_read(fc_direct_fn k, clockid_t i
     return direct_ns(k, id);
 }
 
-/* The kernel route for this flavour: NULL where the line answers. */
-FC_INLINE fc_direct_fn kernel_route(int ordered)
-{
-    return atomic_load_explicit(ordered ? &fc_latch.kernel_ordered : &fc_latch.kernel_direct, memory_order_relaxed);
-}
-
 /* The line answers (wall clocks: plus the kernel's offset, wall.h), unless
  * the kernel's clock reads the counter itself or answers this flavour (mode
  * system from the start, an ordered read the counter costs too much for:
- * kernel_route, one load from the cache line the read loads first anyway,
+ * fc_kernel_route, one load from the cache line the read loads first anyway,
  * and independent of it -- tested after the line's loads, its answer waited
  * for them, and the vDSO's fence for that: 1.06-1.07x libc measured,
  * against 1.0x); else a tail jump to fc_slow_read.  Jumping, not calling the kernel from here, keeps
@@ -258,7 +257,7 @@ FC_INLINE int64_t fc_read(enum fc_kind kind, int ordered)
     fc_gettime_fn w = fc_wall_route(kind, ordered);
     if (w != 0)
         return direct_ns(w, fc_kind_clock(kind));
-    fc_direct_fn k = kernel_route(ordered);
+    fc_direct_fn k = fc_kernel_route(ordered);
     if (FC_UNLIKELY(k != 0))
         return kernel_read(k, fc_kind_clock(kind)); /* a constant: the caller's kind */
     if (FC_LIKELY(fc_read_line(kind, ordered, &v)))
@@ -362,31 +361,40 @@ static int64_t percpu_answer(enum fc_kind kind)
 }
 
 /*
- * FC_READ_ORDERED_KERNEL (counter.c: the kernel's clock costs under half an
- * ordered counter read here): ordered reads are the kernel's own, in every
- * mode, from the first line on.  The flag is written before that line is
- * published, so every reader that could see the line sees the flag -- the
- * line read loads it inside its window, the slow path after its snapshot --
- * and no ordered read is ever served from a line: nothing to clamp.  From
- * the first such read on, fc_read's first test sends them straight here
- * (kernel_route).
+ * The counter-cost routes (counter.c): FC_READ_ORDERED_KERNEL, the kernel's
+ * clock costs under half an ordered counter read here, sends the ordered
+ * reads to it; FC_READ_KERNEL, under half even a bare one (a counter that
+ * traps), every fine read.  A routed flavour is the kernel's own, in every
+ * mode, from the first line on.  The flags are written before that line is
+ * published, so every reader that could see the line sees them -- the
+ * ordered line read loads them inside its window, the slow path after its
+ * snapshot, and under FC_READ_KERNEL the line's fast_span is 0, so every
+ * unordered read takes the slow path -- and no routed read is ever served
+ * from a line: nothing to clamp.  From the first such read on, fc_read's
+ * first test sends them straight to the kernel (fc_kernel_route).
  */
-static FC_COLD int64_t ordered_kernel_read(enum fc_kind kind)
+FC_INLINE int routed_to_kernel(int ordered)
 {
-    fc_direct_fn k = fc_refclock_answering();
-    atomic_store_explicit(&fc_latch.kernel_ordered, k, memory_order_relaxed);
-    return direct_ns(k, fc_kind_clock(kind));
+    uint32_t flags = FC_LOAD(&fc_latch.read_flags);
+    return FC_UNLIKELY(flags & (ordered ? FC_READ_ORDERED_KERNEL : FC_READ_KERNEL));
 }
 
-FC_INLINE int ordered_to_kernel(int ordered)
+static FC_COLD int64_t routed_kernel_read(enum fc_kind kind)
 {
-    return ordered && FC_UNLIKELY(FC_LOAD(&fc_latch.read_flags) & FC_READ_ORDERED_KERNEL);
+    fc_direct_fn k = fc_refclock_answering();
+    /* Each once: the fields share the cache line every reader loads first. */
+    if (atomic_load_explicit(&fc_latch.kernel_ordered, memory_order_relaxed) != k)
+        atomic_store_explicit(&fc_latch.kernel_ordered, k, memory_order_relaxed);
+    if ((FC_LOAD(&fc_latch.read_flags) & FC_READ_KERNEL) &&
+        atomic_load_explicit(&fc_latch.kernel_direct, memory_order_relaxed) != k)
+        atomic_store_explicit(&fc_latch.kernel_direct, k, memory_order_relaxed);
+    return direct_ns(k, fc_kind_clock(kind));
 }
 
 static FC_COLD int64_t slow_read(enum fc_kind kind, int ordered)
 {
-    if (ordered_to_kernel(ordered))
-        return ordered_kernel_read(kind);
+    if (routed_to_kernel(ordered))
+        return routed_kernel_read(kind);
     if (fc_kind_is_wall(kind)) /* MONOTONIC, in whatever way this mode reads it, plus the offset */
         return fc_wall_from_mono(kind, slow_read(FC_MONO, ordered));
     for (int attempt = 0;; attempt++) {
@@ -399,8 +407,8 @@ static FC_COLD int64_t slow_read(enum fc_kind kind, int ordered)
             return percpu_answer(kind);
         struct fc_full f;
         snapshot_full(&f, ordered);
-        if (f.l.mult != 0 && ordered_to_kernel(ordered))
-            return ordered_kernel_read(kind); /* the flag came with this line (or this reader published it) */
+        if (f.l.mult != 0 && routed_to_kernel(ordered))
+            return routed_kernel_read(kind); /* the flag came with this line (or this reader published it) */
         int64_t v;
         if (mode == FC_MODE_TSC && f.l.mult == 0 && attempt < 1 && fc_cal_trylock()) {
             /* No line yet: publish the first one if its baseline is long enough. */
@@ -496,8 +504,8 @@ __attribute__((noinline)) int64_t fc_slow_read(enum fc_kind kind, int ordered)
     fc_direct_fn f = atomic_load_explicit(&fc_direct_gettime, memory_order_relaxed);
     if (FC_LIKELY(f != 0))
         return direct_ns(f, fc_kind_clock(kind));
-    if (ordered_to_kernel(ordered))
-        return ordered_kernel_read(kind);
+    if (routed_to_kernel(ordered))
+        return routed_kernel_read(kind);
     /* tsc-percpu's reads, every one of them (the global line routes them here). */
     if (FC_LIKELY(!fc_kind_is_wall(kind) && atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_PERCPU))
         return percpu_answer(kind);
@@ -632,7 +640,7 @@ static __attribute__((noinline)) int gettime_slow(clockid_t id, struct timespec 
         return f(id, ts); /* the served ids never fail: no -errno to convert */
     int64_t ns;
     if (FC_LIKELY(kind == FC_MONO && atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_PERCPU &&
-                  !fc_percpu_to_kernel() && !ordered_to_kernel(1))) {
+                  !fc_percpu_to_kernel() && !routed_to_kernel(1))) {
         /* fc_slow_read's first branch, inline: one frame for the whole read
          * (the per-CPU lines; where the kernel answers tsc-percpu, through
          * fc_slow_read, which holds its values to the switch floor).
@@ -679,7 +687,7 @@ FC_INLINE int gettime_fine(enum fc_kind kind, clockid_t id, struct timespec *ts)
     fc_gettime_fn w = fc_wall_route(kind, 1);
     if (w != 0)
         return w(id, ts); /* the served ids never fail: no -errno to convert */
-    fc_direct_fn k = kernel_route(1);
+    fc_direct_fn k = fc_kernel_route(1);
     if (FC_UNLIKELY(k != 0))
         return k(id, ts); /* as fc_read: the kernel's clock, the caller's timespec */
     if (FC_UNLIKELY(!fc_read_line(kind, 1, &ns)))
@@ -716,7 +724,11 @@ FC_API int fastclock_gettime(clockid_t id, struct timespec *ts)
 static FC_COLD int gettimeofday_slow(struct timeval *tv)
 {
     struct timespec ts;
-    gettime_slow(CLOCK_REALTIME, &ts, FC_REAL);
+    fc_direct_fn k = fc_kernel_route(1);
+    if (k != 0)
+        k(CLOCK_REALTIME, &ts); /* the ordered reads' kernel route, as fastclock_gettime's */
+    else
+        gettime_slow(CLOCK_REALTIME, &ts, FC_REAL);
     tv->tv_sec = ts.tv_sec;
     tv->tv_usec = (suseconds_t)(ts.tv_nsec / 1000);
     return 0;
@@ -870,7 +882,8 @@ static int status_fill(struct fastclock_status *out)
     out->max_error_ns = st.max_err_ns;
     out->sample_width_ns = st.last_width_ns;
     if (mode == FC_MODE_TSC && f.l.mult != 0) {
-        out->counter = (flags & FC_READ_ORDERED_KERNEL)
+        out->counter = (flags & FC_READ_KERNEL) ? "clock_gettime (the counter costs more here)"
+                       : (flags & FC_READ_ORDERED_KERNEL)
                            ? "clock_gettime (ordered), " FC_COUNTER_INSN_UNORDERED " (unordered)"
                        : fc_default_unordered()   ? FC_COUNTER_INSN_UNORDERED
                        : (flags & FC_READ_RDTSCP) ? FC_COUNTER_INSN_ALT
@@ -888,7 +901,9 @@ static int status_fill(struct fastclock_status *out)
         double seed = fc_percpu_seed_rate();
         out->counter_hz = seed > 0 ? 1e9 / seed : 0;
     } else if (mode == FC_MODE_PERCPU) {
-        out->counter = "rdtscp";
+        out->counter = (flags & FC_READ_KERNEL)           ? "clock_gettime (the counter costs more here)"
+                       : (flags & FC_READ_ORDERED_KERNEL) ? "clock_gettime (ordered), rdtscp (unordered)"
+                                                          : "rdtscp";
         out->calibrator = fc_upkeep_running() ? "thread" : "lazy";
         /* Before any CPU's own calibration: the rate seeded at the decision. */
         double seed = fc_percpu_seed_rate();

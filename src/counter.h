@@ -10,6 +10,9 @@
 #define FC_READ_ORDERED_KERNEL 2u  /* the kernel's clock is clearly cheaper here: ordered
                                       reads are the kernel's, in every mode, from the first
                                       line on (clock.c) */
+#define FC_READ_KERNEL 4u          /* ... even than a bare counter read (set with the bit
+                                      above): every fine read is the kernel's, and the
+                                      global line is published with fast_span 0 */
 
 #if defined(__x86_64__) || defined(__i386__)
 #define FC_HAVE_COUNTER 1

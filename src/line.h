@@ -74,9 +74,9 @@ struct fc_latch {
      * path, which says the same. */
     int (*_Atomic kernel_direct)(clockid_t, struct timespec *);
     /* The same for the ordered reads alone: set with kernel_direct, and
-     * where FC_READ_ORDERED_KERNEL sends them to the kernel (clock.c, at the
-     * first such read).  The library's own; the header's ordered read sees
-     * the flag and calls the function. */
+     * where FC_READ_ORDERED_KERNEL sends them to the kernel (clock.c, by the
+     * first such read, stored only if it differs).  The library's own; the
+     * header's ordered read sees the flag and calls the function. */
     int (*_Atomic kernel_ordered)(clockid_t, struct timespec *);
     struct fc_line line[2];
     struct fc_meta meta[2];
@@ -84,6 +84,13 @@ struct fc_latch {
 
 /* The global line (line.c); tsc-percpu's lines live in percpu.c. */
 extern struct fc_latch fc_latch __attribute__((visibility("hidden")));
+
+/* The kernel's clock where it answers this flavour of fine read (NULL: the
+ * line does, or the slow path decides): one load, the reads' first test. */
+FC_INLINE int (*fc_kernel_route(int ordered))(clockid_t, struct timespec *)
+{
+    return atomic_load_explicit(ordered ? &fc_latch.kernel_ordered : &fc_latch.kernel_direct, memory_order_relaxed);
+}
 
 FC_INLINE int64_t fc_line_offset(const struct fc_line *l, enum fc_kind kind)
 {

@@ -214,8 +214,11 @@ static SHIM_COLD int fine_slow(enum fc_kind kind, clockid_t id, void *out, enum 
 FC_INLINE int fine_read(enum fc_kind kind, clockid_t id, void *out, enum shape shape, int ordered)
 {
     int64_t ns;
-    if (fc_wall_route(kind, ordered) != 0)
-        return pass_fine(shape, id, out); /* the kernel's clock reads the counter itself (wall.h) */
+    /* The kernel's clock reads the counter itself (wall.h), or answers this
+     * flavour (the core's kernel route: tsc-percpu routed to it, ordered
+     * reads where the counter costs too much): one call into the vDSO. */
+    if (fc_wall_route(kind, ordered) != 0 || fc_kernel_route(ordered) != 0)
+        return pass_fine(shape, id, out);
     if (FC_UNLIKELY(!fc_read_line(kind, ordered, &ns)))
         return fine_slow(kind, id, out, shape, ordered);
     return stored(kind, shape, out, ns);

@@ -23,6 +23,15 @@ void fc_test_reset(const struct fc_seam *seam)
     fc_cal_max_interval_ns = 500000000LL;
 }
 
+void fc_test_get_routes(struct fc_test_routes *out)
+{
+    out->kernel_direct = (const void *)fc_kernel_route(0);
+    out->kernel_ordered = (const void *)fc_kernel_route(1);
+    out->wall = (const void *)fc_wall_route(FC_REAL, 1);
+    out->wall_unordered = (const void *)fc_wall_route(FC_REAL, 0);
+    out->wall_tv = (const void *)atomic_load(&fc_wall_direct_tv);
+}
+
 void fc_test_start_calibrator(void)
 {
     fc_calibrator_start();
@@ -35,6 +44,7 @@ void fc_test_current_line(struct fc_test_line *out)
     const struct fc_meta *m = &fc_latch.meta[seq & 1];
     out->base_tsc = l->base_tsc;
     out->soft_span = m->soft_span;
+    out->fast_span = l->fast_span;
     out->mult = l->mult;
     out->error_bound_ns = m->error_bound_ns;
     out->real_offset = l->real_offset;

@@ -20,7 +20,7 @@ void fc_test_reset(const struct fc_seam *seam);
 void fc_test_start_calibrator(void);
 /* Current line's error bound and spans, for assertions. */
 struct fc_test_line {
-    uint64_t base_tsc, soft_span, base_frac;
+    uint64_t base_tsc, soft_span, base_frac, fast_span;
     int64_t mult, base_ns, error_bound_ns, real_offset, boot_offset, floor_ns;
     uint64_t epoch;
 };
@@ -44,6 +44,13 @@ void fc_test_hold_writer_lock(int hold);
 int64_t fc_test_fallback_noted(void);
 /* What a fail-safe does: leave the counter for the kernel's clocks. */
 void fc_test_fail_to_system(const char *why);
+/* Where the fine reads go straight to a kernel clock (NULL: not routed):
+ * every fine read, the ordered ones, the wall clocks ordered, unordered and
+ * gettimeofday (wall.h). */
+struct fc_test_routes {
+    const void *kernel_direct, *kernel_ordered, *wall, *wall_unordered, *wall_tv;
+};
+void fc_test_get_routes(struct fc_test_routes *out);
 
 #ifdef __cplusplus
 }
