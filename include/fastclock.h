@@ -110,7 +110,9 @@ struct fastclock_status {
     const char *reason;      /* one sentence: why this mode; valid for the process lifetime */
     const char *calibrator;  /* "thread", "lazy" (calibrated by readers) or "none" */
     const char *counter;     /* how the default fine clocks read the time: "rdtscp" or
-                                "lfence;rdtsc" (ordered), "rdtsc" (unordered), or "clock_gettime" */
+                                "lfence;rdtsc" (ordered), "rdtsc" (unordered), or "clock_gettime"
+                                first where the kernel's clock answers (some or all of them:
+                                the words after it say which) */
     double   counter_hz;     /* counter ticks per second of CLOCK_MONOTONIC (current estimate) */
     uint64_t calibrations;   /* successful calibrations since start */
     int64_t  last_calibration_age_ns; /* time since the last calibration (tsc-percpu: the stalest CPU's), -1 if none */
