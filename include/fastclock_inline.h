@@ -12,9 +12,11 @@
  * function would answer from the same line with the same arithmetic, and
  * calls the function everywhere else: each line the library cannot serve
  * from -- mode system, tsc-percpu, before the mode decision, injected test
- * counters, a line that has run out, ordered reads routed to the kernel --
+ * counters, a line that has run out, ordered reads routed to the kernel,
+ * every read routed there (a counter dearer than the kernel's clock) --
  * has fast_span 0, fails the span check, or has a read flag set that the
- * inline code does not know.  The coarse clocks come from memory a
+ * inline code does not know; where the kernel answers every read, both
+ * reads call its clock themselves (kernel_gettime below).  The coarse clocks come from memory a
  * calibrator thread publishes while it ticks them (every ~1 ms); otherwise
  * the function is called, which reads the kernel's coarse clocks.  The fine
  * inline reads are x86-64 code; elsewhere they call the functions.
@@ -108,9 +110,10 @@ struct fastclock_line_block_v1 {
     uint64_t seq;          /* loaded with acquire order, and again after the counter read */
     uint32_t read_flags;   /* ordered reads: bit 0 rdtscp, else lfence;rdtsc; any other bit: call the function */
     uint32_t reserved0;    /* the library's */
-    /* Non-NULL where the kernel answers every read (mode system decided at
-     * start-up, or tsc-percpu where the kernel's clock is the cheaper read):
-     * its clock_gettime, to call as the function would. */
+    /* Non-NULL where the kernel answers every fine read (mode system decided
+     * at start-up, tsc-percpu where the kernel's clock is the cheaper read,
+     * a counter dearer than the kernel's clock): its clock_gettime, to call
+     * as the function would. */
     int (*kernel_gettime)(clockid_t, struct timespec *);
     uint64_t reserved1[5]; /* the library's */
     struct fastclock_line_slot_v1 line[2];

@@ -7,8 +7,9 @@
  * it (line.h).  No locks, no syscalls, no stores (the out-of-line paths
  * store a route once, when it is taken).  Everything else goes
  * through an out-of-line path, itself lock-free and async-signal-safe:
- *   - mode system decided at start-up: straight to the vDSO, decided by
- *     that first load (fc_latch.kernel_direct; fc_read);
+ *   - mode system decided at start-up, or a counter dearer than the kernel's
+ *     clock: straight to the vDSO, decided by that first load
+ *     (fc_kernel_route; fc_read);
  *   - first use, line due or expired, tsc-percpu, injected test counters,
  *     a fail-safe switch at run time: fc_slow_read.
  *
@@ -304,7 +305,15 @@ static int fallback_read(enum fc_kind kind, const struct fc_full *f, int64_t *ou
     if (atomic_load_explicit(&fc_latch.seq, memory_order_acquire) != f->seq)
         return 0;
     if (kind == FC_MONO || kind == FC_BOOT) {
-        int64_t off = kind == FC_BOOT ? f->l.boot_offset : 0;
+        /* Before the first line of mode tsc (below) this value is noted as
+         * MONOTONIC for that line's writer, and there is no line to say
+         * BOOTTIME's offset: the kernel's, from a MONOTONIC read after this
+         * one.  It errs low by the time between the reads, so what is noted
+         * is a MONOTONIC value the kernel has reached, never one ahead of it
+         * (taking the line's 0 noted BOOTTIME as MONOTONIC: an hour ahead
+         * after an hour's suspend, for the first line and every fallback). */
+        int first = f->l.mult == 0 && atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_TSC;
+        int64_t off = kind != FC_BOOT ? 0 : first ? k - fc_kernel_ns(CLOCK_MONOTONIC) : f->l.boot_offset;
         int64_t floor, beyond;
         if (f->l.mult != 0) {
             int64_t used = (int64_t)(f->t - f->l.base_tsc);
@@ -335,7 +344,6 @@ static int fallback_read(enum fc_kind kind, const struct fc_full *f, int64_t *ou
          * so the writer lifts the line above it; with no old line there is
          * no ceiling, and a writer caught mid-publication (a few
          * instructions) leaves the kernel's value standing. */
-        int first = f->l.mult == 0 && atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_TSC;
         if (f->l.mult != 0 || first) {
             int64_t v = fc_cal_fallback_value(k - off, (first ? k : floor) - off, first ? k - off : beyond,
                                               f->m.epoch);
@@ -403,11 +411,15 @@ static FC_COLD int64_t slow_read(enum fc_kind kind, int ordered)
             fc_try_init();
             continue;
         }
+        /* Again after the mode's acquire: a mode that followed the first
+         * line (tsc-percpu, system) shows its flags. */
+        if (routed_to_kernel(ordered))
+            return routed_kernel_read(kind);
         if (mode == FC_MODE_PERCPU)
             return percpu_answer(kind);
         struct fc_full f;
         snapshot_full(&f, ordered);
-        if (f.l.mult != 0 && routed_to_kernel(ordered))
+        if (routed_to_kernel(ordered))
             return routed_kernel_read(kind); /* the flag came with this line (or this reader published it) */
         int64_t v;
         if (mode == FC_MODE_TSC && f.l.mult == 0 && attempt < 1 && fc_cal_trylock()) {
@@ -504,10 +516,13 @@ __attribute__((noinline)) int64_t fc_slow_read(enum fc_kind kind, int ordered)
     fc_direct_fn f = atomic_load_explicit(&fc_direct_gettime, memory_order_relaxed);
     if (FC_LIKELY(f != 0))
         return direct_ns(f, fc_kind_clock(kind));
+    /* The mode first (acquire), then the routes: a mode set after the first
+     * line shows the flags written before it. */
+    int mode = atomic_load_explicit(&fc_mode, memory_order_acquire);
     if (routed_to_kernel(ordered))
         return routed_kernel_read(kind);
     /* tsc-percpu's reads, every one of them (the global line routes them here). */
-    if (FC_LIKELY(!fc_kind_is_wall(kind) && atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_PERCPU))
+    if (FC_LIKELY(!fc_kind_is_wall(kind) && mode == FC_MODE_PERCPU))
         return percpu_answer(kind);
     return slow_read(kind, ordered);
 }
@@ -744,8 +759,8 @@ FC_API int fastclock_gettimeofday(struct timeval *tv, void *tz)
     fc_gettimeofday_fn w = atomic_load_explicit(&fc_wall_direct_tv, memory_order_relaxed);
     if (w != 0)
         return w(tv, 0); /* never fails with a valid tv */
-    if (FC_UNLIKELY(!fc_read_line(FC_REAL, 1, &ns)))
-        return gettimeofday_slow(tv);
+    if (FC_UNLIKELY(fc_kernel_route(1) != 0 || !fc_read_line(FC_REAL, 1, &ns)))
+        return gettimeofday_slow(tv); /* the kernel route first, as fc_read */
     tv->tv_sec = (time_t)fc_split_seconds(FC_REAL, ns, &rem);
     tv->tv_usec = (suseconds_t)((uint32_t)rem / 1000u); /* rem is in [0, 1e9): unsigned is two instructions */
     return 0;
@@ -777,6 +792,8 @@ static int64_t held_ahead(int64_t floor)
 
 static int64_t own_bound(int mode, int64_t mono_now)
 {
+    if (FC_LOAD(&fc_latch.read_flags) & FC_READ_KERNEL)
+        return 0; /* every fine read is the kernel's own, from the first line on (routed_to_kernel) */
     if (mode == FC_MODE_PERCPU && fc_percpu_to_kernel()) /* held at the switch floor */
         return held_ahead(atomic_load_explicit(&fc_percpu_switch_floor, memory_order_relaxed));
     if (mode == FC_MODE_PERCPU) {
@@ -921,7 +938,7 @@ static int status_fill(struct fastclock_status *out)
         out->counter_hz = 1e9;
     }
     out->real_source = (mode == FC_MODE_TSC || (mode == FC_MODE_PERCPU && !fc_percpu_to_kernel())) &&
-                               !fc_wall_route(FC_REAL, 1)
+                               !fc_wall_route(FC_REAL, 1) && !(flags & FC_READ_ORDERED_KERNEL)
                            ? "line"
                            : "vdso";
     out->error_bound_ns = own_bound(mode, now);

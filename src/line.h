@@ -39,7 +39,8 @@
 struct fc_line {
     uint64_t base_tsc;
     uint64_t fast_span;   /* reads with t - base_tsc >= fast_span take the slow path;
-                             0: every read does (mode system, tsc-percpu, first use) */
+                             0: every read does (mode system, tsc-percpu, first use, an
+                             injected counter, every read routed to the kernel) */
     int64_t mult;         /* ns per tick << FC_SHIFT, > 0 */
     int64_t base_ns;      /* CLOCK_MONOTONIC at base_tsc, integer part */
     uint64_t frac_c;      /* base_frac - base_tsc * mult (mod 2^64): lets the reader
@@ -69,9 +70,10 @@ struct fc_latch {
     /* Where the kernel answers every fine read (mode system from the start,
      * or tsc-percpu routed to it): the kernel's clock, tested first by the
      * library's reads (clock.c fc_read) and fastclock_inline.h's.  Written
-     * once, by clock.c (route_decided, or percpu_kernel_read once the kernel
-     * has passed the switch floor), beside its routing pointer for the slow
-     * path, which says the same. */
+     * by clock.c only, once: route_decided, percpu_kernel_read once the
+     * kernel has passed the switch floor (beside its routing pointer for the
+     * slow path, which says the same), or routed_kernel_read under
+     * FC_READ_KERNEL (counter.h). */
     int (*_Atomic kernel_direct)(clockid_t, struct timespec *);
     /* The same for the ordered reads alone: set with kernel_direct, and
      * where FC_READ_ORDERED_KERNEL sends them to the kernel (clock.c, by the

@@ -215,8 +215,8 @@ FC_INLINE int fine_read(enum fc_kind kind, clockid_t id, void *out, enum shape s
 {
     int64_t ns;
     /* The kernel's clock reads the counter itself (wall.h), or answers this
-     * flavour (the core's kernel route: tsc-percpu routed to it, ordered
-     * reads where the counter costs too much): one call into the vDSO. */
+     * flavour (the core's kernel route: tsc-percpu routed to it, ordered or
+     * all reads where the counter costs too much): one call into the vDSO. */
     if (fc_wall_route(kind, ordered) != 0 || fc_kernel_route(ordered) != 0)
         return pass_fine(shape, id, out);
     if (FC_UNLIKELY(!fc_read_line(kind, ordered, &ns)))

@@ -26,8 +26,10 @@ struct fc_seam {
     int skip_warp_check;
     int64_t warp_cycles;                                 /* >0: the start-up warp check finds this warp */
     int ncpus;                                           /* 0: from sysfs */
-    int ordered_route; /* ordered reads: 0 as counter.c measures (the counter, unless the kernel's
-                          clock costs under half of it), 1 the kernel's clock, -1 the counter */
+    int ordered_route; /* the counter-cost routes (counter.h): 0 as counter.c measures them (the
+                          counter, unless the kernel's clock costs under half of it); 1 ordered
+                          reads to the kernel's clock, unordered ones to the counter; 2 every
+                          fine read to the kernel's clock; -1 every read to the counter */
     int percpu_route;  /* tsc-percpu's fine reads: 0 as the machine says (the kernel's clock where its
                           clocksource is the counter; the lines if anything above is simulated),
                           1 the kernel's clock, -1 the per-CPU lines */

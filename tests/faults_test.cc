@@ -857,6 +857,31 @@ TEST_F(Faults, ForcedSystemAnswersEveryFineReadWithOneKernelRead)
     EXPECT_EQ(routes.wall_tv, nullptr) << "a simulated kernel has no gettimeofday of its own";
 }
 
+// A machine that has been suspended (BOOTTIME an hour ahead of MONOTONIC):
+// BOOTTIME read before the first line -- the kernel answers, and its value
+// is noted for the first line's writer -- must not be taken for a
+// MONOTONIC value (the latch has no offset yet): MONOTONIC read next, and
+// the first line, stay on MONOTONIC's timeline.
+TEST_F(Faults, BoottimeBeforeTheFirstLineIsNotNotedAsMonotonic)
+{
+    sim.boot_off = 3600LL * 1000000000LL;
+    install();
+    for (int i = 0; i < 3; i++) {
+        timespec ts;
+        fastclock_gettime(CLOCK_BOOTTIME, &ts);
+        EXPECT_LE(fctest::iabs(int64_t(ts.tv_sec) * 1000000000LL + ts.tv_nsec - (sim_mono() + sim.boot_off)), 1000000);
+    }
+    for (int i = 0; i < 100; i++) {
+        int64_t v = fastclock_mono_ns();
+        ASSERT_LE(fctest::iabs(v - sim_mono()), 1000000) << "read " << i << " in mode " << mode();
+        sim_advance_ns(10000);
+    }
+    struct fc_test_line line;
+    fc_test_current_line(&line);
+    EXPECT_NE(line.mult, 0) << "no line published: the case went untested";
+    EXPECT_EQ(line.boot_offset, sim.boot_off);
+}
+
 TEST_F(Faults, CalibrationThatCannotConvergeFallsBack)
 {
     sim.kernel_cost = uint64_t(200e3 / sim.rate); // every kernel read takes 200 us
@@ -2186,13 +2211,24 @@ TEST(RealMachine, ReadsRoutedToTheKernelAreItsOwn)
             unsetenv("FASTCLOCK_MODE");
             struct fc_test_line line;
             fc_test_current_line(&line);
+            // Taken by those reads alone (status reads the clock too).
+            struct fc_test_routes routes;
+            fc_test_get_routes(&routes);
             struct fastclock_status st;
             fastclock_status(&st);
-            if (std::string(st.mode) != "tsc")
+            if (std::string(st.mode) != "tsc") {
+                fc_test_reset(nullptr);
+                std::string cmd = "rm -rf " + root;
+                (void)system(cmd.c_str());
                 GTEST_SKIP() << "mode tsc refused here: " << st.reason;
+            }
             EXPECT_EQ(outside, 0);
             ASSERT_NE(line.mult, 0) << "no line was published during the reads: the route went untested";
-            struct fc_test_routes routes;
+            if (all) {
+                EXPECT_NE(routes.kernel_direct, nullptr) << "the unordered reads did not take their route";
+            } else {
+                EXPECT_NE(routes.kernel_ordered, nullptr) << "the ordered reads did not take their route";
+            }
             fc_test_get_routes(&routes);
             EXPECT_NE(routes.kernel_ordered, nullptr) << "ordered reads are not routed straight to the kernel";
             if (all) {
@@ -2205,6 +2241,10 @@ TEST(RealMachine, ReadsRoutedToTheKernelAreItsOwn)
             EXPECT_EQ(routes.wall, nullptr) << "the wall clocks' own route would answer for this one";
             EXPECT_STREQ(st.counter, all ? "clock_gettime (the counter costs more here)"
                                          : "clock_gettime (ordered), " FC_COUNTER_INSN_UNORDERED " (unordered)");
+            EXPECT_STREQ(st.real_source, "vdso") << "fastclock_real_ns is the kernel's";
+            if (all) {
+                EXPECT_EQ(st.error_bound_ns, 0) << "every read is the kernel's own";
+            }
             EXPECT_EQ(outside_kernel_brackets(CLOCK_MONOTONIC, fastclock_mono_ns, 20000), 0);
             EXPECT_EQ(outside_kernel_brackets(CLOCK_MONOTONIC, fastclock_mono_ns_inline, 20000), 0);
             EXPECT_EQ(outside_kernel_brackets(CLOCK_MONOTONIC, mono_gettime_ns, 20000), 0);
@@ -2257,6 +2297,52 @@ TEST(RealMachine, ReadsRoutedToTheKernelAreItsOwn)
             }
             fc_test_reset(nullptr);
         }
+    // A switch to per-CPU lines before any read took a route (the first
+    // line published, no fine read yet): the routed reads still go to the
+    // kernel, through the slow path's test ahead of the per-CPU lines.
+    for (int route : {1, 2}) {
+        if (!FC_HAVE_PERCPU)
+            break;
+        const bool all = route == 2;
+        SCOPED_TRACE(all ? "every fine read, switched first" : "ordered reads, switched first");
+        setenv("FASTCLOCK_MODE", "tsc", 1);
+        struct fc_seam seam;
+        memset(&seam, 0, sizeof seam);
+        seam.percpu_route = -1;
+        seam.ordered_route = route;
+        seam.sysroot = root.c_str();
+        fc_test_reset(&seam);
+        fastclock_ticks(); // decides, with no fine read
+        unsetenv("FASTCLOCK_MODE");
+        struct fc_test_line line;
+        fc_test_current_line(&line);
+        for (int i = 0; i < 100 && line.mult == 0; i++, usleep(1000)) {
+            fc_test_recalibrate(); // the first line, once its baseline is long enough
+            fc_test_current_line(&line);
+        }
+        ASSERT_NE(line.mult, 0) << "no first line";
+        fc_test_switch_to_percpu("test: pretend the warp check failed");
+        struct fc_test_routes routes;
+        fc_test_get_routes(&routes);
+        EXPECT_EQ(routes.kernel_ordered, nullptr);
+        EXPECT_EQ(routes.kernel_direct, nullptr);
+        EXPECT_EQ(outside_kernel_brackets(CLOCK_MONOTONIC, fastclock_mono_ns, 20000), 0);
+        EXPECT_EQ(outside_kernel_brackets(CLOCK_MONOTONIC, mono_gettime_ns, 20000), 0);
+        if (all) {
+            EXPECT_EQ(outside_kernel_brackets(CLOCK_MONOTONIC, fastclock_mono_ns_unordered, 20000), 0);
+        }
+        // The values alone cannot tell (fresh per-CPU lines sit within a
+        // bracket of the kernel most of the time): the route was taken.
+        fc_test_get_routes(&routes);
+        EXPECT_NE(routes.kernel_ordered, nullptr) << "ordered reads went to the per-CPU lines";
+        if (all) {
+            EXPECT_NE(routes.kernel_direct, nullptr) << "unordered reads went to the per-CPU lines";
+        }
+        struct fastclock_status st;
+        fastclock_status(&st);
+        EXPECT_STREQ(st.mode, "tsc-percpu") << st.reason;
+        fc_test_reset(nullptr);
+    }
     std::string cmd = "rm -rf " + root;
     (void)system(cmd.c_str());
 }

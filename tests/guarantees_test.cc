@@ -426,7 +426,8 @@ TEST(Inline, BetweenTheFunctionsReadsAroundIt)
 // In mode tsc the global line answers, so the tests above ran the inline
 // arithmetic, not the call: the current line's fast_span is non-zero.  In
 // the other modes it is 0, which is what sends the inline reads to the
-// function (fastclock_inline.h).
+// function (fastclock_inline.h) -- and in mode tsc where the kernel's clock
+// costs less than even a bare counter read (status names that route).
 TEST(Inline, TheLineAnswersOnlyInModeTsc)
 {
     std::string coarse;
@@ -439,14 +440,18 @@ TEST(Inline, TheLineAnswersOnlyInModeTsc)
         uint64_t seq = __atomic_load_n(&fastclock_line_v1->seq, __ATOMIC_ACQUIRE);
         return __atomic_load_n(&fastclock_line_v1->line[seq & 1].fast_span, __ATOMIC_RELAXED);
     };
-    if (st.mode == std::string("tsc")) {
+    auto routed_all = [&st] {
+        fastclock_status(&st);
+        return std::string(st.counter).find("the counter costs more") != std::string::npos;
+    };
+    if (st.mode == std::string("tsc") && !routed_all()) {
         bool served = false;
         for (int i = 0; i < 1000 && !served; i++) {
             served = span_now() != 0;
             if (!served)
                 usleep(1000);
         }
-        EXPECT_TRUE(served) << "no published line with a fast_span in a second of mode tsc";
+        EXPECT_TRUE(served || routed_all()) << "no published line with a fast_span in a second of mode tsc";
     } else {
         for (int i = 0; i < 100; i++, usleep(1000))
             ASSERT_EQ(span_now(), 0u) << "mode " << st.mode << " publishes a global line the inline read would use";
