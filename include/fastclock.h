@@ -129,8 +129,9 @@ struct fastclock_status {
                                 preload shim clock_gettime) are ordered across threads; 0 when the
                                 shim was asked for unordered reads (FASTCLOCK_UNORDERED=1) */
     int      forced;         /* 1: FASTCLOCK_MODE chose the mode */
-    int64_t  real_error_bound_ns; /* bound on |fastclock_real_ns - true UTC|: error_bound_ns plus
-                                     the kernel's own maxerror; see fastclock_real_bounded */
+    int64_t  real_error_bound_ns; /* bound on |fastclock_real_ns - true UTC|: error_bound_ns (0 where
+                                     the kernel's own clock answers fastclock_real_ns from the
+                                     start) plus the kernel's own maxerror; see fastclock_real_bounded */
     int      kernel_synchronized; /* 1: NTP/PTP disciplines the kernel, 0: not, -1: unknown */
     int      cpus_calibrated;     /* tsc-percpu: CPUs with their own line */
     int64_t  kernel_maxerror_ns;  /* adjtimex maxerror now (-1 unknown) */

@@ -1162,7 +1162,7 @@ static int first_line(void)
     cs->noisy_in_a_row = 0;
     cs->rate = measured;
     cs->rate_unc = (w0 + w1) * 0.5 / (double)(s1.mono - s0.mono) + 1e-9;
-    fc_latch.read_flags = fc_counter_choose(measured);
+    __atomic_store_n(&fc_latch.read_flags, fc_counter_choose(measured), __ATOMIC_RELAXED); /* readers load it racily */
     fc_sync_poll(s1.mono);
     cs->sync_generation = fc_sync_generation();
     rescale_for_settings(cs); /* records the settings the rate was measured under */

@@ -313,7 +313,12 @@ static int fallback_read(enum fc_kind kind, const struct fc_full *f, int64_t *ou
          * (taking the line's 0 noted BOOTTIME as MONOTONIC: an hour ahead
          * after an hour's suspend, for the first line and every fallback). */
         int first = f->l.mult == 0 && atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_TSC;
-        int64_t off = kind != FC_BOOT ? 0 : first ? k - fc_kernel_ns(CLOCK_MONOTONIC) : f->l.boot_offset;
+        int64_t off = kind == FC_BOOT ? f->l.boot_offset : 0;
+        if (kind == FC_BOOT && first) {
+            int64_t mono_after = fc_kernel_ns(CLOCK_MONOTONIC);
+            off = k - mono_after;
+            first = mono_after != 0; /* unreadable (an injected kernel): nothing to note */
+        }
         int64_t floor, beyond;
         if (f->l.mult != 0) {
             int64_t used = (int64_t)(f->t - f->l.base_tsc);
@@ -403,8 +408,12 @@ static FC_COLD int64_t slow_read(enum fc_kind kind, int ordered)
 {
     if (routed_to_kernel(ordered))
         return routed_kernel_read(kind);
-    if (fc_kind_is_wall(kind)) /* MONOTONIC, in whatever way this mode reads it, plus the offset */
-        return fc_wall_from_mono(kind, slow_read(FC_MONO, ordered));
+    if (fc_kind_is_wall(kind)) { /* MONOTONIC, in whatever way this mode reads it, plus the offset */
+        int64_t mono = slow_read(FC_MONO, ordered);
+        if (routed_to_kernel(ordered)) /* the route showed meanwhile: the kernel's own wall clock */
+            return routed_kernel_read(kind);
+        return fc_wall_from_mono(kind, mono);
+    }
     for (int attempt = 0;; attempt++) {
         int mode = atomic_load_explicit(&fc_mode, memory_order_acquire);
         if (mode == FC_MODE_UNINIT) {
@@ -810,6 +819,17 @@ static int64_t own_bound(int mode, int64_t mono_now)
     return f.l.mult ? fc_meta_bound(&f.m, mono_now) : 0;
 }
 
+/* The same for the ordered wall clocks (fastclock_real_ns): 0 where the
+ * kernel's own clock answers them from the decision on -- its clocksource
+ * is the counter (wall.h), or the counter costs too much (routed_to_kernel);
+ * both are chosen before any line could have answered. */
+static int64_t real_own_bound(int mode, int64_t mono_now)
+{
+    if (fc_wall_route(FC_REAL, 1) != 0 || routed_to_kernel(1))
+        return 0;
+    return own_bound(mode, mono_now);
+}
+
 FC_API int fastclock_real_bounded(int64_t *earliest_ns, int64_t *latest_ns)
 {
     if (!earliest_ns || !latest_ns) {
@@ -823,7 +843,7 @@ FC_API int fastclock_real_bounded(int64_t *earliest_ns, int64_t *latest_ns)
     fresh_sync(mono, &ks);
     /* Unknown kernel state: assume the worst an unsynchronised clock reports. */
     int64_t kernel_err = ks.known ? ks.maxerror_ns : 16LL * FC_NS_PER_SEC;
-    int64_t e = own_bound(mode, mono) + kernel_err;
+    int64_t e = real_own_bound(mode, mono) + kernel_err;
     *earliest_ns = real - e;
     *latest_ns = real + e;
     return ks.known && ks.synchronized ? 0 : 1;
@@ -947,7 +967,7 @@ static int status_fill(struct fastclock_status *out)
     out->kernel_synchronized = ks.known ? ks.synchronized : -1;
     out->kernel_maxerror_ns = ks.known ? ks.maxerror_ns : -1;
     out->kernel_esterror_ns = ks.known ? ks.esterror_ns : -1;
-    out->real_error_bound_ns = out->error_bound_ns + (ks.known ? ks.maxerror_ns : 16LL * FC_NS_PER_SEC);
+    out->real_error_bound_ns = real_own_bound(mode, now) + (ks.known ? ks.maxerror_ns : 16LL * FC_NS_PER_SEC);
     return 0;
 }
 
