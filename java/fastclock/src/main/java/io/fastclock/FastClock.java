@@ -85,7 +85,7 @@ public final class FastClock {
                 // measurement decides that (two measurements of one vDSO call
                 // would let noise pick the answer, differently between JVMs).
                 String mode = st.get("mode"), counter = st.get("counter");
-                boolean monoIsKernel = "system".equals(mode) || kernelAnswersPerCpu(st);
+                boolean monoIsKernel = "system".equals(mode) || kernelAnswersFineReads(st);
                 boolean realIsKernel = monoIsKernel || "vdso".equals(st.get("real_source"));
                 // Mode tsc with the line answering ordered reads (the counter is an
                 // instruction, not "clock_gettime (...)"): see Routes.decide.
@@ -129,7 +129,7 @@ public final class FastClock {
      */
     private static Map<String, String> awaitFirstLine(Map<String, String> st) {
         for (int i = 0; i < 50; i++) {
-            if ("system".equals(st.get("mode")) || kernelAnswersPerCpu(st) || parseDouble(st.get("calibrations")) > 0)
+            if ("system".equals(st.get("mode")) || kernelAnswersFineReads(st) || parseDouble(st.get("calibrations")) > 0)
                 return st;
             for (int r = 0; r < 64; r++)
                 Jni.monoNs();
@@ -139,10 +139,19 @@ public final class FastClock {
         return st;
     }
 
-    /** tsc-percpu with the kernel's clock answering its fine reads (counter "clock_gettime ..."). */
-    private static boolean kernelAnswersPerCpu(Map<String, String> st) {
-        String counter = st.get("counter");
-        return "tsc-percpu".equals(st.get("mode")) && counter != null && counter.startsWith("clock_gettime");
+    /**
+     * The counter is trusted but the kernel's clock answers fine reads (status
+     * counter "clock_gettime (...)"): tsc-percpu routed to it, or the core's
+     * counter-cost routes in either mode (ordered reads, or all of them, where
+     * the counter costs more than twice the kernel's clock).  The JDK's call of
+     * that clock then answers, without a measurement a near tie could flip --
+     * for the unordered reads too (under the ordered route alone they are still
+     * the line's: a speed-up given up there for one stable rule).
+     */
+    static boolean kernelAnswersFineReads(Map<String, String> st) {
+        String mode = st.get("mode"), counter = st.get("counter");
+        return ("tsc-percpu".equals(mode) || "tsc".equals(mode)) && counter != null
+                && counter.startsWith("clock_gettime") && !counter.equals("clock_gettime (first line pending)");
     }
 
     private static double parseDouble(String s) {

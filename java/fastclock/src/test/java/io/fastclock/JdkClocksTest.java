@@ -29,6 +29,24 @@ class JdkClocksTest {
     }
 
     @Test
+    void theCoresKernelRoutesCountAsTheKernelAnswering() {
+        assertTrue(FastClock.kernelAnswersFineReads(Map.of("mode", "tsc-percpu", "counter",
+                "clock_gettime (the cheaper read here)")));
+        assertTrue(FastClock.kernelAnswersFineReads(Map.of("mode", "tsc", "counter",
+                "clock_gettime (the counter costs more here)")));
+        assertTrue(FastClock.kernelAnswersFineReads(Map.of("mode", "tsc", "counter",
+                "clock_gettime (ordered), rdtsc (unordered)")));
+        assertTrue(FastClock.kernelAnswersFineReads(Map.of("mode", "tsc-percpu", "counter",
+                "clock_gettime (ordered), rdtscp (unordered)")));
+        assertFalse(FastClock.kernelAnswersFineReads(Map.of("mode", "tsc", "counter", "rdtscp")));
+        assertFalse(FastClock.kernelAnswersFineReads(Map.of("mode", "tsc", "counter", "lfence;rdtsc")));
+        assertFalse(FastClock.kernelAnswersFineReads(Map.of("mode", "tsc-percpu", "counter", "rdtscp")));
+        assertFalse(FastClock.kernelAnswersFineReads(Map.of("mode", "tsc", "counter",
+                "clock_gettime (first line pending)")));
+        assertFalse(FastClock.kernelAnswersFineReads(Map.of("mode", "tsc")));
+    }
+
+    @Test
     void jniOnATscClocksourceKeepsTheJdksFineClocks() {
         // This machine's figures: fenced read 20.6, bare 9.5, wall reads via the vDSO 23.3, kernel 23.6.
         Routes r = Routes.decide("jni", costs(20.6, 9.5, 23.3, 9.5, 23.6, 23.6));
