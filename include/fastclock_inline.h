@@ -146,9 +146,9 @@ FASTCLOCK_INLINE_V1_ int64_t fastclock_mono_ns_inline(void)
     uint64_t seq, base, span, c, lo, hi, t;
     int64_t mult, base_ns;
     uint32_t flags;
-    /* Mode system: the kernel's clock, decided by one load that waits for
-     * nothing (tested after the line's loads, the kernel's fenced read
-     * waited for them). */
+    /* Where the kernel answers every read (mode system, above all): its
+     * clock, decided by one load that waits for nothing (tested after the
+     * line's loads, the kernel's fenced read waited for them). */
     if (__builtin_expect(__atomic_load_n(&b->kernel_gettime, __ATOMIC_RELAXED) != 0, 0))
         goto call;
     do {
@@ -206,7 +206,7 @@ FASTCLOCK_INLINE_V1_ int64_t fastclock_mono_ns_unordered_inline(void)
     int64_t mult, base_ns;
     uint32_t lo, hi;
     if (__builtin_expect(__atomic_load_n(&b->kernel_gettime, __ATOMIC_RELAXED) != 0, 0))
-        goto call; /* mode system, as above */
+        goto call; /* the kernel answers every read, as above */
     do {
         seq = __atomic_load_n(&b->seq, __ATOMIC_ACQUIRE);
         const struct fastclock_line_slot_v1 *l = &b->line[seq & 1];
