@@ -233,6 +233,12 @@ static int slow_path_only(const struct fc_track *t)
     return t->cpu < 0 && (fc_seam.counter || (t->latch->read_flags & FC_READ_KERNEL));
 }
 
+/* A line's rate, ns per tick. */
+static double line_rate(const struct fc_line *l)
+{
+    return (double)l->mult / (double)((int64_t)1 << FC_SHIFT);
+}
+
 /* A reader's speculation window around its counter read, in ticks. */
 static uint64_t past_ticks(double rate)
 {
@@ -279,7 +285,7 @@ void fc_cal_reset_in_child(void)
         const struct fc_line *cur = fc_line_current(&fc_latch);
         struct fc_meta m = *fc_meta_current(&fc_latch);
         if (m.epoch == gone && cur->mult > 0) {
-            double rate = (double)cur->mult / (double)((int64_t)1 << FC_SHIFT);
+            double rate = line_rate(cur);
             uint64_t used = fc_now_counter(1) + past_ticks(rate) - cur->base_tsc;
             if ((int64_t)used > 0 && used > meta_end_span(&m)) {
                 m.uncut_span = used;
@@ -502,7 +508,7 @@ int64_t fc_cal_global_ceiling(void)
         if (v > cap)
             v = cap;
     } else {
-        double rate = (double)cur->mult / (double)((int64_t)1 << FC_SHIFT);
+        double rate = line_rate(cur);
         uint64_t cut = fc_now_counter(1) + (uint64_t)(FC_FENCE_NS / rate);
         if (cut - cur->base_tsc < cm->soft_span) {
             publish_cut(&fc_latch, cur, cm, cut - cur->base_tsc);
@@ -965,7 +971,7 @@ int fc_track_poll(const struct fc_track *t)
     uint64_t used = now - cur->base_tsc;
     if (used >= cm->soft_span)
         return 1;
-    double rate = (double)cur->mult / (double)((int64_t)1 << FC_SHIFT);
+    double rate = line_rate(cur);
     int64_t left_ns = last + FC_READER_POLL_NS - k;
     if (left_ns < FC_READER_POLL_NS / 16)
         left_ns = FC_READER_POLL_NS / 16;

@@ -142,6 +142,18 @@ static enum fc_kind kind_of(clockid_t id)
     }
 }
 
+/* The reads' first test from now on (fc_read, fastclock_inline.h's): the
+ * ordered fine reads, and every one if `every_read`, go straight to k.  Each
+ * pointer stored only if it differs: they share the cache line every reader
+ * loads first. */
+static void take_kernel_route(fc_direct_fn k, int every_read)
+{
+    if (atomic_load_explicit(&fc_latch.kernel_ordered, memory_order_relaxed) != k)
+        atomic_store_explicit(&fc_latch.kernel_ordered, k, memory_order_relaxed);
+    if (every_read && atomic_load_explicit(&fc_latch.kernel_direct, memory_order_relaxed) != k)
+        atomic_store_explicit(&fc_latch.kernel_direct, k, memory_order_relaxed);
+}
+
 /* The decision is made: route reads as it says (from whichever wrapper
  * routes them now), and return where they now go. */
 static fc_direct_fn route_decided(void)
@@ -155,9 +167,7 @@ static fc_direct_fn route_decided(void)
         if (fc_system_from_start() && atomic_load_explicit(&fc_coarse.floor_mono, memory_order_relaxed) == 0)
             atomic_store_explicit(&fc_coarse.direct, next, memory_order_relaxed);
         fc_wall_to_kernel(next);
-        /* The reads' first test (fc_read, fastclock_inline.h's): the same route. */
-        atomic_store_explicit(&fc_latch.kernel_ordered, next, memory_order_relaxed);
-        atomic_store_explicit(&fc_latch.kernel_direct, next, memory_order_relaxed);
+        take_kernel_route(next, 1);
     }
     fc_direct_fn expected = atomic_load_explicit(&fc_direct_gettime, memory_order_acquire);
     if (expected == deferred_gettime || expected == deciding_gettime)
@@ -237,7 +247,8 @@ FC_INLINE int64_t direct_ns(fc_direct_fn f, clockid_t id)
     return fc_ts_to_ns(&ts);
 }
 
-/* Where the kernel answers every fine read: its clock, one call. */
+/* Where the kernel answers this flavour (fc_kernel_route): its clock, one
+ * call, out of line (the timespec's frame stays off the line's path). */
 static __attribute__((noinline)) int64_t kernel_read(fc_direct_fn k, clockid_t id)
 {
     return direct_ns(k, id);
@@ -395,19 +406,13 @@ FC_INLINE int routed_to_kernel(int ordered)
 static FC_COLD int64_t routed_kernel_read(enum fc_kind kind)
 {
     fc_direct_fn k = fc_refclock_answering();
-    /* Each once: the fields share the cache line every reader loads first. */
-    if (atomic_load_explicit(&fc_latch.kernel_ordered, memory_order_relaxed) != k)
-        atomic_store_explicit(&fc_latch.kernel_ordered, k, memory_order_relaxed);
-    if ((FC_LOAD(&fc_latch.read_flags) & FC_READ_KERNEL) &&
-        atomic_load_explicit(&fc_latch.kernel_direct, memory_order_relaxed) != k)
-        atomic_store_explicit(&fc_latch.kernel_direct, k, memory_order_relaxed);
+    take_kernel_route(k, FC_LOAD(&fc_latch.read_flags) & FC_READ_KERNEL);
     return direct_ns(k, fc_kind_clock(kind));
 }
 
+/* Its one caller, fc_slow_read, has tested the routes already. */
 static FC_COLD int64_t slow_read(enum fc_kind kind, int ordered)
 {
-    if (routed_to_kernel(ordered))
-        return routed_kernel_read(kind);
     if (fc_kind_is_wall(kind)) { /* MONOTONIC, in whatever way this mode reads it, plus the offset */
         int64_t mono = slow_read(FC_MONO, ordered);
         if (routed_to_kernel(ordered)) /* the route showed meanwhile: the kernel's own wall clock */
@@ -511,10 +516,8 @@ static FC_COLD int64_t percpu_kernel_read(enum fc_kind kind)
     }
     fc_direct_fn expected = 0;
     if (atomic_compare_exchange_strong_explicit(&fc_direct_gettime, &expected, k, memory_order_acq_rel,
-                                                memory_order_acquire)) {
-        atomic_store_explicit(&fc_latch.kernel_ordered, k, memory_order_relaxed);
-        atomic_store_explicit(&fc_latch.kernel_direct, k, memory_order_relaxed);
-    }
+                                                memory_order_acquire))
+        take_kernel_route(k, 1);
     if (kind == FC_MONO)
         return mono;
     return kind == FC_BOOT ? boot : direct_ns(k, fc_kind_clock(kind));

@@ -1917,12 +1917,13 @@ TEST(RealMachine, StalledCalibratorDoesNotStaleTheClock)
 
 // The real machine, with tsc-percpu's fine reads on the path given (1: the
 // kernel's clock, -1: the per-CPU lines, 0: as measured).
-static void reset_real_machine(int percpu_route, int ordered_route = 0)
+static void reset_real_machine(int percpu_route, int ordered_route = 0, const char *sysroot = nullptr)
 {
     struct fc_seam seam;
     memset(&seam, 0, sizeof seam);
     seam.percpu_route = percpu_route;
     seam.ordered_route = ordered_route;
+    seam.sysroot = sysroot;
     fc_test_reset(&seam);
 }
 
@@ -2210,12 +2211,7 @@ TEST(RealMachine, ReadsRoutedToTheKernelAreItsOwn)
             SCOPED_TRACE(std::string(all ? "every fine read" : "ordered reads") + ", " +
                          (calibrator ? "calibrator thread" : "lazy"));
             setenv("FASTCLOCK_MODE", "tsc", 1);
-            struct fc_seam seam;
-            memset(&seam, 0, sizeof seam);
-            seam.percpu_route = -1;
-            seam.ordered_route = route;
-            seam.sysroot = root.c_str();
-            fc_test_reset(&seam);
+            reset_real_machine(-1, route, root.c_str());
             if (calibrator)
                 fc_test_start_calibrator();
             // From the first read (which decides) across the first line's
@@ -2316,12 +2312,7 @@ TEST(RealMachine, ReadsRoutedToTheKernelAreItsOwn)
         const bool all = route == 2;
         SCOPED_TRACE(all ? "every fine read, switched first" : "ordered reads, switched first");
         setenv("FASTCLOCK_MODE", "tsc", 1);
-        struct fc_seam seam;
-        memset(&seam, 0, sizeof seam);
-        seam.percpu_route = -1;
-        seam.ordered_route = route;
-        seam.sysroot = root.c_str();
-        fc_test_reset(&seam);
+        reset_real_machine(-1, route, root.c_str());
         fastclock_ticks(); // decides, with no fine read
         unsetenv("FASTCLOCK_MODE");
         struct fc_test_line line;
