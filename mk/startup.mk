@@ -5,5 +5,6 @@
 
 bench-startup: build
 	$(BUILD)/bin/fastclock-bench-startup --runs 300 $(BUILD)/bin/fastclock-startup-probe-plain \
-		$(BUILD)/bin/fastclock-startup-probe-linked $(BUILD)/lib/libfastclock-preload.so \
+		$(BUILD)/bin/fastclock-startup-probe-linked $(BUILD)/lib/libfastclock.so.0 \
+		$(BUILD)/lib/libfastclock-preload.so \
 		$(BUILD)/lib/libfastclock-startup-empty.so $(BUILD)/bin/fastclock-startup-probe-static

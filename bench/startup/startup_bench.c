@@ -7,15 +7,19 @@
  *   empty      the plain program with an empty shared library preloaded:
  *              what the dynamic loader charges for any library here, the
  *              floor under the linked and shim variants (optional);
- *   linked     the same read through libfastclock (calibrator thread: the default);
+ *   linked     the same read through libfastclock (calibrator thread: the
+ *              default), the library handed to the loader by its path
+ *              (LD_PRELOAD=LIBRARY; the probe has no RUNPATH), as an installed
+ *              library is found: one look-up, no search of a build tree's
+ *              RUNPATH and its glibc-hwcaps subdirectories;
  *   lazy       linked, FASTCLOCK_CALIBRATOR=lazy (no thread);
  *   static     linked with libfastclock.a, lazy: no library to load (optional);
  *   shim       the plain program under LD_PRELOAD=libfastclock-preload.so;
  * and reports the median wall time from posix_spawn to waitpid, the
  * difference from plain, and the first read's own cost inside the process.
  *
- * usage: fastclock-bench-startup [--runs N] PROBE_PLAIN PROBE_LINKED PRELOAD_SO
- *                                [EMPTY_SO [PROBE_STATIC]]
+ * usage: fastclock-bench-startup [--runs N] PROBE_PLAIN PROBE_LINKED LIBRARY
+ *                                PRELOAD_SO [EMPTY_SO [PROBE_STATIC]]
  */
 #define _GNU_SOURCE
 #include <spawn.h>
@@ -86,17 +90,21 @@ int main(int argc, char **argv)
         runs = atoi(argv[2]);
         a = 3;
     }
-    if (argc - a < 3 || argc - a > 5 || runs < 10 || runs > 100000) {
-        fprintf(stderr, "usage: fastclock-bench-startup [--runs N (10..100000)] PROBE_PLAIN PROBE_LINKED PRELOAD_SO "
-                        "[EMPTY_SO [PROBE_STATIC]]\n");
+    if (argc - a < 4 || argc - a > 6 || runs < 10 || runs > 100000) {
+        fprintf(stderr, "usage: fastclock-bench-startup [--runs N (10..100000)] PROBE_PLAIN PROBE_LINKED LIBRARY "
+                        "PRELOAD_SO [EMPTY_SO [PROBE_STATIC]]\n");
         return 2;
     }
-    const char *plain = argv[a], *linked = argv[a + 1], *preload = argv[a + 2];
-    const char *empty = argc - a > 3 ? argv[a + 3] : NULL, *stat = argc - a > 4 ? argv[a + 4] : NULL;
-    if (access(plain, X_OK) || access(linked, X_OK) || access(preload, R_OK) || (empty && access(empty, R_OK)) ||
-        (stat && access(stat, X_OK))) {
-        fprintf(stderr, "fastclock-bench-startup: one of %s, %s, %s%s%s%s%s is missing\n", plain, linked, preload,
-                empty ? ", " : "", empty ? empty : "", stat ? ", " : "", stat ? stat : "");
+    const char *plain = argv[a], *linked = argv[a + 1], *library = argv[a + 2], *preload = argv[a + 3];
+    const char *empty = argc - a > 4 ? argv[a + 4] : NULL, *stat = argc - a > 5 ? argv[a + 5] : NULL;
+    if (access(plain, X_OK) || access(linked, X_OK) || access(library, R_OK) || access(preload, R_OK) ||
+        (empty && access(empty, R_OK)) || (stat && access(stat, X_OK))) {
+        fprintf(stderr, "fastclock-bench-startup: one of %s, %s, %s, %s%s%s%s%s is missing\n", plain, linked,
+                library, preload, empty ? ", " : "", empty ? empty : "", stat ? ", " : "", stat ? stat : "");
+        return 2;
+    }
+    if (!strchr(library, '/')) {
+        fprintf(stderr, "fastclock-bench-startup: LIBRARY must be a path (with a /), or the loader searches for it\n");
         return 2;
     }
     /* Environments: the caller's, minus FASTCLOCK_* and LD_PRELOAD, plus each variant's. */
@@ -109,8 +117,9 @@ int main(int argc, char **argv)
         if (strncmp(environ[i], "FASTCLOCK_", 10) && strncmp(environ[i], "LD_PRELOAD=", 11))
             base[m++] = environ[i];
     char *envs[NVAR][256];
-    static char lazy[] = "FASTCLOCK_CALIBRATOR=lazy", pre[4096], pre_empty[4096];
+    static char lazy[] = "FASTCLOCK_CALIBRATOR=lazy", pre[4096], pre_empty[4096], pre_lib[4096];
     snprintf(pre, sizeof pre, "LD_PRELOAD=%s", preload);
+    snprintf(pre_lib, sizeof pre_lib, "LD_PRELOAD=%s", library);
     snprintf(pre_empty, sizeof pre_empty, "LD_PRELOAD=%s", empty ? empty : "");
     for (int v = 0; v < NVAR; v++) {
         int k = 0;
@@ -120,6 +129,8 @@ int main(int argc, char **argv)
             envs[v][k++] = lazy;
         if (v == SHIM)
             envs[v][k++] = pre;
+        if (v == LINKED || v == LAZY)
+            envs[v][k++] = pre_lib;
         if (v == EMPTY)
             envs[v][k++] = pre_empty;
         envs[v][k] = NULL;
@@ -150,5 +161,6 @@ int main(int argc, char **argv)
             printf("%-18s %12.1f %+12.1f %16.0f\n", names[v], med[v], med[v] - med[PLAIN], first[v * runs + runs / 2]);
     if (prog[EMPTY])
         printf("empty library: a shared library with nothing in it, preloaded -- what loading any library costs here\n");
+    printf("linked: the library handed to the loader by its path, as an installed one is found (no RUNPATH search)\n");
     return 0;
 }
