@@ -6,7 +6,19 @@
 #include <strings.h>
 #include <unistd.h>
 
+static int read_text(const char *root, const char *path, char *buf, size_t size);
+
+/* Called from read paths too (a switch to per-CPU lines inside a read): the
+ * error is the result, and errno stays the caller's. */
 int fc_read_text(const char *root, const char *path, char *buf, size_t size)
+{
+    int saved = errno;
+    int r = read_text(root, path, buf, size);
+    errno = saved;
+    return r;
+}
+
+static int read_text(const char *root, const char *path, char *buf, size_t size)
 {
     char full[512];
     size_t rl = root ? strlen(root) : 0, pl = strlen(path);

@@ -10,7 +10,8 @@
 #define FC_CLOCKSOURCE_DIR "/sys/devices/system/clocksource/clocksource0"
 
 /* Reads at most size-1 bytes of a file into buf, NUL-terminated, trailing
- * whitespace removed.  Returns the length, or -errno. */
+ * whitespace removed.  Returns the length, or -errno (errno itself is left
+ * as it was). */
 int fc_read_text(const char *root, const char *path, char *buf, size_t size);
 
 struct fc_clocksource_info {

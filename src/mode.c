@@ -320,7 +320,20 @@ void fc_mode_enter(int mode, const char *reason, int64_t floor_ns)
  * above anything the line returned). */
 static void switch_to_percpu_locked(const char *why);
 
+static int recalibrate_locked(void);
+
+/* Readers call this inside a read (the lazy calibrator, a line run out), and
+ * what it may do -- a switch to per-CPU lines sets them up with getcpu and
+ * mmap -- must not show in their errno. */
 int fc_mode_recalibrate(void)
+{
+    int saved = errno;
+    int r = recalibrate_locked();
+    errno = saved;
+    return r;
+}
+
+static int recalibrate_locked(void)
 {
     /* Checked again under the lock: a caller that saw mode tsc may have
      * been preempted while the holder before it left tsc, and a global line

@@ -62,7 +62,8 @@ static int possible_cpus(void)
     int max = 0, cur = 0, in_num = 0;
     for (const char *p = buf;; p++) {
         if (*p >= '0' && *p <= '9') {
-            cur = cur * 10 + (*p - '0');
+            if (cur < MAX_SLOTS) /* a malformed huge number saturates, never overflows */
+                cur = cur * 10 + (*p - '0');
             in_num = 1;
             continue;
         }

@@ -742,6 +742,36 @@ TEST_F(Faults, LazyCalibratorFindsAWarpBetweenCpus)
     EXPECT_LT(st.max_warp_cycles, 2000);
 }
 
+// The lazy calibrator's switch to per-CPU lines happens inside a reader's
+// read, and sets up the lines with system calls (the CPU list from sysfs,
+// here missing: ENOENT).  The read succeeds, so errno must come back as it
+// was.
+TEST_F(Faults, ASwitchToPerCpuLinesInsideAReadLeavesErrnoAlone)
+{
+    NEEDS_PERCPU();
+    sim.cpu_offset[1] = 1000000;
+    struct fc_seam seam;
+    memset(&seam, 0, sizeof seam);
+    seam.counter = sim_counter;
+    seam.counter_aux = sim_counter_aux;
+    seam.kernel_gettime = sim_gettime;
+    seam.adjtimex = sim_adjtimex;
+    seam.cpu = &cpu;
+    seam.sysroot = root.c_str(); // no sys/devices/system/cpu/possible in it
+    fc_test_reset(&seam);
+    int changed = 0, i = 0;
+    for (; i < 400 && mode() == "tsc"; i++) {
+        sim.cpu = int((uint32_t(i) * 2654435761u) >> 31);
+        sim_advance_ns(2e6);
+        errno = 4321;
+        fastclock_mono_ns();
+        changed += errno != 4321;
+    }
+    ASSERT_EQ(mode(), "tsc-percpu") << reason();
+    EXPECT_EQ(changed, 0) << "a successful read changed errno (the switch to per-CPU lines came at read " << i
+                          << ")";
+}
+
 // chrony slews through the tick: the kernel's rate changes by up to 10% at
 // once.  Announced through adjtimex, it is the kernel's doing: the mode stays,
 // and no read goes back, with the lazy calibrator (readers recalibrate).
