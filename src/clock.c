@@ -854,11 +854,17 @@ FC_API int fastclock_real_bounded(int64_t *earliest_ns, int64_t *latest_ns)
 
 static int status_fill(struct fastclock_status *out);
 
-/* The plain symbol, for binaries built before the sizing macro (fastclock.h). */
+/* The plain symbol, for binaries built before the sizing macro (fastclock.h)
+ * and for callers through another language's FFI: they know the struct as it
+ * was in version 0.1, which ends with `reserved`, and never get more than
+ * that, whatever fields later versions append after it. */
 #undef fastclock_status
+#define FC_STATUS_SIZE_V0_1 (offsetof(struct fastclock_status, reserved) + sizeof(uint64_t[1]))
+_Static_assert(sizeof(((struct fastclock_status *)0)->reserved) == sizeof(uint64_t[1]),
+               "reserved closes the 0.1 layout: append new fields after it, leave it as it is");
 FC_API int fastclock_status(struct fastclock_status *out)
 {
-    return fastclock_status_sized(out, sizeof *out);
+    return fastclock_status_sized(out, FC_STATUS_SIZE_V0_1);
 }
 
 FC_API int fastclock_status_sized(struct fastclock_status *out, size_t size)

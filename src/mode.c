@@ -49,6 +49,7 @@ static _Atomic int system_at_start;
 enum fc_mode_pref { PREF_AUTO, PREF_TSC, PREF_PERCPU, PREF_SYSTEM };
 
 static _Atomic int mode_forced;
+static enum fc_mode_pref decided_pref; /* what FASTCLOCK_MODE asked of the decision (do_init's) */
 static _Atomic int calibrator_pref = -1;
 static _Atomic int default_unordered;
 
@@ -66,7 +67,7 @@ static _Atomic int64_t synth_base_mono;
 /* Reasons are copied into slots that are never rewritten, so a pointer
  * handed out by fastclock_status stays valid and unchanged. */
 #define REASON_SLOTS 16
-static char reason_slots[REASON_SLOTS][256];
+static char reason_slots[REASON_SLOTS][512]; /* as long as the buffers reasons are built in */
 static _Atomic int reason_used;
 static _Atomic(const char *) reason_ptr;
 
@@ -155,6 +156,18 @@ int fc_default_unordered(void)
     return atomic_load_explicit(&default_unordered, memory_order_relaxed);
 }
 
+/* A value from the environment as the messages echo it: at most 40 bytes,
+ * "..." after a longer one, so that what follows it is never cut. */
+static const char *clipped(const char *v, char *out, size_t size)
+{
+    size_t n = strlen(v), keep = 40;
+    if (n <= keep || size < keep + 4)
+        return v;
+    memcpy(out, v, keep);
+    memcpy(out + keep, "...", 4);
+    return out;
+}
+
 static void say(const char *a, const char *b, const char *c)
 {
     char msg[512];
@@ -179,10 +192,14 @@ static int word_eq(const char *a, const char *b)
 }
 
 /* secure_getenv: a setuid or setgid program that links the library ignores
- * FASTCLOCK_* (and is never told about it on stderr). */
-static enum fc_mode_pref parse_mode_env(void)
+ * FASTCLOCK_* (and is never told about it on stderr).  A value that names no
+ * mode is reported once on stderr and left in *ignored for the status's
+ * reason (NULL otherwise). */
+static enum fc_mode_pref parse_mode_env(const char **ignored)
 {
     static _Atomic int warned;
+    char clip[48];
+    *ignored = 0;
     const char *v = secure_getenv("FASTCLOCK_MODE");
     if (!v || word_eq(v, "") || word_eq(v, "auto"))
         return PREF_AUTO;
@@ -192,8 +209,9 @@ static enum fc_mode_pref parse_mode_env(void)
         return PREF_SYSTEM;
     if (word_eq(v, "percpu") || word_eq(v, "tsc-percpu"))
         return PREF_PERCPU;
+    *ignored = v;
     if (!atomic_exchange(&warned, 1))
-        say("fastclock: ignoring FASTCLOCK_MODE=", v,
+        say("fastclock: ignoring FASTCLOCK_MODE=", clipped(v, clip, sizeof clip),
             ": it must be auto, tsc, percpu or system; using auto\n");
     return PREF_AUTO;
 }
@@ -209,9 +227,11 @@ enum fc_calibrator_pref fc_calibrator_pref(void)
         p = FC_CAL_THREAD;
     else if (v && word_eq(v, "lazy"))
         p = FC_CAL_LAZY;
-    else if (v && !word_eq(v, "") && !word_eq(v, "auto"))
-        say("fastclock: ignoring FASTCLOCK_CALIBRATOR=", v,
+    else if (v && !word_eq(v, "") && !word_eq(v, "auto")) {
+        char clip[48];
+        say("fastclock: ignoring FASTCLOCK_CALIBRATOR=", clipped(v, clip, sizeof clip),
             ": it must be auto, thread or lazy; using auto\n");
+    }
     atomic_store_explicit(&calibrator_pref, p, memory_order_relaxed);
     return (enum fc_calibrator_pref)p;
 }
@@ -408,15 +428,20 @@ int fc_mode_switch_to_percpu(const char *why)
 
 static void decide(void)
 {
-    char why[256], msg[512];
+    char why[256], msg[512], clip[48];
     struct fc_buf b;
-    enum fc_mode_pref pref = parse_mode_env();
-    int forced = pref != PREF_AUTO;
+    const char *ignored;
+    enum fc_mode_pref pref = parse_mode_env(&ignored);
     const char *refuse = pref == PREF_TSC      ? "FASTCLOCK_MODE=tsc refused: "
                          : pref == PREF_PERCPU ? "FASTCLOCK_MODE=percpu refused: "
                                                : "";
-    atomic_store_explicit(&mode_forced, forced, memory_order_relaxed);
+    decided_pref = pref;
     fc_buf_init(&b, msg, sizeof msg);
+    if (ignored) {
+        fc_buf_str(&b, "FASTCLOCK_MODE=");
+        fc_buf_str(&b, clipped(ignored, clip, sizeof clip));
+        fc_buf_str(&b, " ignored (it must be auto, tsc, percpu or system): ");
+    }
 
     if (pref == PREF_SYSTEM) {
         fc_mode_enter(FC_MODE_SYSTEM, "FASTCLOCK_MODE=system asks for the kernel's clocks", 0);
@@ -545,6 +570,13 @@ static void do_init(void)
      * in which case it is the handler's to release, not ours. */
     int locked = fc_cal_trylock();
     decide();
+    /* "forced": the variable chose the mode -- not where it was refused. */
+    int mode = atomic_load_explicit(&fc_mode, memory_order_relaxed);
+    atomic_store_explicit(&mode_forced,
+                          (decided_pref == PREF_TSC && mode == FC_MODE_TSC) ||
+                              (decided_pref == PREF_PERCPU && mode == FC_MODE_PERCPU) ||
+                              (decided_pref == PREF_SYSTEM && mode == FC_MODE_SYSTEM),
+                          memory_order_relaxed);
     if (locked)
         fc_cal_unlock();
     errno = saved;

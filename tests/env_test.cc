@@ -103,8 +103,26 @@ TEST(Environment, BogusModeIsReportedOnceAndIgnored)
     EXPECT_NE(r.err.find("must be auto, tsc, percpu or system"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("using auto"), std::string::npos) << r.err;
     EXPECT_EQ(field(r.out, "forced"), "0");
+    // The status says so too: a program that reads it, not its stderr.
+    EXPECT_EQ(field(r.out, "reason").rfind("FASTCLOCK_MODE=bogus ignored", 0), 0u) << r.out;
     ProbeRun dflt = probe({});
     EXPECT_EQ(field(r.out, "mode"), field(dflt.out, "mode"));
+}
+
+// A value of any length is echoed clipped: the warning keeps its advice and
+// its newline, the status its reason.
+TEST(Environment, ALongBogusModeIsClippedNotTheReason)
+{
+    std::string v(600, 'x');
+    ProbeRun r = probe({"FASTCLOCK_MODE=" + v});
+    ASSERT_EQ(r.status, 0);
+    EXPECT_EQ(r.err.find(v), std::string::npos) << "echoed whole";
+    EXPECT_NE(r.err.find("must be auto, tsc, percpu or system; using auto\n"), std::string::npos) << r.err;
+    ProbeRun dflt = probe({});
+    std::string reason = field(r.out, "reason"), plain = field(dflt.out, "reason");
+    EXPECT_EQ(reason.rfind("FASTCLOCK_MODE=xxx", 0), 0u) << reason;
+    ASSERT_GE(reason.size(), plain.size());
+    EXPECT_EQ(reason.substr(reason.size() - plain.size()), plain) << "the reason itself was cut";
 }
 
 TEST(Environment, ModesAreCaseAndSpaceTolerant)

@@ -694,11 +694,17 @@ TEST_F(Faults, DistrustedButInvariantTscIsCalibratedPerCpu)
     }
     EXPECT_EQ(mode(), "tsc-percpu") << reason();
     EXPECT_NE(reason().find("not among the available clocksources"), std::string::npos) << reason();
-    // Forcing the global tsc mode is refused with the reason.
+    // Forcing the global tsc mode is refused with the reason, and the mode
+    // is not the one the variable asked for: not "forced".
     setenv("FASTCLOCK_MODE", "tsc", 1);
     install();
     EXPECT_EQ(mode(), "system");
     EXPECT_NE(reason().find("refused"), std::string::npos);
+    {
+        struct fastclock_status st;
+        fastclock_status(&st);
+        EXPECT_EQ(st.forced, 0) << st.reason;
+    }
     // Without rdtscp there is no per-CPU mode: the kernel's clocks.
     unsetenv("FASTCLOCK_MODE");
     cpu.has_rdtscp = 0;
