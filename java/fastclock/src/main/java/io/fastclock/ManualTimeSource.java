@@ -60,12 +60,22 @@ public final class ManualTimeSource implements TimeSource {
         return advanceNanos(d.toNanos());
     }
 
-    /** {@link #advance(Duration)} in nanoseconds. */
+    /**
+     * {@link #advance(Duration)} in nanoseconds.
+     *
+     * @throws ArithmeticException if UTC would leave a long of ns since the epoch (past
+     *     the year 2262), as {@link #at} and {@link #setInstant} refuse such a time; the
+     *     clock is then unchanged
+     */
     public ManualTimeSource advanceNanos(long ns) {
         if (ns < 0)
             throw new IllegalArgumentException("monotonic time never goes back: " + ns + " ns");
-        nanos.addAndGet(ns);
-        return this;
+        for (;;) { // a CAS, not an add: a concurrent auto-advance is kept, an overflow is not
+            long cur = nanos.get(), next = Math.addExact(cur, ns);
+            Math.addExact(next, utcOffset);
+            if (nanos.compareAndSet(cur, next))
+                return this;
+        }
     }
 
     /** Steps UTC to {@code utc} (forward or back); monotonic time does not move. */
@@ -115,10 +125,11 @@ public final class ManualTimeSource implements TimeSource {
         return read();
     }
 
+    /** @throws ArithmeticException if auto-advance has carried UTC past the year 2262 */
     @Override
     public long currentTimeNanos() {
         long offset = utcOffset;
-        return read() + offset;
+        return Math.addExact(read(), offset);
     }
 
     @Override

@@ -60,6 +60,20 @@ class TimeSourceTest {
     }
 
     @Test
+    void advancingPastTheLastRepresentableUtcIsRefusedNotWrapped() {
+        ManualTimeSource m = ManualTimeSource.at(T0);
+        // 233 years on from 2030 is past 2262, the last ns since the epoch a long holds.
+        assertThrows(ArithmeticException.class, () -> m.advance(Duration.ofDays(365L * 233)));
+        assertEquals(0, m.nanoTime(), "a refused advance changes nothing");
+        assertEquals(T0, m.instant());
+        // Auto-advance carries it there one read at a time: the read that would wrap throws.
+        long toTheEnd = Long.MAX_VALUE - epochNs(T0);
+        m.advanceNanos(toTheEnd - 10).setAutoAdvance(Duration.ofNanos(20));
+        assertEquals(Long.MAX_VALUE - 10, m.currentTimeNanos());
+        assertThrows(ArithmeticException.class, m::currentTimeNanos);
+    }
+
+    @Test
     void utcStepsLeaveMonotonicTimeAlone() {
         ManualTimeSource m = ManualTimeSource.at(T0, 100);
         Instant back = T0.minusSeconds(3600);
