@@ -263,9 +263,10 @@ public final class FastClock {
      * The pure-Java fallback's half-width for {@link #currentTimeBounds}: without adjtimex
      * it cannot know how well the kernel's clock is disciplined, so it claims what the kernel
      * reports for an unsynchronised clock (maxerror saturates at NTP_PHASE_LIMIT, 16 s), plus
-     * 100 us for its own offset's age (resampled every 100 ms; NTP slews at most 500 ppm).
+     * half a millisecond: the interval is centred on the middle of the JDK's current
+     * millisecond ({@code System.currentTimeMillis()}, the kernel's REALTIME truncated).
      */
-    static final long FALLBACK_HALF_WIDTH_NS = 16 * NANOS_PER_SECOND + 100_000L;
+    static final long FALLBACK_HALF_WIDTH_NS = 16 * NANOS_PER_SECOND + NANOS_PER_MILLI / 2;
 
     /**
      * An interval that contains true UTC now, in ns since the epoch: fills
@@ -288,10 +289,13 @@ public final class FastClock {
             if (r >= 0)
                 return r == 0;
         }
-        // Milliseconds are ample against 16 s, and allocate nothing (Instant.now() may).
-        long now = NATIVE ? System.currentTimeMillis() * NANOS_PER_MILLI : JavaClock.currentTimeNanos();
-        earliestLatest[0] = now - FALLBACK_HALF_WIDTH_NS;
-        earliestLatest[1] = now + FALLBACK_HALF_WIDTH_NS;
+        // The kernel's REALTIME itself, read now: milliseconds are ample against 16 s, and
+        // allocate nothing (Instant.now() may).  Not JavaClock's UTC: that is nanoTime plus
+        // an offset resampled every 100 ms, off by a whole step or suspend until the next
+        // sample, and for good if its resampling thread could not start.
+        long mid = System.currentTimeMillis() * NANOS_PER_MILLI + NANOS_PER_MILLI / 2;
+        earliestLatest[0] = mid - FALLBACK_HALF_WIDTH_NS;
+        earliestLatest[1] = mid + FALLBACK_HALF_WIDTH_NS;
         return false;
     }
 

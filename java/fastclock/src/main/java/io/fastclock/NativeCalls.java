@@ -38,6 +38,11 @@ final class NativeCalls {
             java.lang.reflect.Field f = sun.misc.Unsafe.class.getDeclaredField("theUnsafe");
             f.setAccessible(true);
             u = (sun.misc.Unsafe) f.get(null);
+            // One load now: a JDK that denies Unsafe's memory access (JDK 23+ with
+            // --sun-misc-unsafe-memory-access=deny, this class loaded from a jar that
+            // lost its Multi-Release manifest) throws here, not in a clock method.
+            if (address != 0 && (address & 7) == 0)
+                u.getLongVolatile(null, address);
         } catch (Throwable t) {
             u = null; // no jdk.unsupported, or an older library: the buffer, or a native call
         }
