@@ -270,6 +270,12 @@ static void publish_cut(struct fc_latch *latch, const struct fc_line *cur, const
  * thread held the lock, leaves it held in the child, whose reads then take
  * the kernel's values, clamped as every fallback's.
  */
+void fc_cal_forget_floors(void)
+{
+    atomic_store_explicit(&fallback.noted, 0, memory_order_relaxed);
+    atomic_store_explicit(&fallback.returned, 0, memory_order_relaxed);
+}
+
 void fc_cal_reset_in_child(void)
 {
     if (publishing_here)

@@ -80,6 +80,10 @@ int fc_cal_held_here(void);
  * calibration left half done is undone; this thread's own calibration
  * (fork from a handler that interrupted it) goes on. */
 void fc_cal_reset_in_child(void);
+/* A fork child in a new time namespace (mode.c fc_mode_after_timens_change,
+ * under the lock): the MONOTONIC values fallbacks noted are another
+ * timeline's, and hold nothing. */
+void fc_cal_forget_floors(void);
 
 /* With the lock held, at the mode decision: the first calibration sample.
  * Returns 0, or -1 with a reason written to why.  The first line follows

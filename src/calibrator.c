@@ -338,6 +338,12 @@ void fc_calibrator_start(void)
     pthread_sigmask(SIG_SETMASK, &old, 0);
 }
 
+/* Set by atfork_prepare on the forking thread, read by its atfork_child:
+ * the child starts in a new time namespace (kernel.h), and the parent's
+ * MONOTONIC just before the fork. */
+static __thread int fork_changes_timens __attribute__((tls_model("initial-exec")));
+static __thread int64_t fork_parent_mono __attribute__((tls_model("initial-exec")));
+
 static void fc_calibrator_after_fork_child(void)
 {
     fc_mode_after_fork_child();
@@ -348,6 +354,12 @@ static void fc_calibrator_after_fork_child(void)
     fc_sync_after_fork_child();
     if (atomic_load_explicit(&fc_coarse.mono, memory_order_relaxed) != 0)
         fc_coarse_deactivate();
+    if (fork_changes_timens) {
+        fork_changes_timens = 0;
+        /* The parent's coarse MONOTONIC is another timeline's: no floor. */
+        if (fc_mode_after_timens_change(fork_parent_mono))
+            atomic_store_explicit(&fc_coarse.floor_mono, 0, memory_order_relaxed);
+    }
 }
 
 void fc_calibrator_stop(void)
@@ -378,6 +390,10 @@ static _Atomic int fork_held_lock;
 
 static void atfork_prepare(void)
 {
+    /* Two readlinks per fork (a fork costs a hundred times that). */
+    fork_changes_timens = fc_kernel_children_change_timens();
+    if (fork_changes_timens)
+        fork_parent_mono = fc_kernel_ns(CLOCK_MONOTONIC);
     /* Keep the writer's state whole across fork: wait briefly for a
      * calibration in progress (a few microseconds), never long -- bounded
      * in time, not turns: a sched_yield lasts a scheduler slice on a busy

@@ -8,6 +8,16 @@
 
 static int read_text(const char *root, const char *path, char *buf, size_t size);
 
+int fc_kernel_children_change_timens(void)
+{
+    int saved = errno;
+    char own[64], children[64];
+    ssize_t a = readlink("/proc/self/ns/time", own, sizeof own);
+    ssize_t b = readlink("/proc/self/ns/time_for_children", children, sizeof children);
+    errno = saved;
+    return a > 0 && b > 0 && (a != b || memcmp(own, children, (size_t)a) != 0);
+}
+
 /* Called from read paths too (a switch to per-CPU lines inside a read): the
  * error is the result, and errno stays the caller's. */
 int fc_read_text(const char *root, const char *path, char *buf, size_t size)

@@ -39,6 +39,14 @@ int fc_cmdline_param(const char *cmdline, const char *name, char *out, size_t si
  * stay correct, at a trap's cost. */
 int fc_counter_erratum(const char *root, char *why, size_t size);
 
+/* 1 where this process's children start in another time namespace than its
+ * own -- it called unshare(CLONE_NEWTIME) -- so that in a child forked now
+ * CLOCK_MONOTONIC and CLOCK_BOOTTIME lie on another timeline:
+ * /proc/self/ns/time and /proc/self/ns/time_for_children name different
+ * namespaces.  0 where they agree or cannot be read (no /proc, a kernel
+ * without time namespaces).  Async-signal-safe (readlink); errno kept. */
+int fc_kernel_children_change_timens(void);
+
 /* strerror without locale or allocation (async-signal-safe). */
 const char *fc_errno_text(int e);
 

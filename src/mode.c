@@ -386,6 +386,59 @@ void fc_mode_fail_to_system(const char *reason)
     fc_mode_enter(FC_MODE_SYSTEM, reason, fc_cal_global_ceiling());
 }
 
+/*
+ * A child forked after unshare(CLONE_NEWTIME) lives in the new time
+ * namespace: its CLOCK_MONOTONIC and CLOCK_BOOTTIME are the parent's plus
+ * the namespace's offsets (seconds to days), its REALTIME the same.  The
+ * lines, the floors and the per-thread clamps it inherited are on the
+ * parent's timeline -- left as they were, its reads ran an hour ahead of the
+ * kernel for seconds, or held an hour behind, then failed to system with
+ * "the counter's rate keeps changing" (measured, +-3600 s).  Here the
+ * child is its only thread, before fork returns: it forgets every MONOTONIC
+ * value it holds and lets the kernel answer from now on (mode system, no
+ * floor), as libc's clock would -- the new namespace's time from the first
+ * read.  Ticks go on from the parent's timeline in their unit: raw ones
+ * through ticks_leave_raw, synthesised ones re-based at their value at the
+ * fork, and ticks that were the kernel's MONOTONIC synthesised from now on,
+ * one per ns.  Not where the fork came from a
+ * handler that interrupted a calibration on this thread (the lock is
+ * held): that child stays on the old lines.  A process that enters a time
+ * namespace itself (setns, single-threaded) is not seen.
+ */
+int fc_mode_after_timens_change(int64_t parent_mono)
+{
+    int mode = atomic_load_explicit(&fc_mode, memory_order_acquire);
+    if (mode != FC_MODE_TSC && mode != FC_MODE_PERCPU && mode != FC_MODE_SYSTEM)
+        return 0; /* undecided: the child decides on its own timeline */
+    if (!fc_cal_trylock())
+        return 0;
+    int saved = errno;
+    int64_t now = fc_kernel_ns(CLOCK_MONOTONIC);
+    if (atomic_load_explicit(&ticks_synth, memory_order_relaxed)) {
+        atomic_store_explicit(&synth_base_t, fc_ticks_synth(parent_mono), memory_order_relaxed);
+        atomic_store_explicit(&synth_base_mono, now, memory_order_relaxed);
+    } else if (atomic_load_explicit(&fc_ticks_in_ns, memory_order_relaxed)) {
+        /* Ticks were the kernel's MONOTONIC itself: from now on synthesised,
+         * one per ns, going on from the parent's value at the fork. */
+        atomic_store_explicit(&synth_base_t, (uint64_t)parent_mono, memory_order_relaxed);
+        atomic_store_explicit(&synth_base_mono, now, memory_order_relaxed);
+        atomic_store_explicit(&synth_tpn, (uint64_t)1 << 32, memory_order_relaxed);
+        atomic_store_explicit(&ticks_synth, 1, memory_order_release);
+        atomic_store_explicit(&fc_ticks_direct, (fc_direct_fn)0, memory_order_release);
+    }
+    fc_cal_forget_floors();
+    fc_percpu_forget_floors();
+    fc_sync_forget();
+    fc_wall_forget_offsets();
+    fc_mode_enter(FC_MODE_SYSTEM,
+                  "this process was forked into a new time namespace (unshare(CLONE_NEWTIME)), whose "
+                  "CLOCK_MONOTONIC is not the one its lines were calibrated on: the kernel's clocks answer",
+                  0);
+    fc_cal_unlock();
+    errno = saved;
+    return 1;
+}
+
 /* A warp check found the CPUs' counters apart: one line per CPU from now on,
  * or, if that is impossible, the kernel's clocks.  With the lock held. */
 static void switch_to_percpu_locked(const char *why)

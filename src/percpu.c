@@ -340,6 +340,12 @@ void fc_percpu_after_fork_child(void)
             atomic_store_explicit(&base[i].lock, 0, memory_order_relaxed);
 }
 
+void fc_percpu_forget_floors(void)
+{
+    atomic_store_explicit(&fc_percpu_switch_floor, 0, memory_order_relaxed);
+    fc_percpu_tls_last = 0;
+}
+
 void fc_percpu_stats(struct fc_percpu_stats *out)
 {
     memset(out, 0, sizeof *out);

@@ -109,6 +109,9 @@ double fc_percpu_seed_rate(void);
 /* Shortest interval any calibrated CPU wants now. */
 int64_t fc_percpu_interval_ns(void);
 void fc_percpu_after_fork_child(void);
+/* A fork child in a new time namespace (the only thread): the switch floor
+ * and this thread's clamp are another timeline's MONOTONIC values. */
+void fc_percpu_forget_floors(void);
 
 struct fc_percpu_stats {
     int cpus;              /* slots */

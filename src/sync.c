@@ -327,6 +327,12 @@ void fc_sync_after_fork_child(void)
         atomic_store_explicit(&sync_state.polling, 0, memory_order_relaxed);
 }
 
+void fc_sync_forget(void)
+{
+    if (!polling_here) /* a poll this thread is in (fork from a handler) goes on */
+        memset(&sync_state, 0, sizeof sync_state);
+}
+
 void fc_sync_reset_for_tests(void)
 {
     memset(&sync_state, 0, sizeof sync_state);

@@ -44,6 +44,10 @@ double fc_sync_unseen_rate(void);
 /* When the last poll ran (0: never). */
 int64_t fc_sync_last_poll(void);
 void fc_sync_after_fork_child(void);
+/* A fork child in a new time namespace: the polls' MONOTONIC times are
+ * another timeline's (a maxerror aged from them would be wrong); the next
+ * reader polls afresh. */
+void fc_sync_forget(void);
 void fc_sync_reset_for_tests(void);
 
 /* The kernel's tick (us) and frequency (adjtimex units) at the last poll;

@@ -47,6 +47,12 @@ void fc_wall_to_kernel(fc_gettime_fn k)
     atomic_store_explicit(&fc_wall_direct_unordered, k, memory_order_relaxed);
 }
 
+void fc_wall_forget_offsets(void)
+{
+    fc_wall_cache.coarse_real = INT64_MIN;
+    fc_wall_cache.tai_coarse = INT64_MIN;
+}
+
 void fc_wall_enter_percpu(void)
 {
     atomic_store_explicit(&fc_wall_direct_unordered, atomic_load_explicit(&fc_wall_direct, memory_order_relaxed),

@@ -65,6 +65,9 @@ FC_HIDDEN void fc_wall_choose(int kernel_reads_counter);
  * from the start, tsc-percpu routed to it): both flavours of the wall
  * clocks go straight to k, as MONOTONIC does (clock.c route_decided). */
 FC_HIDDEN void fc_wall_to_kernel(fc_gettime_fn k);
+/* A fork child in a new time namespace: REALTIME - MONOTONIC changed without
+ * a tick, so this thread's cached offsets (the only thread's) are dropped. */
+FC_HIDDEN void fc_wall_forget_offsets(void);
 /* The mode became tsc-percpu: unordered wall reads follow the ordered ones. */
 FC_HIDDEN void fc_wall_enter_percpu(void);
 /* Cold: the kernel updated its timekeeping since this thread last looked. */

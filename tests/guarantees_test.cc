@@ -16,6 +16,8 @@
 #include <thread>
 #include <vector>
 
+#include <fcntl.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
@@ -929,6 +931,119 @@ TEST(Fork, ChildsCoarseClocksGoStraightToTheKernel)
     ASSERT_TRUE(WIFEXITED(status));
     EXPECT_EQ(WEXITSTATUS(status), 0) << "child: 1 a coarse read went back before the route, 2 no direct route "
                                          "within 1 s, 4 a read went back after it";
+}
+
+// A child forked after unshare(CLONE_NEWTIME) starts in the new time
+// namespace: CLOCK_MONOTONIC and CLOCK_BOOTTIME jump by its offsets.  The
+// lines it inherits are on the parent's timeline; every flavour must follow
+// the child's kernel from its first read on, and never go back in the child
+// (before the fix: an hour ahead for seconds, or an hour behind).
+static int64_t gettime_ns(clockid_t id)
+{
+    timespec ts;
+    fastclock_gettime(id, &ts);
+    return int64_t(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
+}
+static int64_t mono_gettime() { return gettime_ns(CLOCK_MONOTONIC); }
+static int64_t boot_gettime() { return gettime_ns(CLOCK_BOOTTIME); }
+
+static int timens_grandchild(uint64_t ticks_at_fork, int64_t real_at_fork)
+{
+    struct Flavour {
+        clockid_t kernel;
+        int64_t (*read)();
+        int64_t slack_ns; // beyond the error bound: the coarse clocks lag by a tick
+    } flavours[] = {
+        {CLOCK_MONOTONIC, fastclock_mono_ns, 0},
+        {CLOCK_MONOTONIC, fastclock_mono_ns_unordered, 0},
+        {CLOCK_MONOTONIC, mono_gettime, 0},
+        {CLOCK_MONOTONIC, [] { return fastclock_mono_ns_inline(); }, 0},
+        {CLOCK_BOOTTIME, boot_gettime, 0},
+        {CLOCK_MONOTONIC, fastclock_mono_coarse_ns, 20000000},
+    };
+    int code = 0;
+    int64_t prev[6] = {0, 0, 0, 0, 0, 0};
+    int64_t until = kernel_ns(CLOCK_MONOTONIC) + 300000000;
+    do {
+        struct fastclock_status st;
+        fastclock_status(&st);
+        for (int f = 0; f < 6; f++) {
+            int64_t k0 = kernel_ns(flavours[f].kernel), v = flavours[f].read(), k1 = kernel_ns(flavours[f].kernel);
+            int64_t slack = st.error_bound_ns + flavours[f].slack_ns + 1000;
+            if (v < k0 - slack || v > k1 + slack) {
+                std::fprintf(stderr, "flavour %d: %lld outside [%lld, %lld] +- %lld\n", f, (long long)v, (long long)k0,
+                             (long long)k1, (long long)slack);
+                code |= 1;
+            }
+            if (v < prev[f])
+                code |= 2;
+            prev[f] = v;
+        }
+        usleep(1000);
+    } while (kernel_ns(CLOCK_MONOTONIC) < until);
+    // Ticks keep their unit across the fork: the interval from the parent's
+    // tick to now is the time that passed (REALTIME: the namespace leaves it).
+    int64_t ticked = fastclock_ticks_to_ns(fastclock_ticks() - ticks_at_fork);
+    int64_t passed = kernel_ns(CLOCK_REALTIME) - real_at_fork;
+    if (ticked < passed - 5000000 || ticked > passed + 5000000) {
+        std::fprintf(stderr, "ticks say %lld ns, REALTIME %lld ns\n", (long long)ticked, (long long)passed);
+        code |= 4;
+    }
+    struct fastclock_status st;
+    fastclock_status(&st);
+    if (std::strstr(st.reason, "time namespace") == nullptr) {
+        std::fprintf(stderr, "mode %s: %s\n", st.mode, st.reason);
+        code |= 8;
+    }
+    return code;
+}
+
+TEST(Fork, ChildInANewTimeNamespaceFollowsItsClocks)
+{
+    REQUIRE_COUNTER();
+    for (int i = 0; i < 2000; i++) // lines and a ticker, if any, to inherit
+        fastclock_mono_ns(), fastclock_mono_coarse_ns(), boot_gettime();
+    usleep(20000);
+    // Ahead, and behind by half the uptime at most (MONOTONIC cannot go below 0).
+    int64_t uptime_s = kernel_ns(CLOCK_MONOTONIC) / 1000000000LL;
+    for (int64_t offset : {int64_t(3600), -std::min<int64_t>(3600, uptime_s / 2)}) {
+        if (offset == 0)
+            continue;
+        pid_t mid = fork(); // unshares there: this process's later children stay here
+        ASSERT_GE(mid, 0);
+        if (mid == 0) {
+            alarm(10);
+            if (unshare(CLONE_NEWTIME) != 0)
+                _exit(errno == EPERM ? 100 : 101);
+            char line[96];
+            int n = std::snprintf(line, sizeof line, "monotonic %lld 0\nboottime %lld 0\n", (long long)offset,
+                                  (long long)offset);
+            int fd = open("/proc/self/timens_offsets", O_WRONLY);
+            if (fd < 0 || write(fd, line, size_t(n)) != n)
+                _exit(102);
+            close(fd);
+            for (int i = 0; i < 1000; i++)
+                fastclock_mono_ns();
+            uint64_t t0 = fastclock_ticks();
+            int64_t r0 = kernel_ns(CLOCK_REALTIME);
+            pid_t child = fork();
+            if (child == 0)
+                _exit(timens_grandchild(t0, r0));
+            int status = 0;
+            waitpid(child, &status, 0);
+            _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 0x40);
+        }
+        int status = 0;
+        ASSERT_EQ(waitpid(mid, &status, 0), mid);
+        ASSERT_TRUE(WIFEXITED(status));
+        int code = WEXITSTATUS(status);
+        if (code == 100)
+            GTEST_SKIP() << "a time namespace needs CAP_SYS_ADMIN (unshare(CLONE_NEWTIME): EPERM)";
+        if (code == 101)
+            GTEST_SKIP() << "this kernel has no time namespaces (CONFIG_TIME_NS; unshare(CLONE_NEWTIME) failed)";
+        EXPECT_EQ(code, 0) << "offset " << offset << " s: 1 a read outside the kernel's clock, 2 a read went back, "
+                           << "4 ticks lost their unit, 8 the reason does not say why, 102 offsets not written";
+    }
 }
 
 TEST(Fork, ManyForksWhileCalibrating)
