@@ -302,7 +302,8 @@ protected:
         std::string cmd = "rm -rf " + root;
         (void)system(cmd.c_str());
     }
-    void install()
+    // The simulated machine: counter, kernel, adjtimex, 8 CPUs, this CPU and sysfs.
+    struct fc_seam sim_seam()
     {
         struct fc_seam seam;
         memset(&seam, 0, sizeof seam);
@@ -313,6 +314,11 @@ protected:
         seam.ncpus = 8;
         seam.cpu = &cpu;
         seam.sysroot = root.c_str();
+        return seam;
+    }
+    void install()
+    {
+        struct fc_seam seam = sim_seam();
         fc_test_reset(&seam);
     }
     std::string mode()
@@ -756,14 +762,8 @@ TEST_F(Faults, ASwitchToPerCpuLinesInsideAReadLeavesErrnoAlone)
 {
     NEEDS_PERCPU();
     sim.cpu_offset[1] = 1000000;
-    struct fc_seam seam;
-    memset(&seam, 0, sizeof seam);
-    seam.counter = sim_counter;
-    seam.counter_aux = sim_counter_aux;
-    seam.kernel_gettime = sim_gettime;
-    seam.adjtimex = sim_adjtimex;
-    seam.cpu = &cpu;
-    seam.sysroot = root.c_str(); // no sys/devices/system/cpu/possible in it
+    struct fc_seam seam = sim_seam();
+    seam.ncpus = 0; // the CPU list from sysroot, which has no sys/devices/system/cpu/possible
     fc_test_reset(&seam);
     int changed = 0, i = 0;
     for (; i < 400 && mode() == "tsc"; i++) {
@@ -1661,15 +1661,8 @@ TEST_F(Faults, UncalibratableCpuIsReadThroughTheKernel)
         sim.cpu_offset[c] = int64_t(c) * 250000;
     setenv("FASTCLOCK_MODE", "percpu", 1);
     install();
-    struct fc_seam seam;
-    memset(&seam, 0, sizeof seam);
-    seam.counter = sim_counter;
-    seam.counter_aux = sim_counter_aux;
+    struct fc_seam seam = sim_seam();
     seam.kernel_gettime = slow_gettime;
-    seam.adjtimex = sim_adjtimex;
-    seam.cpu = &cpu;
-    seam.sysroot = root.c_str();
-    seam.ncpus = 8;
     slow_cpu = -1;
     fc_test_reset(&seam);
     ASSERT_EQ(mode(), "tsc-percpu");
