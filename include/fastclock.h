@@ -144,7 +144,7 @@ struct fastclock_status {
                                      offset, checked on every read) or "vdso" (the kernel's own
                                      clock_gettime: mode system, or a kernel whose clocksource is the
                                      TSC, where that costs less than line plus check) */
-    uint64_t reserved[1];    /* the end of the 0.1 layout: new fields go after it */
+    uint64_t reserved[1];    /* new fields go after it */
 };
 
 /* Fills *out; returns 0, or -1 with errno EFAULT for a NULL pointer.

@@ -270,11 +270,6 @@ static void publish_cut(struct fc_latch *latch, const struct fc_line *cur, const
  * thread held the lock, leaves it held in the child, whose reads then take
  * the kernel's values, clamped as every fallback's.
  */
-void fc_cal_forget_floors(void)
-{
-    atomic_store_explicit(&fallback.noted, 0, memory_order_relaxed);
-    atomic_store_explicit(&fallback.returned, 0, memory_order_relaxed);
-}
 
 void fc_cal_reset_in_child(void)
 {
@@ -348,6 +343,22 @@ static int64_t boot_offset_in(int64_t lo, int64_t hi)
             return mid;
     }
     return kept;
+}
+
+void fc_cal_forget_timeline(void)
+{
+    atomic_store_explicit(&fallback.noted, 0, memory_order_relaxed);
+    atomic_store_explicit(&fallback.returned, 0, memory_order_relaxed);
+    atomic_store_explicit(&boot_offset_kept, BOOT_OFFSET_NONE, memory_order_relaxed);
+    /* A blank line: no span, no floor, no offsets -- the BOOTTIME offset
+     * too, which a fallback holds BOOTTIME above (the child's namespace may
+     * set BOOTTIME below the parent's suspended time). */
+    struct fc_line l;
+    struct fc_meta m;
+    memset(&l, 0, sizeof l);
+    memset(&m, 0, sizeof m);
+    m.epoch = fc_meta_current(&fc_latch)->epoch + 1;
+    fc_line_publish(&fc_latch, &l, 0, &m);
 }
 
 int64_t fc_cal_boot_offset(int64_t otherwise)

@@ -81,9 +81,9 @@ int fc_cal_held_here(void);
  * (fork from a handler that interrupted it) goes on. */
 void fc_cal_reset_in_child(void);
 /* A fork child in a new time namespace (mode.c fc_mode_after_timens_change,
- * under the lock): the MONOTONIC values fallbacks noted are another
- * timeline's, and hold nothing. */
-void fc_cal_forget_floors(void);
+ * under the lock): the MONOTONIC values fallbacks noted, the BOOTTIME offset
+ * and the line are another timeline's; a blank line replaces it. */
+void fc_cal_forget_timeline(void);
 
 /* With the lock held, at the mode decision: the first calibration sample.
  * Returns 0, or -1 with a reason written to why.  The first line follows

@@ -339,9 +339,10 @@ void fc_calibrator_start(void)
 }
 
 /* Set by atfork_prepare on the forking thread, read by its atfork_child:
- * the child starts in a new time namespace (kernel.h), and the parent's
- * MONOTONIC just before the fork. */
+ * the child starts in a new time namespace (kernel.h), and a counter read
+ * and the parent's MONOTONIC just before the fork. */
 static __thread int fork_changes_timens __attribute__((tls_model("initial-exec")));
+static __thread uint64_t fork_parent_t __attribute__((tls_model("initial-exec")));
 static __thread int64_t fork_parent_mono __attribute__((tls_model("initial-exec")));
 
 static void fc_calibrator_after_fork_child(void)
@@ -357,7 +358,7 @@ static void fc_calibrator_after_fork_child(void)
     if (fork_changes_timens) {
         fork_changes_timens = 0;
         /* The parent's coarse MONOTONIC is another timeline's: no floor. */
-        if (fc_mode_after_timens_change(fork_parent_mono))
+        if (fc_mode_after_timens_change(fork_parent_t, fork_parent_mono))
             atomic_store_explicit(&fc_coarse.floor_mono, 0, memory_order_relaxed);
     }
 }
@@ -392,8 +393,10 @@ static void atfork_prepare(void)
 {
     /* Two readlinks per fork (a fork costs a hundred times that). */
     fork_changes_timens = fc_kernel_children_change_timens();
-    if (fork_changes_timens)
+    if (fork_changes_timens) {
+        fork_parent_t = fc_now_counter(1);
         fork_parent_mono = fc_kernel_ns(CLOCK_MONOTONIC);
+    }
     /* Keep the writer's state whole across fork: wait briefly for a
      * calibration in progress (a few microseconds), never long -- bounded
      * in time, not turns: a sched_yield lasts a scheduler slice on a busy

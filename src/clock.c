@@ -855,16 +855,18 @@ FC_API int fastclock_real_bounded(int64_t *earliest_ns, int64_t *latest_ns)
 static int status_fill(struct fastclock_status *out);
 
 /* The plain symbol, for binaries built before the sizing macro (fastclock.h)
- * and for callers through another language's FFI: they know the struct as it
- * was in version 0.1, which ends with `reserved`, and never get more than
- * that, whatever fields later versions append after it. */
+ * and for callers through another language's FFI that know no size to pass:
+ * the struct as those binaries knew it, which ended with kernel_read_ns and
+ * one reserved word -- where real_source has lain since -- and never more,
+ * whatever fields later versions append. */
 #undef fastclock_status
-#define FC_STATUS_SIZE_V0_1 (offsetof(struct fastclock_status, reserved) + sizeof(uint64_t[1]))
-_Static_assert(sizeof(((struct fastclock_status *)0)->reserved) == sizeof(uint64_t[1]),
-               "reserved closes the 0.1 layout: append new fields after it, leave it as it is");
+#define FC_STATUS_SIZE_PLAIN (offsetof(struct fastclock_status, real_source) + sizeof(uint64_t))
+_Static_assert(offsetof(struct fastclock_status, real_source) ==
+                   offsetof(struct fastclock_status, kernel_read_ns) + sizeof(double),
+               "the plain symbol's callers know the struct up to kernel_read_ns and one reserved word");
 FC_API int fastclock_status(struct fastclock_status *out)
 {
-    return fastclock_status_sized(out, FC_STATUS_SIZE_V0_1);
+    return fastclock_status_sized(out, FC_STATUS_SIZE_PLAIN);
 }
 
 FC_API int fastclock_status_sized(struct fastclock_status *out, size_t size)

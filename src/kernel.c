@@ -12,8 +12,10 @@ int fc_kernel_children_change_timens(void)
 {
     int saved = errno;
     char own[64], children[64];
-    ssize_t a = readlink("/proc/self/ns/time", own, sizeof own);
-    ssize_t b = readlink("/proc/self/ns/time_for_children", children, sizeof children);
+    /* The calling thread's: unshare(CLONE_NEWTIME) changes the namespace
+     * of the thread that calls it, and a fork takes the forking thread's. */
+    ssize_t a = readlink("/proc/thread-self/ns/time", own, sizeof own);
+    ssize_t b = readlink("/proc/thread-self/ns/time_for_children", children, sizeof children);
     errno = saved;
     return a > 0 && b > 0 && (a != b || memcmp(own, children, (size_t)a) != 0);
 }

@@ -39,10 +39,10 @@ int fc_cmdline_param(const char *cmdline, const char *name, char *out, size_t si
  * stay correct, at a trap's cost. */
 int fc_counter_erratum(const char *root, char *why, size_t size);
 
-/* 1 where this process's children start in another time namespace than its
- * own -- it called unshare(CLONE_NEWTIME) -- so that in a child forked now
+/* 1 where a child forked by this thread now starts in another time namespace
+ * than the thread's own -- it called unshare(CLONE_NEWTIME) -- so that there
  * CLOCK_MONOTONIC and CLOCK_BOOTTIME lie on another timeline:
- * /proc/self/ns/time and /proc/self/ns/time_for_children name different
+ * /proc/thread-self/ns/time and .../time_for_children name different
  * namespaces.  0 where they agree or cannot be read (no /proc, a kernel
  * without time namespaces).  Async-signal-safe (readlink); errno kept. */
 int fc_kernel_children_change_timens(void);

@@ -49,7 +49,7 @@ static _Atomic int system_at_start;
 enum fc_mode_pref { PREF_AUTO, PREF_TSC, PREF_PERCPU, PREF_SYSTEM };
 
 static _Atomic int mode_forced;
-static enum fc_mode_pref decided_pref; /* what FASTCLOCK_MODE asked of the decision (do_init's) */
+static enum fc_mode_pref decided_pref; /* what FASTCLOCK_MODE asked of the decision (decide's) */
 static _Atomic int calibrator_pref = -1;
 static _Atomic int default_unordered;
 
@@ -250,7 +250,13 @@ void fc_decide_now(void)
  * once, on the way to mode system), else from the decision's sample to
  * now, else 1 ns per tick (the interval across is then wrong, and there
  * was nothing better to go on). */
-static double rate_without_a_line(void)
+/* A moment on the decision's timeline: a counter read and MONOTONIC then. */
+struct moment {
+    uint64_t t;
+    int64_t mono;
+};
+
+static double rate_without_a_line(const struct moment *at)
 {
     struct fc_cpu_info cpu;
     if (fc_seam.cpu)
@@ -264,9 +270,16 @@ static double rate_without_a_line(void)
         /* The fresh end's bracket is one counter read and one kernel read
          * (here, maybe slow ones: its width is taken as the sample's too);
          * 100 widths of baseline for ~1%. */
-        uint64_t t = fc_now_counter(1);
-        int64_t mono = fc_kernel_ns(CLOCK_MONOTONIC);
-        uint64_t t_end = fc_now_counter(1);
+        uint64_t t, t_end;
+        int64_t mono;
+        if (at) { /* given: a fork child's parent, on the decision's timeline */
+            t = t_end = at->t;
+            mono = at->mono;
+        } else {
+            t = fc_now_counter(1);
+            mono = fc_kernel_ns(CLOCK_MONOTONIC);
+            t_end = fc_now_counter(1);
+        }
         uint64_t widths = s0->width + (t_end - t);
         if (t > s0->t && t - s0->t > 100 * widths && mono > s0->mono) {
             double r = (double)(mono - s0->mono) / (double)(t - s0->t);
@@ -281,7 +294,7 @@ static double rate_without_a_line(void)
  * synthesised from MONOTONIC at the last rate, starting above any raw value
  * a thread may have read (the counter now, plus any warp between CPUs, plus
  * a millisecond for reads that raced this switch). */
-static void ticks_leave_raw(int64_t floor_ns)
+static void ticks_leave_raw(int64_t floor_ns, const struct moment *at)
 {
     if (atomic_load_explicit(&fc_ticks_in_ns, memory_order_relaxed) ||
         atomic_load_explicit(&ticks_synth, memory_order_relaxed))
@@ -290,7 +303,7 @@ static void ticks_leave_raw(int64_t floor_ns)
     fc_cal_stats(&st);
     double rate = st.rate_ns_per_tick > 0 ? st.rate_ns_per_tick : fc_percpu_seed_rate();
     if (!(rate > 0))
-        rate = rate_without_a_line();
+        rate = rate_without_a_line(at);
     struct fc_percpu_stats ps;
     fc_percpu_stats(&ps);
     uint64_t margin = (uint64_t)(1e6 / rate) + (ps.max_warp_cycles > 0 ? (uint64_t)ps.max_warp_cycles : 0);
@@ -323,7 +336,7 @@ void fc_mode_enter(int mode, const char *reason, int64_t floor_ns)
             atomic_store_explicit(&fc_ticks_in_ns, 1, memory_order_relaxed);
             atomic_store_explicit(&fc_ticks_direct, kernel, memory_order_release);
         } else {
-            ticks_leave_raw(floor_ns);
+            ticks_leave_raw(floor_ns, 0);
         }
         fc_cal_publish_system(floor_ns);
         if (at_start && mode == FC_MODE_SYSTEM)
@@ -331,6 +344,14 @@ void fc_mode_enter(int mode, const char *reason, int64_t floor_ns)
         if (at_start && (mode == FC_MODE_SYSTEM || atomic_load_explicit(&fc_percpu_kernel, memory_order_relaxed)))
             atomic_store_explicit(&kernel_at_start, 1, memory_order_release);
     }
+    /* "forced": FASTCLOCK_MODE chose this mode -- not where it was refused,
+     * nor once a fail-safe or a fork has left it.  Before the mode's store,
+     * whose readers read it after. */
+    atomic_store_explicit(&mode_forced,
+                          (decided_pref == PREF_TSC && mode == FC_MODE_TSC) ||
+                              (decided_pref == PREF_PERCPU && mode == FC_MODE_PERCPU) ||
+                              (decided_pref == PREF_SYSTEM && mode == FC_MODE_SYSTEM),
+                          memory_order_relaxed);
     atomic_store_explicit(&fc_mode, mode, memory_order_release);
     fc_upkeep_wake();
 }
@@ -395,9 +416,12 @@ void fc_mode_fail_to_system(const char *reason)
  * kernel for seconds, or held an hour behind, then failed to system with
  * "the counter's rate keeps changing" (measured, +-3600 s).  Here the
  * child is its only thread, before fork returns: it forgets every MONOTONIC
- * value it holds and lets the kernel answer from now on (mode system, no
- * floor), as libc's clock would -- the new namespace's time from the first
- * read.  Ticks go on from the parent's timeline in their unit: raw ones
+ * value it holds -- fallback floors, the line and its BOOTTIME offset, the
+ * per-CPU floor and clamp, adjtimex poll times, wall offsets, the coarse
+ * floor (calibrator.c) -- and lets the kernel answer from now on (mode
+ * system, no floor), as libc's clock would: the new namespace's time from
+ * the first read.  An undecided child keeps only the mode-independent
+ * forgetting; it decides on its own timeline.  Ticks go on from the parent's timeline in their unit: raw ones
  * through ticks_leave_raw, synthesised ones re-based at their value at the
  * fork, and ticks that were the kernel's MONOTONIC synthesised from now on,
  * one per ns.  Not where the fork came from a
@@ -405,16 +429,27 @@ void fc_mode_fail_to_system(const char *reason)
  * held): that child stays on the old lines.  A process that enters a time
  * namespace itself (setns, single-threaded) is not seen.
  */
-int fc_mode_after_timens_change(int64_t parent_mono)
+int fc_mode_after_timens_change(uint64_t parent_t, int64_t parent_mono)
 {
-    int mode = atomic_load_explicit(&fc_mode, memory_order_acquire);
-    if (mode != FC_MODE_TSC && mode != FC_MODE_PERCPU && mode != FC_MODE_SYSTEM)
-        return 0; /* undecided: the child decides on its own timeline */
-    if (!fc_cal_trylock())
-        return 0;
     int saved = errno;
+    /* Whatever the mode: adjtimex's poll times (a lazy process polls for
+     * fastclock_real_bounded before any decision) and this thread's wall
+     * offsets. */
+    fc_sync_forget();
+    fc_wall_forget_offsets();
+    int mode = atomic_load_explicit(&fc_mode, memory_order_acquire);
+    if ((mode != FC_MODE_TSC && mode != FC_MODE_PERCPU && mode != FC_MODE_SYSTEM) || !fc_cal_trylock()) {
+        errno = saved;
+        return 0; /* undecided: the child decides on its own timeline */
+    }
     int64_t now = fc_kernel_ns(CLOCK_MONOTONIC);
-    if (atomic_load_explicit(&ticks_synth, memory_order_relaxed)) {
+    if (atomic_load_explicit(&fc_ticks_raw, memory_order_relaxed)) {
+        /* Raw ticks: synthesised from here on, at a rate measured on the
+         * parent's timeline (the child's MONOTONIC would skew it by the
+         * namespace's offset). */
+        struct moment at = {parent_t, parent_mono};
+        ticks_leave_raw(0, &at);
+    } else if (atomic_load_explicit(&ticks_synth, memory_order_relaxed)) {
         atomic_store_explicit(&synth_base_t, fc_ticks_synth(parent_mono), memory_order_relaxed);
         atomic_store_explicit(&synth_base_mono, now, memory_order_relaxed);
     } else if (atomic_load_explicit(&fc_ticks_in_ns, memory_order_relaxed)) {
@@ -426,10 +461,8 @@ int fc_mode_after_timens_change(int64_t parent_mono)
         atomic_store_explicit(&ticks_synth, 1, memory_order_release);
         atomic_store_explicit(&fc_ticks_direct, (fc_direct_fn)0, memory_order_release);
     }
-    fc_cal_forget_floors();
+    fc_cal_forget_timeline();
     fc_percpu_forget_floors();
-    fc_sync_forget();
-    fc_wall_forget_offsets();
     fc_mode_enter(FC_MODE_SYSTEM,
                   "this process was forked into a new time namespace (unshare(CLONE_NEWTIME)), whose "
                   "CLOCK_MONOTONIC is not the one its lines were calibrated on: the kernel's clocks answer",
@@ -623,13 +656,6 @@ static void do_init(void)
      * in which case it is the handler's to release, not ours. */
     int locked = fc_cal_trylock();
     decide();
-    /* "forced": the variable chose the mode -- not where it was refused. */
-    int mode = atomic_load_explicit(&fc_mode, memory_order_relaxed);
-    atomic_store_explicit(&mode_forced,
-                          (decided_pref == PREF_TSC && mode == FC_MODE_TSC) ||
-                              (decided_pref == PREF_PERCPU && mode == FC_MODE_PERCPU) ||
-                              (decided_pref == PREF_SYSTEM && mode == FC_MODE_SYSTEM),
-                          memory_order_relaxed);
     if (locked)
         fc_cal_unlock();
     errno = saved;
@@ -784,6 +810,7 @@ void fc_reset_for_tests(void)
     atomic_store(&fc_percpu_kernel, 0);
     atomic_store(&kernel_reads_counter, 0);
     atomic_store(&mode_forced, 0);
+    decided_pref = PREF_AUTO;
     fc_counter_reset_for_tests();
     atomic_store(&reason_used, 0);
     atomic_store(&reason_ptr, (const char *)0);

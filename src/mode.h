@@ -78,9 +78,10 @@ FC_HIDDEN int fc_mode_recalibrate(void);
 /* With the lock held: leave the counter for the kernel's clocks, for good. */
 FC_HIDDEN void fc_mode_fail_to_system(const char *reason);
 /* A fork child that starts in a new time namespace (calibrator.c's atfork
- * child; parent_mono: the parent's MONOTONIC just before the fork).  Returns
- * 1 where it left the lines for the kernel's clocks. */
-FC_HIDDEN int fc_mode_after_timens_change(int64_t parent_mono);
+ * child; parent_t, parent_mono: a counter read and the parent's MONOTONIC
+ * just before the fork).  Returns 1 where it left the lines for the
+ * kernel's clocks. */
+FC_HIDDEN int fc_mode_after_timens_change(uint64_t parent_t, int64_t parent_mono);
 /* Calibrator thread: the warp check found a warp (takes the lock itself).
  * 0 when the lock was busy (a reader's moment): the caller tries again. */
 FC_HIDDEN int fc_mode_switch_to_percpu(const char *why);

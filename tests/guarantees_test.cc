@@ -1004,34 +1004,55 @@ TEST(Fork, ChildInANewTimeNamespaceFollowsItsClocks)
     for (int i = 0; i < 2000; i++) // lines and a ticker, if any, to inherit
         fastclock_mono_ns(), fastclock_mono_coarse_ns(), boot_gettime();
     usleep(20000);
-    // Ahead, and behind by half the uptime at most (MONOTONIC cannot go below 0).
+    // Ahead, and behind by half the uptime at most (MONOTONIC cannot go below
+    // 0); and ahead again from a thread that is not the main one
+    // (unshare(CLONE_NEWTIME) is the calling thread's, and so is its fork).
     int64_t uptime_s = kernel_ns(CLOCK_MONOTONIC) / 1000000000LL;
-    for (int64_t offset : {int64_t(3600), -std::min<int64_t>(3600, uptime_s / 2)}) {
+    struct Case {
+        int64_t offset;
+        bool from_thread;
+    } cases[] = {{3600, false}, {-std::min<int64_t>(3600, uptime_s / 2), false}, {3600, true}};
+    for (Case c : cases) {
+        int64_t offset = c.offset;
         if (offset == 0)
             continue;
         pid_t mid = fork(); // unshares there: this process's later children stay here
         ASSERT_GE(mid, 0);
         if (mid == 0) {
             alarm(10);
-            if (unshare(CLONE_NEWTIME) != 0)
-                _exit(errno == EPERM ? 100 : 101);
-            char line[96];
-            int n = std::snprintf(line, sizeof line, "monotonic %lld 0\nboottime %lld 0\n", (long long)offset,
-                                  (long long)offset);
-            int fd = open("/proc/self/timens_offsets", O_WRONLY);
-            if (fd < 0 || write(fd, line, size_t(n)) != n)
-                _exit(102);
-            close(fd);
-            for (int i = 0; i < 1000; i++)
-                fastclock_mono_ns();
-            uint64_t t0 = fastclock_ticks();
-            int64_t r0 = kernel_ns(CLOCK_REALTIME);
-            pid_t child = fork();
-            if (child == 0)
-                _exit(timens_grandchild(t0, r0));
-            int status = 0;
-            waitpid(child, &status, 0);
-            _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 0x40);
+            int code = 0;
+            auto unshare_and_fork = [&] {
+                if (unshare(CLONE_NEWTIME) != 0) {
+                    code = errno == EPERM ? 100 : 101;
+                    return;
+                }
+                char line[96];
+                int n = std::snprintf(line, sizeof line, "monotonic %lld 0\nboottime %lld 0\n", (long long)offset,
+                                      (long long)offset);
+                char path[64]; // the thread's own: /proc/TID (a thread's, not listed, still opens)
+                std::snprintf(path, sizeof path, "/proc/%ld/timens_offsets", (long)syscall(SYS_gettid));
+                int fd = open(path, O_WRONLY);
+                if (fd < 0 || write(fd, line, size_t(n)) != n) {
+                    code = 102;
+                    return;
+                }
+                close(fd);
+                for (int i = 0; i < 1000; i++)
+                    fastclock_mono_ns();
+                uint64_t t0 = fastclock_ticks();
+                int64_t r0 = kernel_ns(CLOCK_REALTIME);
+                pid_t child = fork();
+                if (child == 0)
+                    _exit(timens_grandchild(t0, r0));
+                int status = 0;
+                waitpid(child, &status, 0);
+                code = WIFEXITED(status) ? WEXITSTATUS(status) : 0x40;
+            };
+            if (c.from_thread)
+                std::thread(unshare_and_fork).join();
+            else
+                unshare_and_fork();
+            _exit(code);
         }
         int status = 0;
         ASSERT_EQ(waitpid(mid, &status, 0), mid);
@@ -1041,7 +1062,7 @@ TEST(Fork, ChildInANewTimeNamespaceFollowsItsClocks)
             GTEST_SKIP() << "a time namespace needs CAP_SYS_ADMIN (unshare(CLONE_NEWTIME): EPERM)";
         if (code == 101)
             GTEST_SKIP() << "this kernel has no time namespaces (CONFIG_TIME_NS; unshare(CLONE_NEWTIME) failed)";
-        EXPECT_EQ(code, 0) << "offset " << offset << " s: 1 a read outside the kernel's clock, 2 a read went back, "
+        EXPECT_EQ(code, 0) << "offset " << offset << " s" << (c.from_thread ? " from a thread" : "") << ": 1 a read outside the kernel's clock, 2 a read went back, "
                            << "4 ticks lost their unit, 8 the reason does not say why, 102 offsets not written";
     }
 }
