@@ -11,12 +11,21 @@ import java.util.concurrent.locks.LockSupport;
  * currentTimeMillis() keeps the offset accurate to tens of nanoseconds
  * instead of up to a millisecond.  The read path is one volatile load and
  * System.nanoTime(): no allocation.
+ *
+ * <p>Between steps of the kernel's clock UTC never goes back: NTP slews
+ * REALTIME and MONOTONIC alike, so the true offset only changes at a step,
+ * and a sample that comes out lower by no more than the two samples'
+ * uncertainty (their brackets) is noise; the offset is kept.  A lower one
+ * beyond that is a step back of the system clock, which UTC follows, as
+ * Instant.now() does.
  */
 final class JavaClock {
     /** NTP slews by at most 500 ppm: 100 ms between samples bounds the drift at 50 us. */
     static final long RESAMPLE_INTERVAL_NS = TimeUnit.MILLISECONDS.toNanos(100);
     /** Brackets per sample; the narrowest one wins (the others were interrupted). */
     private static final int TRIES = 16;
+    /** Beyond the brackets: Instant.now()'s own granularity and the midpoint's rounding. */
+    private static final long NOISE_MARGIN_NS = 1_000;
 
     /** Epoch nanoseconds minus System.nanoTime(). */
     private static volatile long offsetNs;
@@ -57,7 +66,9 @@ final class JavaClock {
                 bestOffset = epochNs - (n0 + width / 2);
             }
         }
-        offsetNs = bestOffset;
+        long old = offsetNs, noise = bestWidth + lastWidthNs + NOISE_MARGIN_NS;
+        if (samples == 0 || bestOffset >= old || old - bestOffset > noise)
+            offsetNs = bestOffset;
         lastWidthNs = bestWidth;
         samples++;
     }

@@ -17,6 +17,41 @@ class FallbackTest {
         assertTrue(s.max <= 200_000, s.toString());
     }
 
+    /**
+     * A resample's noise (half a bracket, tens of ns) must not step UTC back:
+     * a thread reads in a tight loop while another resamples as fast as it can.
+     */
+    @Test
+    void resamplingNeverStepsJavaUtcBack() throws InterruptedException {
+        java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean();
+        Thread resampler = new Thread(() -> {
+            while (!stop.get())
+                JavaClock.resample();
+        });
+        resampler.start();
+        long back = 0, worst = 0, reads = 0, prev = JavaClock.currentTimeNanos();
+        long end = System.nanoTime() + 1_000_000_000L;
+        try {
+            while (System.nanoTime() < end) {
+                for (int i = 0; i < 1000; i++) {
+                    long v = JavaClock.currentTimeNanos();
+                    if (v < prev) {
+                        back++;
+                        worst = Math.max(worst, prev - v);
+                    }
+                    prev = v;
+                }
+                reads += 1000;
+            }
+        } finally {
+            stop.set(true);
+            resampler.join();
+        }
+        System.out.println("[fastclock] pure-Java UTC under constant resampling: " + reads + " reads, " + back
+                + " back (worst " + worst + " ns), " + JavaClock.samples() + " samples");
+        assertEquals(0, back, "worst step back " + worst + " ns");
+    }
+
     @Test
     void theOffsetIsResampledInTheBackground() throws InterruptedException {
         long before = JavaClock.samples();
