@@ -1,10 +1,73 @@
 /* fastclock: explain this machine's clocks, measure them, run programs on
  * fastclock.  Dispatches to one file per subcommand. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "commands.h"
 #include "fastclock.h"
+
+/* 1 for an LD_PRELOAD entry that names the shim (any directory, any version). */
+static int is_the_shim(const char *entry, size_t len)
+{
+    const char *base = entry;
+    for (size_t i = 0; i < len; i++)
+        if (entry[i] == '/')
+            base = entry + i + 1;
+    static const char name[] = "libfastclock-preload.so";
+    return (size_t)(entry + len - base) >= sizeof name - 1 && strncmp(base, name, sizeof name - 1) == 0;
+}
+
+/*
+ * doctor and bench compare libc's clocks with fastclock's.  Under the
+ * preload shim (LD_PRELOAD: `fastclock run -- fastclock doctor`, or a
+ * container's ENV) libc's clock_gettime is the shim, and that comparison
+ * would be fastclock against itself, reported as libc.  So they run again
+ * without it; where it did not come from LD_PRELOAD, they say so.
+ */
+static void without_the_shim(char **argv)
+{
+    if (!dlsym(RTLD_DEFAULT, "fastclock_preload_state"))
+        return;
+    const char *pre = getenv("LD_PRELOAD");
+    char kept[4096];
+    size_t n = 0;
+    int dropped = 0, too_long = 0;
+    for (const char *p = pre ? pre : ""; *p;) {
+        size_t len = strcspn(p, " :");
+        if (len && is_the_shim(p, len)) {
+            dropped = 1;
+        } else if (len && n + len + 2 > sizeof kept) {
+            too_long = 1; /* never drop another library the user preloads */
+        } else if (len) {
+            if (n)
+                kept[n++] = ':';
+            memcpy(kept + n, p, len);
+            n += len;
+        }
+        p += len;
+        p += *p != 0;
+    }
+    kept[n] = 0;
+    if (!dropped || too_long) {
+        fprintf(stderr, "fastclock: the preload shim is loaded%s: the libc clocks below are the shim's\n",
+                too_long ? " (LD_PRELOAD too long to rewrite)" : ", not through LD_PRELOAD (/etc/ld.so.preload?)");
+        return;
+    }
+    if (n)
+        setenv("LD_PRELOAD", kept, 1);
+    else
+        unsetenv("LD_PRELOAD");
+    fprintf(stderr, "fastclock: running again without the preload shim, whose clock_gettime would stand in "
+                    "for libc's\n");
+    execv("/proc/self/exe", argv);
+    fprintf(stderr, "fastclock: could not run again without the preload shim (%s): the libc clocks below are "
+                    "the shim's\n", strerror(errno));
+}
 
 static void usage(FILE *f)
 {
@@ -28,6 +91,8 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *cmd = argv[1];
+    if (strcmp(cmd, "doctor") == 0 || strcmp(cmd, "bench") == 0)
+        without_the_shim(argv);
     if (strcmp(cmd, "doctor") == 0)
         return cmd_doctor(argc - 1, argv + 1);
     if (strcmp(cmd, "bench") == 0)
