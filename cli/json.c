@@ -10,6 +10,43 @@ void json_init(struct json *j, FILE *f)
     j->count[0] = 0;
 }
 
+/* The length of the well-formed UTF-8 sequence at p (1 to 4 bytes), or 0
+ * where none starts there: a stray continuation byte, an overlong form, a
+ * surrogate, a value past U+10FFFF, or a sequence cut short (by the string's
+ * end, or a fixed-size copy that split a character). */
+static int utf8_length(const unsigned char *p)
+{
+    unsigned c = p[0], lo = 0x80, hi = 0xbf;
+    int n;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf)
+        n = 2;
+    else if (c == 0xe0)
+        n = 3, lo = 0xa0;
+    else if (c == 0xed)
+        n = 3, hi = 0x9f;
+    else if (c >= 0xe1 && c <= 0xef)
+        n = 3;
+    else if (c == 0xf0)
+        n = 4, lo = 0x90;
+    else if (c == 0xf4)
+        n = 4, hi = 0x8f;
+    else if (c >= 0xf1 && c <= 0xf3)
+        n = 4;
+    else
+        return 0;
+    if (p[1] < lo || p[1] > hi)
+        return 0;
+    for (int i = 2; i < n; i++) /* stops at the string's NUL, which is no continuation */
+        if (p[i] < 0x80 || p[i] > 0xbf)
+            return 0;
+    return n;
+}
+
+/* Strings from sysfs, DMI, CPUID and the kernel log may hold any bytes: the
+ * document stays valid UTF-8, each byte that starts no character becoming
+ * U+FFFD. */
 void json_write_escaped(FILE *f, const char *s)
 {
     fputc('"', f);
@@ -23,10 +60,19 @@ void json_write_escaped(FILE *f, const char *s)
         case '\b': fputs("\\b", f); break;
         case '\f': fputs("\\f", f); break;
         default:
-            if (*p < 0x20 || *p == 0x7f)
+            if (*p < 0x20 || *p == 0x7f) {
                 fprintf(f, "\\u%04x", *p);
-            else
-                fputc(*p, f); /* UTF-8 passes through */
+            } else if (*p < 0x80) {
+                fputc(*p, f);
+            } else {
+                int n = utf8_length(p);
+                if (n == 0) {
+                    fputs("\\ufffd", f);
+                } else {
+                    fwrite(p, 1, (size_t)n, f);
+                    p += n - 1;
+                }
+            }
         }
     }
     fputc('"', f);

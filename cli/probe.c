@@ -12,6 +12,8 @@
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/klog.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/timex.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -180,10 +182,18 @@ void probe_files(struct doctor_facts *f, const char *root)
 char *klog_read_live(int *err, char *source, size_t ssize)
 {
     int fd = open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISCHR(st.st_mode) || major(st.st_rdev) != 1 || minor(st.st_rdev) != 11)) {
+        /* Not the kernel's log: a container's /dev/null, a FIFO or a file in its place. */
+        close(fd);
+        fd = -1;
+        errno = ENODEV;
+    }
     if (fd >= 0) {
         size_t cap = 1 << 20, len = 0;
         char *text = malloc(cap);
         char rec[8192];
+        int read_err = 0;
         if (!text) {
             close(fd);
             *err = ENOMEM;
@@ -194,7 +204,9 @@ char *klog_read_live(int *err, char *source, size_t ssize)
             if (n < 0) {
                 if (errno == EINTR || errno == EPIPE) /* EPIPE: records overwritten meanwhile */
                     continue;
-                break; /* EAGAIN: the end */
+                if (errno != EAGAIN) /* EAGAIN: the end; anything else: no log read */
+                    read_err = errno;
+                break;
             }
             if (n == 0)
                 break;
@@ -213,10 +225,16 @@ char *klog_read_live(int *err, char *source, size_t ssize)
                 text[len++] = '\n';
         }
         close(fd);
-        text[len] = 0;
-        copy_str(source, ssize, "/dev/kmsg");
-        *err = 0;
-        return text;
+        if (read_err == 0 && len > 0) {
+            text[len] = 0;
+            copy_str(source, ssize, "/dev/kmsg");
+            *err = 0;
+            return text;
+        }
+        /* Opened, but no record came (a kernel log always has some): the
+         * other way in, or this reason. */
+        free(text);
+        errno = read_err ? read_err : ENODATA;
     }
     int open_err = errno;
     int size = klogctl(10 /* SYSLOG_ACTION_SIZE_BUFFER */, NULL, 0);

@@ -283,7 +283,10 @@ static void text_clocks(FILE *out, const struct doctor_facts *f, const struct st
         const struct clock_fact *c = &f->call[i];
         char libc[24], sys[24], res[24], step[24];
         if (c->supported == TRI_NO) {
-            fprintf(out, "  %-26s unsupported here (%s)\n", c->name, strerror(c->err));
+            if (c->err)
+                fprintf(out, "  %-26s unsupported here (%s)\n", c->name, strerror(c->err));
+            else /* a capture (--root) says unsupported, not why */
+                fprintf(out, "  %-26s unsupported in the capture\n", c->name);
             continue;
         }
         fmt_ns(libc, sizeof libc, c->libc_ns);
@@ -588,7 +591,9 @@ void report_json(FILE *out, const struct doctor_facts *f, const struct findings 
         else
             json_null(&j, "id");
         json_tri(&j, "supported", c->supported);
-        json_string(&j, "error", c->supported == TRI_NO ? strerror(c->err) : NULL);
+        json_string(&j, "error", c->supported != TRI_NO ? NULL
+                                 : c->err        ? strerror(c->err)
+                                                 : "unsupported in the capture");
         json_double(&j, "libc_ns", c->libc_ns, 2);
         json_double(&j, "syscall_ns", c->syscall_ns, 2);
         json_tri(&j, "enters_kernel", c->enters_kernel);

@@ -379,6 +379,23 @@ TEST(Json, EscapesAndNulls)
     free(buf);
 }
 
+// Strings from sysfs, DMI, CPUID and the kernel log may hold any bytes, or a
+// character cut by a fixed-size copy: the document stays valid UTF-8 (each
+// bad byte becomes U+FFFD), and good UTF-8 passes through as it is.
+TEST(Json, InvalidUtf8BecomesReplacementCharacters)
+{
+    char *buf = nullptr;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    json_write_escaped(f, "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x95\x92|" // good: 2, 3 and 4 bytes
+                          "\xff|\xc3|\xe2\x82|\xc0\xaf|\xed\xa0\x80|\xf4\x90\x80\x80|\x80"); // bad
+    fclose(f);
+    EXPECT_STREQ(buf, "\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x95\x92|"
+                      "\\ufffd|\\ufffd|\\ufffd\\ufffd|\\ufffd\\ufffd|\\ufffd\\ufffd\\ufffd|"
+                      "\\ufffd\\ufffd\\ufffd\\ufffd|\\ufffd\"");
+    free(buf);
+}
+
 TEST(FormatNs, Units)
 {
     char b[32];
