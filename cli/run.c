@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "commands.h"
@@ -131,8 +133,11 @@ static char *resolve_command(const char *cmd, char *buf, size_t size)
     if (strchr(cmd, '/'))
         return snprintf(buf, size, "%s", cmd) < (int)size ? buf : NULL;
     const char *path = getenv("PATH");
-    if (!path)
-        path = "/usr/local/bin:/usr/bin:/bin";
+    char dflt[256];
+    if (!path) { /* execvp's own default, so that the warnings name the file it runs */
+        size_t n = confstr(_CS_PATH, dflt, sizeof dflt);
+        path = n > 0 && n <= sizeof dflt ? dflt : "/bin:/usr/bin";
+    }
     for (const char *p = path;; p++) {
         const char *end = strchr(p, ':');
         size_t len = end ? (size_t)(end - p) : strlen(p);
@@ -148,22 +153,33 @@ static char *resolve_command(const char *cmd, char *buf, size_t size)
     }
 }
 
-/* An ELF executable without an interpreter is linked statically. */
+/* An ELF executable (64- or 32-bit) without an interpreter is linked statically. */
 static int statically_linked(const char *path)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return 0;
     Elf64_Ehdr eh;
+    Elf32_Ehdr e32;
     int is_static = 0;
-    if (pread(fd, &eh, sizeof eh, 0) == (ssize_t)sizeof eh && memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 &&
-        eh.e_ident[EI_CLASS] == ELFCLASS64 && eh.e_phentsize == sizeof(Elf64_Phdr) &&
-        (eh.e_type == ET_EXEC || eh.e_type == ET_DYN)) {
+    uint64_t phoff = 0;
+    unsigned phnum = 0, phsize = 0;
+    if (pread(fd, &eh, sizeof eh, 0) == (ssize_t)sizeof eh && memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0) {
+        if (eh.e_ident[EI_CLASS] == ELFCLASS64 && eh.e_phentsize == sizeof(Elf64_Phdr) &&
+            (eh.e_type == ET_EXEC || eh.e_type == ET_DYN)) {
+            phoff = eh.e_phoff, phnum = eh.e_phnum, phsize = sizeof(Elf64_Phdr);
+        } else if (eh.e_ident[EI_CLASS] == ELFCLASS32) {
+            memcpy(&e32, &eh, sizeof e32);
+            if (e32.e_phentsize == sizeof(Elf32_Phdr) && (e32.e_type == ET_EXEC || e32.e_type == ET_DYN))
+                phoff = e32.e_phoff, phnum = e32.e_phnum, phsize = sizeof(Elf32_Phdr);
+        }
+    }
+    if (phsize) {
         is_static = 1;
-        for (int i = 0; i < eh.e_phnum; i++) {
-            Elf64_Phdr ph;
-            if (pread(fd, &ph, sizeof ph, (off_t)(eh.e_phoff + (Elf64_Off)i * sizeof ph)) != (ssize_t)sizeof ph ||
-                ph.p_type == PT_INTERP) {
+        for (unsigned i = 0; i < phnum; i++) {
+            uint32_t type; /* p_type leads both Phdr layouts */
+            if (pread(fd, &type, sizeof type, (off_t)(phoff + (uint64_t)i * phsize)) != (ssize_t)sizeof type ||
+                type == PT_INTERP) {
                 is_static = 0;
                 break;
             }
@@ -180,9 +196,16 @@ static void warn_if_not_preloadable(const char *cmd)
     struct stat st;
     if (!resolve_command(cmd, path, sizeof path) || stat(path, &st) != 0)
         return;
-    if (((st.st_mode & S_ISUID) && st.st_uid != geteuid()) || ((st.st_mode & S_ISGID) && st.st_gid != getegid()))
+    /* On a nosuid mount neither the bits nor file capabilities take effect. */
+    struct statvfs fs;
+    int nosuid = statvfs(path, &fs) == 0 && (fs.f_flag & ST_NOSUID);
+    if (!nosuid &&
+        (((st.st_mode & S_ISUID) && st.st_uid != geteuid()) || ((st.st_mode & S_ISGID) && st.st_gid != getegid())))
         fprintf(stderr, "fastclock run: warning: %s is set-user/group-ID; the dynamic loader ignores "
                         "LD_PRELOAD for it, so it runs on the kernel's clocks\n", path);
+    else if (!nosuid && getxattr(path, "security.capability", NULL, 0) > 0)
+        fprintf(stderr, "fastclock run: warning: %s has file capabilities; the dynamic loader ignores "
+                        "LD_PRELOAD for it (secure mode), so it runs on the kernel's clocks\n", path);
     else if (statically_linked(path))
         fprintf(stderr, "fastclock run: warning: %s is statically linked; LD_PRELOAD has no effect "
                         "on it, so it runs on the kernel's clocks\n", path);

@@ -100,12 +100,18 @@ cp "$fc" "$tmp/with space/bin/fastclock" && cp "$shim" "$tmp/with space/lib/"
 expect "a shim path LD_PRELOAD cannot express" 125 "contains a space or a colon" -- "$tmp/with space/bin/fastclock" run -- true
 
 # Programs the loader will not preload into: said, and still run.
+truebin=$(ls /usr/bin/true /bin/true 2>/dev/null | head -n 1)
 if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1; then
-    truebin=$(ls /usr/bin/true /bin/true 2>/dev/null | head -n 1)
     cp "$truebin" "$tmp/suid-true" && chown nobody "$tmp/suid-true" && chmod 4755 "$tmp/suid-true"
     expect "a set-user-ID program runs, with a warning" 0 "set-user/group-ID" -- "$fc" run -- "$tmp/suid-true"
 else
     echo "  (set-user-ID warning not checked: needs root and a 'nobody' user)"
+fi
+if [ "$(id -u)" = 0 ] && command -v setcap >/dev/null 2>&1; then
+    cp "$truebin" "$tmp/cap-true" && setcap cap_net_bind_service+ep "$tmp/cap-true"
+    expect "a program with file capabilities runs, with a warning" 0 "file capabilities" -- "$fc" run -- "$tmp/cap-true"
+else
+    echo "  (file-capabilities warning not checked: needs root and setcap)"
 fi
 static=""
 for f in /sbin/ldconfig /usr/sbin/ldconfig /bin/busybox; do
