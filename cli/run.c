@@ -15,8 +15,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <endian.h>
+#include <linux/capability.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -189,6 +192,30 @@ static int statically_linked(const char *path)
     return is_static;
 }
 
+/* 1 where running the file would give this process permitted capabilities it
+ * does not have: the kernel then runs it in secure mode (AT_SECURE), as a
+ * set-user-ID program, and the loader ignores LD_PRELOAD.  Root, whose set
+ * is already full, gains none. */
+static int gains_capabilities(const char *path)
+{
+    struct vfs_ns_cap_data fc;
+    ssize_t n = getxattr(path, "security.capability", &fc, sizeof fc);
+    if (n < (ssize_t)XATTR_CAPS_SZ_1)
+        return 0;
+    uint32_t magic = le32toh(fc.magic_etc) & VFS_CAP_REVISION_MASK;
+    uint64_t file = le32toh(fc.data[0].permitted);
+    if ((magic == VFS_CAP_REVISION_2 || magic == VFS_CAP_REVISION_3) && n >= (ssize_t)XATTR_CAPS_SZ_2)
+        file |= (uint64_t)le32toh(fc.data[1].permitted) << 32;
+    else if (magic != VFS_CAP_REVISION_1)
+        return 0;
+    struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct d[2];
+    if (syscall(SYS_capget, &h, d) != 0)
+        return 1; /* cannot tell: say it */
+    uint64_t have = d[0].permitted | (uint64_t)d[1].permitted << 32;
+    return (file & ~have) != 0;
+}
+
 /* Say when the preload cannot take effect; the program still runs. */
 static void warn_if_not_preloadable(const char *cmd)
 {
@@ -203,7 +230,7 @@ static void warn_if_not_preloadable(const char *cmd)
         (((st.st_mode & S_ISUID) && st.st_uid != geteuid()) || ((st.st_mode & S_ISGID) && st.st_gid != getegid())))
         fprintf(stderr, "fastclock run: warning: %s is set-user/group-ID; the dynamic loader ignores "
                         "LD_PRELOAD for it, so it runs on the kernel's clocks\n", path);
-    else if (!nosuid && getxattr(path, "security.capability", NULL, 0) > 0)
+    else if (!nosuid && gains_capabilities(path))
         fprintf(stderr, "fastclock run: warning: %s has file capabilities; the dynamic loader ignores "
                         "LD_PRELOAD for it (secure mode), so it runs on the kernel's clocks\n", path);
     else if (statically_linked(path))
