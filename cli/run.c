@@ -17,6 +17,7 @@
 #include <string.h>
 #include <endian.h>
 #include <linux/capability.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
@@ -192,28 +193,46 @@ static int statically_linked(const char *path)
     return is_static;
 }
 
-/* 1 where running the file would give this process permitted capabilities it
- * does not have: the kernel then runs it in secure mode (AT_SECURE), as a
- * set-user-ID program, and the loader ignores LD_PRELOAD.  Root, whose set
- * is already full, gains none. */
-static int gains_capabilities(const char *path)
+/* 1 where the kernel would run the file in secure mode (AT_SECURE) for its
+ * capabilities, so that the loader ignores LD_PRELOAD: as
+ * security/commoncap.c has it, for a caller whose real uid is not root, a
+ * file whose effective flag is set, or whose capabilities leave the new
+ * permitted set non-empty ((fP & bounding) | (fI & pI); a file with
+ * capabilities clears the ambient set).  Root gains nothing (SECBIT_NOROOT
+ * aside). */
+static int secure_for_capabilities(const char *path)
 {
+    if (getuid() == 0)
+        return 0;
     struct vfs_ns_cap_data fc;
     ssize_t n = getxattr(path, "security.capability", &fc, sizeof fc);
     if (n < (ssize_t)XATTR_CAPS_SZ_1)
         return 0;
-    uint32_t magic = le32toh(fc.magic_etc) & VFS_CAP_REVISION_MASK;
-    uint64_t file = le32toh(fc.data[0].permitted);
-    if ((magic == VFS_CAP_REVISION_2 || magic == VFS_CAP_REVISION_3) && n >= (ssize_t)XATTR_CAPS_SZ_2)
-        file |= (uint64_t)le32toh(fc.data[1].permitted) << 32;
-    else if (magic != VFS_CAP_REVISION_1)
+    uint32_t magic = le32toh(fc.magic_etc);
+    uint32_t revision = magic & VFS_CAP_REVISION_MASK;
+    uint64_t fp = le32toh(fc.data[0].permitted), fi = le32toh(fc.data[0].inheritable);
+    if ((revision == VFS_CAP_REVISION_2 || revision == VFS_CAP_REVISION_3) && n >= (ssize_t)XATTR_CAPS_SZ_2) {
+        fp |= (uint64_t)le32toh(fc.data[1].permitted) << 32;
+        fi |= (uint64_t)le32toh(fc.data[1].inheritable) << 32;
+    } else if (revision != VFS_CAP_REVISION_1) {
         return 0;
+    }
+    if (magic & VFS_CAP_FLAGS_EFFECTIVE)
+        return 1;
     struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
     struct __user_cap_data_struct d[2];
-    if (syscall(SYS_capget, &h, d) != 0)
-        return 1; /* cannot tell: say it */
-    uint64_t have = d[0].permitted | (uint64_t)d[1].permitted << 32;
-    return (file & ~have) != 0;
+    uint64_t pi = 0;
+    if (syscall(SYS_capget, &h, d) == 0)
+        pi = d[0].inheritable | (uint64_t)d[1].inheritable << 32;
+    uint64_t bounding = 0;
+    for (int cap = 0; cap < 64; cap++) {
+        int r = prctl(PR_CAPBSET_READ, cap, 0, 0, 0);
+        if (r < 0)
+            break; /* past the last capability this kernel knows */
+        if (r > 0)
+            bounding |= (uint64_t)1 << cap;
+    }
+    return ((fp & bounding) | (fi & pi)) != 0;
 }
 
 /* Say when the preload cannot take effect; the program still runs. */
@@ -230,7 +249,7 @@ static void warn_if_not_preloadable(const char *cmd)
         (((st.st_mode & S_ISUID) && st.st_uid != geteuid()) || ((st.st_mode & S_ISGID) && st.st_gid != getegid())))
         fprintf(stderr, "fastclock run: warning: %s is set-user/group-ID; the dynamic loader ignores "
                         "LD_PRELOAD for it, so it runs on the kernel's clocks\n", path);
-    else if (!nosuid && gains_capabilities(path))
+    else if (!nosuid && secure_for_capabilities(path))
         fprintf(stderr, "fastclock run: warning: %s has file capabilities; the dynamic loader ignores "
                         "LD_PRELOAD for it (secure mode), so it runs on the kernel's clocks\n", path);
     else if (statically_linked(path))
