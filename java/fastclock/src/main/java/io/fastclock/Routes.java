@@ -236,7 +236,8 @@ final class Routes {
         return "nanoTime=" + (nano ? "fastclock" : "System.nanoTime()")
                 + " nanoTimeUnordered=" + (nanoU ? "fastclock" : "System.nanoTime()")
                 + " currentTimeNanos=" + (real ? "fastclock" : "Instant.now()")
-                + " currentTimeNanosUnordered=" + (realU ? "fastclock" : "Instant.now()")
+                // Not routed itself, it is currentTimeNanos() (FastClock), whoever answers that.
+                + " currentTimeNanosUnordered=" + (realU ? "fastclock" : real ? "fastclock(ordered)" : "Instant.now()")
                 + " currentTimeMillis=" + (millis ? "fastclock" : "System.currentTimeMillis()");
     }
 

@@ -67,6 +67,16 @@ class JdkClocksTest {
     }
 
     @Test
+    void statusNamesWhatAnUnroutedUnorderedWallReadReturns() {
+        // The unordered wall read loses to Instant.now(), the ordered one wins:
+        // currentTimeNanosUnordered() is then currentTimeNanos(), fastclock's ordered read.
+        Routes r = Routes.decide("jni", costs(20.6, 9.5, 23.3, 60.0, 23.6, 23.6));
+        assertTrue(r.currentTimeNanos, r.answers);
+        assertFalse(r.currentTimeNanosUnordered, r.answers);
+        assertTrue(r.answers.contains("currentTimeNanosUnordered=fastclock(ordered)"), r.answers);
+    }
+
+    @Test
     void modeSystemNeverAnswersTheLeafClocks() {
         // Every fastclock read is the kernel's plus a little.
         for (String binding : new String[] {"jni", "ffm"}) {
