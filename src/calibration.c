@@ -270,7 +270,6 @@ static void publish_cut(struct fc_latch *latch, const struct fc_line *cur, const
  * thread held the lock, leaves it held in the child, whose reads then take
  * the kernel's values, clamped as every fallback's.
  */
-
 void fc_cal_reset_in_child(void)
 {
     if (publishing_here)
@@ -343,22 +342,6 @@ static int64_t boot_offset_in(int64_t lo, int64_t hi)
             return mid;
     }
     return kept;
-}
-
-void fc_cal_forget_timeline(void)
-{
-    atomic_store_explicit(&fallback.noted, 0, memory_order_relaxed);
-    atomic_store_explicit(&fallback.returned, 0, memory_order_relaxed);
-    atomic_store_explicit(&boot_offset_kept, BOOT_OFFSET_NONE, memory_order_relaxed);
-    /* A blank line: no span, no floor, no offsets -- the BOOTTIME offset
-     * too, which a fallback holds BOOTTIME above (the child's namespace may
-     * set BOOTTIME below the parent's suspended time). */
-    struct fc_line l;
-    struct fc_meta m;
-    memset(&l, 0, sizeof l);
-    memset(&m, 0, sizeof m);
-    m.epoch = fc_meta_current(&fc_latch)->epoch + 1;
-    fc_line_publish(&fc_latch, &l, 0, &m);
 }
 
 int64_t fc_cal_boot_offset(int64_t otherwise)
@@ -544,19 +527,38 @@ int64_t fc_cal_global_ceiling(void)
     return v > cm->floor_ns ? v : cm->floor_ns;
 }
 
-void fc_cal_publish_system(int64_t floor_ns)
+/* A line no read is served from (fast span 0): a floor, and the offsets of
+ * `offsets` (none: all 0). */
+static void publish_no_line(int64_t floor_ns, const struct fc_line *offsets)
 {
-    const struct fc_line *cur = fc_line_current(&fc_latch);
     struct fc_line l;
     struct fc_meta m;
     memset(&l, 0, sizeof l);
     memset(&m, 0, sizeof m);
-    l.real_offset = cur->real_offset;
-    l.boot_offset = cur->boot_offset;
-    l.tai_offset = cur->tai_offset;
+    if (offsets) {
+        l.real_offset = offsets->real_offset;
+        l.boot_offset = offsets->boot_offset;
+        l.tai_offset = offsets->tai_offset;
+    }
     m.floor_ns = floor_ns;
     m.epoch = fc_meta_current(&fc_latch)->epoch + 1;
     fc_line_publish(&fc_latch, &l, 0, &m);
+}
+
+void fc_cal_publish_system(int64_t floor_ns)
+{
+    publish_no_line(floor_ns, fc_line_current(&fc_latch));
+}
+
+void fc_cal_forget_timeline(void)
+{
+    atomic_store_explicit(&fallback.noted, 0, memory_order_relaxed);
+    atomic_store_explicit(&fallback.returned, 0, memory_order_relaxed);
+    atomic_store_explicit(&boot_offset_kept, BOOT_OFFSET_NONE, memory_order_relaxed);
+    /* No floor and no offsets -- the BOOTTIME offset too, which a fallback
+     * holds BOOTTIME above (the child's namespace may set BOOTTIME below
+     * the parent's suspended time). */
+    publish_no_line(0, 0);
 }
 
 /* Why the global track failed (calibration's word for mode.c, which decides

@@ -79,13 +79,17 @@ static void coarse_update(void)
     atomic_store_explicit(&fc_coarse.mono, mono, memory_order_release);
 }
 
-static void fc_coarse_deactivate(void)
+static void fc_coarse_deactivate(int keep_floor)
 {
     /* Readers fall back to the kernel's coarse clocks, clamped at the last
-     * value served from memory; if none ever was, unclamped, and a direct
+     * value served from memory (unless that is another timeline's: a fork
+     * into a new time namespace); if none ever was, unclamped, and a direct
      * route to the vDSO (upkeep.h) may stay. */
     int64_t last = atomic_load_explicit(&fc_coarse.mono, memory_order_relaxed);
-    if (last > atomic_load_explicit(&fc_coarse.floor_mono, memory_order_relaxed)) {
+    if (!keep_floor) {
+        atomic_store_explicit(&fc_coarse.direct, (fc_coarse_fn)0, memory_order_relaxed);
+        atomic_store_explicit(&fc_coarse.floor_mono, 0, memory_order_relaxed);
+    } else if (last > atomic_load_explicit(&fc_coarse.floor_mono, memory_order_relaxed)) {
         atomic_store_explicit(&fc_coarse.direct, (fc_coarse_fn)0, memory_order_relaxed);
         atomic_store_explicit(&fc_coarse.floor_mono, last, memory_order_relaxed);
     }
@@ -228,7 +232,7 @@ static void *calibrator_main(void *arg)
                 continue;
             }
             if (mode == FC_MODE_SYSTEM)
-                fc_coarse_deactivate();
+                fc_coarse_deactivate(1);
             /* Not decided yet (the first read wakes us), paused, or system. */
             fc_upkeep_wait(seen, mode == FC_MODE_SYSTEM ? -1 : IDLE_POLL_NS);
             continue;
@@ -353,14 +357,10 @@ static void fc_calibrator_after_fork_child(void)
     fc_cal_reset_in_child();
     fc_percpu_after_fork_child();
     fc_sync_after_fork_child();
-    if (atomic_load_explicit(&fc_coarse.mono, memory_order_relaxed) != 0)
-        fc_coarse_deactivate();
-    if (fork_changes_timens) {
-        fork_changes_timens = 0;
-        /* The parent's coarse MONOTONIC is another timeline's: no floor. */
-        if (fc_mode_after_timens_change(fork_parent_t, fork_parent_mono))
-            atomic_store_explicit(&fc_coarse.floor_mono, 0, memory_order_relaxed);
-    }
+    int new_timeline = fork_changes_timens && fc_mode_after_timens_change(fork_parent_t, fork_parent_mono);
+    fork_changes_timens = 0;
+    if (new_timeline || atomic_load_explicit(&fc_coarse.mono, memory_order_relaxed) != 0)
+        fc_coarse_deactivate(!new_timeline);
 }
 
 void fc_calibrator_stop(void)
@@ -371,7 +371,7 @@ void fc_calibrator_stop(void)
     fc_upkeep_wake();
     pthread_join(cal_thread, 0);
     fc_upkeep_set_running(0);
-    fc_coarse_deactivate();
+    fc_coarse_deactivate(1);
 }
 
 void fc_calibrator_reset_for_tests(void)

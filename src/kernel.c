@@ -6,30 +6,6 @@
 #include <strings.h>
 #include <unistd.h>
 
-static int read_text(const char *root, const char *path, char *buf, size_t size);
-
-int fc_kernel_children_change_timens(void)
-{
-    int saved = errno;
-    char own[64], children[64];
-    /* The calling thread's: unshare(CLONE_NEWTIME) changes the namespace
-     * of the thread that calls it, and a fork takes the forking thread's. */
-    ssize_t a = readlink("/proc/thread-self/ns/time", own, sizeof own);
-    ssize_t b = readlink("/proc/thread-self/ns/time_for_children", children, sizeof children);
-    errno = saved;
-    return a > 0 && b > 0 && (a != b || memcmp(own, children, (size_t)a) != 0);
-}
-
-/* Called from read paths too (a switch to per-CPU lines inside a read): the
- * error is the result, and errno stays the caller's. */
-int fc_read_text(const char *root, const char *path, char *buf, size_t size)
-{
-    int saved = errno;
-    int r = read_text(root, path, buf, size);
-    errno = saved;
-    return r;
-}
-
 static int read_text(const char *root, const char *path, char *buf, size_t size)
 {
     char full[512];
@@ -68,6 +44,28 @@ static int read_text(const char *root, const char *path, char *buf, size_t size)
     while (n && (buf[n - 1] == '\n' || buf[n - 1] == ' ' || buf[n - 1] == '\t'))
         buf[--n] = 0;
     return (int)n;
+}
+
+/* Called from read paths too (a switch to per-CPU lines inside a read): the
+ * error is the result, and errno stays the caller's. */
+int fc_read_text(const char *root, const char *path, char *buf, size_t size)
+{
+    int saved = errno;
+    int r = read_text(root, path, buf, size);
+    errno = saved;
+    return r;
+}
+
+int fc_kernel_children_change_timens(void)
+{
+    int saved = errno;
+    char own[64], children[64];
+    /* The calling thread's: unshare(CLONE_NEWTIME) changes the namespace
+     * of the thread that calls it, and a fork takes the forking thread's. */
+    ssize_t a = readlink("/proc/thread-self/ns/time", own, sizeof own);
+    ssize_t b = readlink("/proc/thread-self/ns/time_for_children", children, sizeof children);
+    errno = saved;
+    return a > 0 && b > 0 && (a != b || memcmp(own, children, (size_t)a) != 0);
 }
 
 void fc_clocksource_read(const char *root, struct fc_clocksource_info *cs)

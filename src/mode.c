@@ -47,6 +47,9 @@ _Atomic int fc_mode;
 static _Atomic int system_at_start;
 
 enum fc_mode_pref { PREF_AUTO, PREF_TSC, PREF_PERCPU, PREF_SYSTEM };
+/* The mode each preference asks for (auto: none). */
+static const int pref_mode[] = {[PREF_AUTO] = -1, [PREF_TSC] = FC_MODE_TSC, [PREF_PERCPU] = FC_MODE_PERCPU,
+                                [PREF_SYSTEM] = FC_MODE_SYSTEM};
 
 static _Atomic int mode_forced;
 static enum fc_mode_pref decided_pref; /* what FASTCLOCK_MODE asked of the decision (decide's) */
@@ -245,17 +248,17 @@ void fc_decide_now(void)
 
 /* ---- the one writer of the mode ---------------------------------------- */
 
-/* The first line failed (no rate measured) after raw ticks were handed
- * out: the counter's frequency from CPUID (a dozen CPUIDs: this happens
- * once, on the way to mode system), else from the decision's sample to
- * now, else 1 ns per tick (the interval across is then wrong, and there
- * was nothing better to go on). */
 /* A moment on the decision's timeline: a counter read and MONOTONIC then. */
 struct moment {
     uint64_t t;
     int64_t mono;
 };
 
+/* The first line failed (no rate measured) after raw ticks were handed
+ * out: the counter's frequency from CPUID (a dozen CPUIDs: this happens
+ * once, on the way to mode system), else from the decision's sample to
+ * `at` (NULL: now), else 1 ns per tick (the interval across is then wrong,
+ * and there was nothing better to go on). */
 static double rate_without_a_line(const struct moment *at)
 {
     struct fc_cpu_info cpu;
@@ -290,6 +293,16 @@ static double rate_without_a_line(const struct moment *at)
     return 1.0;
 }
 
+/* Synthesised ticks from now on: base_t at MONOTONIC base_mono, tpn ticks
+ * per ns << 32 (fc_ticks_synth). */
+static void synthesise_ticks(uint64_t base_t, int64_t base_mono, uint64_t tpn)
+{
+    atomic_store_explicit(&synth_base_t, base_t, memory_order_relaxed);
+    atomic_store_explicit(&synth_base_mono, base_mono, memory_order_relaxed);
+    atomic_store_explicit(&synth_tpn, tpn, memory_order_relaxed);
+    atomic_store_explicit(&ticks_synth, 1, memory_order_release);
+}
+
 /* Ticks keep their unit when the mode leaves tsc: from here on they are
  * synthesised from MONOTONIC at the last rate, starting above any raw value
  * a thread may have read (the counter now, plus any warp between CPUs, plus
@@ -310,11 +323,8 @@ static void ticks_leave_raw(int64_t floor_ns, const struct moment *at)
     int64_t mono = fc_kernel_ns(CLOCK_MONOTONIC);
     if (mono < floor_ns)
         mono = floor_ns;
-    atomic_store_explicit(&synth_base_t, fc_now_counter(1) + margin, memory_order_relaxed);
-    atomic_store_explicit(&synth_base_mono, mono, memory_order_relaxed);
-    atomic_store_explicit(&synth_tpn, (uint64_t)((double)((uint64_t)1 << 32) / rate), memory_order_relaxed);
     fc_cal_set_ticks_rate(rate);
-    atomic_store_explicit(&ticks_synth, 1, memory_order_release);
+    synthesise_ticks(fc_now_counter(1) + margin, mono, (uint64_t)((double)((uint64_t)1 << 32) / rate));
 }
 
 void fc_mode_enter(int mode, const char *reason, int64_t floor_ns)
@@ -347,11 +357,7 @@ void fc_mode_enter(int mode, const char *reason, int64_t floor_ns)
     /* "forced": FASTCLOCK_MODE chose this mode -- not where it was refused,
      * nor once a fail-safe or a fork has left it.  Before the mode's store,
      * whose readers read it after. */
-    atomic_store_explicit(&mode_forced,
-                          (decided_pref == PREF_TSC && mode == FC_MODE_TSC) ||
-                              (decided_pref == PREF_PERCPU && mode == FC_MODE_PERCPU) ||
-                              (decided_pref == PREF_SYSTEM && mode == FC_MODE_SYSTEM),
-                          memory_order_relaxed);
+    atomic_store_explicit(&mode_forced, pref_mode[decided_pref] == mode, memory_order_relaxed);
     atomic_store_explicit(&fc_mode, mode, memory_order_release);
     fc_upkeep_wake();
 }
@@ -421,13 +427,13 @@ void fc_mode_fail_to_system(const char *reason)
  * floor (calibrator.c) -- and lets the kernel answer from now on (mode
  * system, no floor), as libc's clock would: the new namespace's time from
  * the first read.  An undecided child keeps only the mode-independent
- * forgetting; it decides on its own timeline.  Ticks go on from the parent's timeline in their unit: raw ones
- * through ticks_leave_raw, synthesised ones re-based at their value at the
- * fork, and ticks that were the kernel's MONOTONIC synthesised from now on,
- * one per ns.  Not where the fork came from a
- * handler that interrupted a calibration on this thread (the lock is
- * held): that child stays on the old lines.  A process that enters a time
- * namespace itself (setns, single-threaded) is not seen.
+ * forgetting; it decides on its own timeline.  Ticks go on from the
+ * parent's timeline in their unit: raw ones through ticks_leave_raw,
+ * synthesised ones re-based at their value at the fork, and ticks that were
+ * the kernel's MONOTONIC synthesised from now on, one per ns.  Not where the
+ * fork came from a handler that interrupted a calibration on this thread
+ * (the lock is held): that child stays on the old lines.  A process that
+ * enters a time namespace itself (setns, single-threaded) is not seen.
  */
 int fc_mode_after_timens_change(uint64_t parent_t, int64_t parent_mono)
 {
@@ -450,15 +456,11 @@ int fc_mode_after_timens_change(uint64_t parent_t, int64_t parent_mono)
         struct moment at = {parent_t, parent_mono};
         ticks_leave_raw(0, &at);
     } else if (atomic_load_explicit(&ticks_synth, memory_order_relaxed)) {
-        atomic_store_explicit(&synth_base_t, fc_ticks_synth(parent_mono), memory_order_relaxed);
-        atomic_store_explicit(&synth_base_mono, now, memory_order_relaxed);
+        synthesise_ticks(fc_ticks_synth(parent_mono), now, atomic_load_explicit(&synth_tpn, memory_order_relaxed));
     } else if (atomic_load_explicit(&fc_ticks_in_ns, memory_order_relaxed)) {
         /* Ticks were the kernel's MONOTONIC itself: from now on synthesised,
          * one per ns, going on from the parent's value at the fork. */
-        atomic_store_explicit(&synth_base_t, (uint64_t)parent_mono, memory_order_relaxed);
-        atomic_store_explicit(&synth_base_mono, now, memory_order_relaxed);
-        atomic_store_explicit(&synth_tpn, (uint64_t)1 << 32, memory_order_relaxed);
-        atomic_store_explicit(&ticks_synth, 1, memory_order_release);
+        synthesise_ticks((uint64_t)parent_mono, now, (uint64_t)1 << 32);
         atomic_store_explicit(&fc_ticks_direct, (fc_direct_fn)0, memory_order_release);
     }
     fc_cal_forget_timeline();
