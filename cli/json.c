@@ -16,32 +16,28 @@ void json_init(struct json *j, FILE *f)
  * end, or a fixed-size copy that split a character). */
 static int utf8_length(const unsigned char *p)
 {
-    unsigned c = p[0], lo = 0x80, hi = 0xbf;
-    int n;
-    if (c < 0x80)
+    /* The well-formed lead bytes, their lengths and the range of the second
+     * byte (Unicode, table 3-7); later bytes are 0x80-0xbf. */
+    static const struct {
+        unsigned char first, last, n, lo, hi;
+    } leads[] = {
+        {0xc2, 0xdf, 2, 0x80, 0xbf}, {0xe0, 0xe0, 3, 0xa0, 0xbf}, {0xe1, 0xec, 3, 0x80, 0xbf},
+        {0xed, 0xed, 3, 0x80, 0x9f}, {0xee, 0xef, 3, 0x80, 0xbf}, {0xf0, 0xf0, 4, 0x90, 0xbf},
+        {0xf1, 0xf3, 4, 0x80, 0xbf}, {0xf4, 0xf4, 4, 0x80, 0x8f},
+    };
+    if (p[0] < 0x80)
         return 1;
-    if (c >= 0xc2 && c <= 0xdf)
-        n = 2;
-    else if (c == 0xe0)
-        n = 3, lo = 0xa0;
-    else if (c == 0xed)
-        n = 3, hi = 0x9f;
-    else if (c >= 0xe1 && c <= 0xef)
-        n = 3;
-    else if (c == 0xf0)
-        n = 4, lo = 0x90;
-    else if (c == 0xf4)
-        n = 4, hi = 0x8f;
-    else if (c >= 0xf1 && c <= 0xf3)
-        n = 4;
-    else
-        return 0;
-    if (p[1] < lo || p[1] > hi)
-        return 0;
-    for (int i = 2; i < n; i++) /* stops at the string's NUL, which is no continuation */
-        if (p[i] < 0x80 || p[i] > 0xbf)
+    for (size_t k = 0; k < sizeof leads / sizeof leads[0]; k++) {
+        if (p[0] < leads[k].first || p[0] > leads[k].last)
+            continue;
+        if (p[1] < leads[k].lo || p[1] > leads[k].hi)
             return 0;
-    return n;
+        for (int i = 2; i < leads[k].n; i++) /* stops at the string's NUL, which is no continuation */
+            if (p[i] < 0x80 || p[i] > 0xbf)
+                return 0;
+        return leads[k].n;
+    }
+    return 0;
 }
 
 /* Strings from sysfs, DMI, CPUID and the kernel log may hold any bytes: the
