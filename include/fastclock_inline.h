@@ -121,6 +121,25 @@ struct fastclock_line_block_v1 {
 /* The global line's latch, for the reads below (the ABI note above). */
 extern const struct fastclock_line_block_v1 *const fastclock_line_v1;
 
+/* The header's own.  The slot a reader of seq uses, by a predicted branch,
+ * not arithmetic on seq: the line's loads wait for no load of seq, and the
+ * fenced counter read waits for them (the library's read does the same:
+ * 0.8 ns less per read, measured).  Volatile, or the compiler makes the
+ * branch arithmetic again. */
+static inline const struct fastclock_line_slot_v1 *fastclock_line_slot_v1_(const struct fastclock_line_block_v1 *b,
+                                                                          uint64_t seq)
+{
+    const struct fastclock_line_slot_v1 *l;
+    if (seq & 1) {
+        l = &b->line[1];
+        __asm__ __volatile__("" : "+r"(l));
+    } else {
+        l = &b->line[0];
+        __asm__ __volatile__("" : "+r"(l));
+    }
+    return l;
+}
+
 #if defined(__x86_64__)
 /* The header's own (a trailing underscore: not the library's API).  Where
  * the line cannot answer: in mode system the kernel's clock, one call, as
@@ -153,9 +172,7 @@ FASTCLOCK_INLINE_V1_ int64_t fastclock_mono_ns_inline(void)
         goto call;
     do {
         seq = __atomic_load_n(&b->seq, __ATOMIC_ACQUIRE);
-        const struct fastclock_line_slot_v1 *l = &b->line[seq & 1];
-        /* One base register for the fields (as in the library's read). */
-        __asm__("" : "+r"(l));
+        const struct fastclock_line_slot_v1 *l = fastclock_line_slot_v1_(b, seq);
         /* The line's answer or not first: where it has none, the
          * function follows without loading the rest. */
         flags = __atomic_load_n(&b->read_flags, __ATOMIC_RELAXED);
@@ -209,8 +226,7 @@ FASTCLOCK_INLINE_V1_ int64_t fastclock_mono_ns_unordered_inline(void)
         goto call; /* the kernel answers every read, as above */
     do {
         seq = __atomic_load_n(&b->seq, __ATOMIC_ACQUIRE);
-        const struct fastclock_line_slot_v1 *l = &b->line[seq & 1];
-        __asm__("" : "+r"(l));
+        const struct fastclock_line_slot_v1 *l = fastclock_line_slot_v1_(b, seq);
         span = __atomic_load_n(&l->fast_span, __ATOMIC_RELAXED);
         if (__builtin_expect(span == 0, 0))
             goto call;

@@ -149,6 +149,31 @@ FC_INLINE int64_t fc_line_view_mono_halves(const struct fc_line_view *v, uint64_
 }
 
 /*
+ * The slot a reader of seq loads the line from, chosen by a branch, not by
+ * arithmetic on seq.  The branch is predicted (seq changes once per
+ * publication), so the line's loads wait for the latch's address only, not
+ * for seq's load as well; and a fenced counter read waits for every load
+ * before it.  The acquire load of seq orders the line's loads after it
+ * either way.  Measured on an Intel guest, one fastclock bench run each:
+ * the ordered global read 15.2 -> 14.4 ns, the unordered 9.1 -> 8.7 ns.
+ * Volatile, or the compiler turns the branch back into arithmetic (or a
+ * cmov, which waits for seq too); each arm also gives the fields one base
+ * register (else GCC hoists a pointer per field and spills registers).
+ */
+FC_INLINE const struct fc_line *fc_latch_slot(const struct fc_latch *latch, uint64_t seq)
+{
+    const struct fc_line *l;
+    if (seq & 1) {
+        l = &latch->line[1];
+        __asm__ __volatile__("" : "+r"(l));
+    } else {
+        l = &latch->line[0];
+        __asm__ __volatile__("" : "+r"(l));
+    }
+    return l;
+}
+
+/*
  * The read path: the global line, now.  Returns 0 when the line cannot
  * answer (none yet, routed elsewhere, or run out): the caller's slow path
  * decides.  No stores, no calls, no loops but the seqlock retry.
@@ -176,10 +201,7 @@ FC_INLINE int fc_line_read(const struct fc_latch *latch, enum fc_kind kind, int 
     struct fc_line_view v;
     do {
         seq = atomic_load_explicit(&latch->seq, memory_order_acquire);
-        const struct fc_line *l = &latch->line[seq & 1];
-        /* One base register for the fields (otherwise GCC hoists a pointer
-         * per field out of the loop and spills callee-saved registers). */
-        __asm__("" : "+r"(l));
+        const struct fc_line *l = fc_latch_slot(latch, seq);
         uint32_t flags = ordered ? FC_LOAD(&latch->read_flags) : 0;
         fc_line_view_load(l, kind, &v);
         if (FC_UNLIKELY(v.span == 0 || (flags & FC_READ_ORDERED_KERNEL)))
