@@ -253,9 +253,7 @@ FC_INLINE int fc_line_read_counted(const struct fc_latch *latch, enum fc_kind ki
     struct fc_line_view v;
     do {
         seq = atomic_load_explicit(&latch->seq, memory_order_acquire);
-        const struct fc_line *l = &latch->line[seq & 1];
-        __asm__("" : "+r"(l));
-        fc_line_view_load(l, kind, &v);
+        fc_line_view_load(fc_latch_slot(latch, seq), kind, &v);
         t = counter(aux);
         atomic_thread_fence(memory_order_acquire);
     } while (FC_UNLIKELY(seq != atomic_load_explicit(&latch->seq, memory_order_relaxed)));

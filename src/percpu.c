@@ -44,7 +44,7 @@ _Atomic(struct fc_cpu_slot *) fc_percpu_slots;
 _Atomic int fc_percpu_nslots;
 _Atomic int64_t fc_percpu_switch_floor;
 __thread int64_t fc_percpu_tls_last __attribute__((tls_model("initial-exec")));
-__thread int fc_percpu_tls_cpu __attribute__((tls_model("initial-exec")));
+__thread struct fc_cpu_slot *fc_percpu_tls_slot __attribute__((tls_model("initial-exec")));
 /* The slot (index + 1) whose lock this thread's read path is taking or
  * holds, for a fork child (set before the try, as calibration.c's
  * cal_held_here; a handler nested in it restores the outer value). */
@@ -155,6 +155,8 @@ int fc_percpu_setup(char *why, size_t why_size)
         munmap(mem, size);
         return -1;
     }
+    for (int i = 0; i < n; i++)
+        ((struct fc_cpu_slot *)mem)[i].cpu = i;
     atomic_store_explicit(&fc_percpu_nslots, n, memory_order_relaxed);
     atomic_store_explicit(&fc_percpu_slots, (struct fc_cpu_slot *)mem, memory_order_release);
     return 0;
@@ -211,8 +213,8 @@ __attribute__((cold)) int64_t fc_percpu_read_slow(enum fc_kind kind)
         }
         if (cpu >= n)
             break;
-        fc_percpu_tls_cpu = cpu; /* the fast read's guess from now on */
         struct fc_cpu_slot *sl = &base[cpu];
+        fc_percpu_tls_slot = sl; /* the fast read's guess from now on */
         if (atomic_load_explicit(&sl->state, memory_order_acquire) == FC_SLOT_OK) {
             int ok = fc_line_read_counted(&sl->latch, kind, fc_now_counter_aux, &aux, &mono, &offset);
             if (FC_AUX_CPU(aux) != cpu) {
@@ -405,13 +407,15 @@ void fc_percpu_stats(struct fc_percpu_stats *out)
 
 void fc_percpu_reset_for_tests(void)
 {
+    /* Retired, not unmapped: another thread's guess may still point into
+     * these slots (the fast read trusts it), and now finds none usable. */
     struct fc_cpu_slot *base = atomic_exchange(&fc_percpu_slots, (struct fc_cpu_slot *)0);
     int n = atomic_exchange(&fc_percpu_nslots, 0);
-    if (base)
-        munmap(base, (size_t)n * sizeof(struct fc_cpu_slot));
+    for (int i = 0; base && i < n; i++)
+        atomic_store(&base[i].state, FC_SLOT_EMPTY);
     fc_warp_reset_for_tests();
     atomic_store(&fc_percpu_switch_floor, 0);
     fc_percpu_tls_last = 0;
-    fc_percpu_tls_cpu = 0;
+    fc_percpu_tls_slot = 0;
     seed_rate = seed_unc = 0;
 }
