@@ -153,12 +153,9 @@ static int pass_through(void)
 /* The three shapes the fine clocks are asked for in. */
 enum shape { AS_TIMESPEC, AS_TIMEVAL, AS_TIMESPEC_GET };
 
-/* ns into the caller's shape; the per-thread second cache of the core
- * (fc_split_seconds) saves the division by 10^9 on most reads. */
-FC_INLINE int stored(enum fc_kind kind, enum shape shape, void *out, int64_t ns)
+/* sec and rem (in [0, 1e9)) into the caller's shape. */
+FC_INLINE int stored_split(enum shape shape, void *out, int64_t sec, int64_t rem)
 {
-    int64_t rem;
-    int64_t sec = fc_split_seconds(kind, ns, &rem);
     if (shape == AS_TIMEVAL) {
         struct timeval *tv = out;
         tv->tv_sec = (time_t)sec;
@@ -169,6 +166,26 @@ FC_INLINE int stored(enum fc_kind kind, enum shape shape, void *out, int64_t ns)
     ts->tv_sec = (time_t)sec;
     ts->tv_nsec = (long)rem;
     return shape == AS_TIMESPEC_GET ? TIME_UTC : 0;
+}
+
+/* A second this thread has not split in yet: the division, once a second. */
+static __attribute__((noinline)) int stored_new_second(enum fc_kind kind, enum shape shape, void *out, int64_t ns)
+{
+    int64_t rem;
+    int64_t sec = fc_split_seconds(kind, ns, &rem);
+    return stored_split(shape, out, sec, rem);
+}
+
+/* ns into the caller's shape; the per-thread second cache of the core
+ * (fc_split_seconds_cached) saves the division by 10^9 on most reads, and
+ * the division is a tail call: the fine reads' fast path is a leaf that
+ * saves no frame (it cost ~0.3 ns per call, measured), as the core's gettime_fine. */
+FC_INLINE int stored(enum fc_kind kind, enum shape shape, void *out, int64_t ns)
+{
+    int64_t sec, rem;
+    if (FC_UNLIKELY(!fc_split_seconds_cached(kind, ns, &sec, &rem)))
+        return stored_new_second(kind, shape, out, ns);
+    return stored_split(shape, out, sec, rem);
 }
 
 /* Mode system from the start: the kernel answers the clocks the shim serves,
