@@ -121,12 +121,13 @@ struct fastclock_line_block_v1 {
 /* The global line's latch, for the reads below (the ABI note above). */
 extern const struct fastclock_line_block_v1 *const fastclock_line_v1;
 
+#if defined(__x86_64__)
 /* The header's own.  The slot a reader of seq uses, by a predicted branch,
- * not arithmetic on seq: the line's loads wait for no load of seq, and the
- * fenced counter read waits for them (the library's read does the same:
- * 0.8 ns less per read, measured).  Volatile, or the compiler makes the
- * branch arithmetic again. */
-static inline const struct fastclock_line_slot_v1 *fastclock_line_slot_v1_(const struct fastclock_line_block_v1 *b,
+ * not arithmetic on seq: on x86 the line's loads then wait for no load of
+ * seq, and the fenced counter read waits for them (the library's read does
+ * the same: 0.8 ns less per read, measured).  Volatile, or the compiler
+ * makes the branch arithmetic again. */
+FASTCLOCK_INLINE_V1_ const struct fastclock_line_slot_v1 *fastclock_line_slot_v1_(const struct fastclock_line_block_v1 *b,
                                                                           uint64_t seq)
 {
     const struct fastclock_line_slot_v1 *l;
@@ -140,7 +141,6 @@ static inline const struct fastclock_line_slot_v1 *fastclock_line_slot_v1_(const
     return l;
 }
 
-#if defined(__x86_64__)
 /* The header's own (a trailing underscore: not the library's API).  Where
  * the line cannot answer: in mode system the kernel's clock, one call, as
  * libc's would be (through the function it cost a PLT jump and the

@@ -10,8 +10,9 @@
 #include "line.h"
 
 /* One CPU's line and its calibration state.  percpu.c is the only writer
- * of the slots, the floor and the slot count; the inline read below is
- * their only other reader (it writes only its own thread's clamp). */
+ * of the slots, the floor and the slot count; the inline read below reads
+ * a slot through its thread's guess, and the floor (it writes only its own
+ * thread's clamp and nothing shared). */
 enum { FC_SLOT_EMPTY = 0, FC_SLOT_OK = 1, FC_SLOT_GIVEN_UP = 2 };
 
 struct fc_cpu_slot {
