@@ -266,7 +266,7 @@ private:
 
     // One bracketed read; returns its error (-1: the bracket judges nothing)
     // and the raw clock after it in *k_after.
-    int64_t check_one(clockid_t c, int64_t (*ours)(), Event *ev, int64_t *k_after)
+    int64_t check_one(clockid_t c, int64_t (*ours)(), const char *name, Event *ev, int64_t *k_after)
     {
         int64_t b0 = bound_now();
         int64_t k0 = raw_ns(c);
@@ -292,9 +292,13 @@ private:
                 std::lock_guard<std::mutex> g(ev_mu_);
                 int n = n_events_.load(std::memory_order_acquire);
                 const Event *last = n ? &events_[size_t(n - 1)] : nullptr;
-                char at[160];
-                std::snprintf(at, sizeof at, "%s, err %" PRId64 " ns, bound %" PRId64 " ns, %.3f ms after ",
-                              c == CLOCK_MONOTONIC ? "mono" : "real", err, bound,
+                char at[256];
+                // Which read, and where it fell against the bracket: enough
+                // to tell a stale offset from a kernel that moved.
+                std::snprintf(at, sizeof at,
+                              "%s (%s = kernel before %+" PRId64 " ns, bracket %" PRId64 " ns), err %" PRId64
+                              " ns, bound %" PRId64 " ns, %.3f ms after ",
+                              c == CLOCK_MONOTONIC ? "mono" : "real", name, v - k0, k1 - k0, err, bound,
                               last ? double(raw_ns(CLOCK_MONOTONIC) - last->start_mono) / 1e6 : 0.0);
                 st.worst_excess_at = at + (last ? last->what : std::string("start"));
             }
@@ -308,11 +312,11 @@ private:
             int n = n_events_.load(std::memory_order_acquire);
             Event *ev = n ? &events_[size_t(n - 1)] : nullptr;
             int64_t mono_at, real_at;
-            int64_t em = check_one(CLOCK_MONOTONIC, fastclock_mono_ns, ev, &mono_at);
-            int64_t er = check_one(CLOCK_REALTIME, fastclock_real_ns, ev, &real_at);
+            int64_t em = check_one(CLOCK_MONOTONIC, fastclock_mono_ns, "fastclock_mono_ns", ev, &mono_at);
+            int64_t er = check_one(CLOCK_REALTIME, fastclock_real_ns, "fastclock_real_ns", ev, &real_at);
             // Unordered wall reads always come from the line (ordered ones may
             // be the kernel's own, where its clocksource is the TSC).
-            er = std::max(er, check_one(CLOCK_REALTIME, fastclock_real_ns_unordered, ev, &real_at));
+            er = std::max(er, check_one(CLOCK_REALTIME, fastclock_real_ns_unordered, "fastclock_real_ns_unordered", ev, &real_at));
             // Times on the MONOTONIC timeline; a check that overlapped the next
             // change belongs to neither.
             if (ev && (em >= 0 || er >= 0) && n_events_.load(std::memory_order_acquire) == n) {
