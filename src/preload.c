@@ -171,9 +171,8 @@ FC_INLINE int stored_split(enum shape shape, void *out, int64_t sec, int64_t rem
 /* A second this thread has not split in yet: the division, once a second. */
 static __attribute__((noinline)) int stored_new_second(enum fc_kind kind, enum shape shape, void *out, int64_t ns)
 {
-    int64_t rem;
-    int64_t sec = fc_split_seconds(kind, ns, &rem);
-    return stored_split(shape, out, sec, rem);
+    int64_t sec = fc_new_second(kind, ns);
+    return stored_split(shape, out, sec, ns - sec * FC_NS_PER_SEC);
 }
 
 /* ns into the caller's shape; the per-thread second cache of the core
