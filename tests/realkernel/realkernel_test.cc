@@ -287,19 +287,34 @@ private:
             st.outside.fetch_add(1, std::memory_order_relaxed);
             if (err - bound > st.worst_excess.load()) {
                 st.worst_excess.store(err - bound);
+                // At once, before anything moves: the unordered MONOTONIC
+                // line read against the kernel's, and REALTIME - MONOTONIC
+                // from the kernel's coarse pair (what a wall read adds to the
+                // line) against the fine one: which of the two was off.
+                int64_t m0 = raw_ns(CLOCK_MONOTONIC);
+                int64_t mu = fastclock_mono_ns_unordered();
+                int64_t m1 = raw_ns(CLOCK_MONOTONIC);
+                timespec rc, mc;
+                clock_gettime(CLOCK_MONOTONIC_COARSE, &mc);
+                clock_gettime(CLOCK_REALTIME_COARSE, &rc);
+                int64_t fm0 = raw_ns(CLOCK_MONOTONIC), fr = raw_ns(CLOCK_REALTIME), fm1 = raw_ns(CLOCK_MONOTONIC);
+                int64_t mono_off = mu < m0 ? mu - m0 : mu > m1 ? mu - m1 : 0;
+                int64_t coarse_vs_fine = (rk::ts_ns(rc) - rk::ts_ns(mc)) - (fr - (fm0 + fm1) / 2);
                 // Named after the latest change now (ev may be older if one
                 // happened during this check).
                 std::lock_guard<std::mutex> g(ev_mu_);
                 int n = n_events_.load(std::memory_order_acquire);
                 const Event *last = n ? &events_[size_t(n - 1)] : nullptr;
-                char at[256];
+                char at[384];
                 // Which read, and where it fell against the bracket: enough
                 // to tell a stale offset from a kernel that moved.
                 std::snprintf(at, sizeof at,
-                              "%s (%s = kernel before %+" PRId64 " ns, bracket %" PRId64 " ns), err %" PRId64
+                              "%s (%s = kernel before %+" PRId64 " ns, bracket %" PRId64 " ns; just after: "
+                              "fastclock_mono_ns_unordered off by %+" PRId64 " ns, the kernel's coarse "
+                              "offset off its fine one by %+" PRId64 " ns), err %" PRId64
                               " ns, bound %" PRId64 " ns, %.3f ms after ",
-                              c == CLOCK_MONOTONIC ? "mono" : "real", name, v - k0, k1 - k0, err, bound,
-                              last ? double(raw_ns(CLOCK_MONOTONIC) - last->start_mono) / 1e6 : 0.0);
+                              c == CLOCK_MONOTONIC ? "mono" : "real", name, v - k0, k1 - k0, mono_off, coarse_vs_fine,
+                              err, bound, last ? double(raw_ns(CLOCK_MONOTONIC) - last->start_mono) / 1e6 : 0.0);
                 st.worst_excess_at = at + (last ? last->what : std::string("start"));
             }
         }
