@@ -79,7 +79,11 @@ void fc_test_pause_calibrator(int paused)
 
 void fc_test_switch_to_percpu(const char *why)
 {
-    fc_mode_switch_to_percpu(why);
+    /* A reader or the calibrator may hold the writer's lock for a moment:
+     * try again, as the calibrator's warp check does (one try lost the
+     * switch in a CI run, with two threads reading meanwhile). */
+    while (!fc_mode_switch_to_percpu(why))
+        fc_cpu_relax();
 }
 
 int fc_test_recalibrate(void)
