@@ -702,7 +702,10 @@ static __attribute__((noinline)) int gettime_other(clockid_t id, struct timespec
  * stays a leaf. */
 static __attribute__((noinline)) int gettime_new_second(enum fc_kind kind, int64_t ns, struct timespec *ts)
 {
-    split_ts(kind, ns, ts);
+    /* The cache just missed: the division, without checking it again. */
+    int64_t sec = fc_new_second(kind, ns);
+    ts->tv_sec = (time_t)sec;
+    ts->tv_nsec = (long)(ns - sec * FC_NS_PER_SEC);
     return 0;
 }
 
