@@ -73,27 +73,13 @@ void fc_calibrator_pause(int paused)
 
 static void coarse_update(void)
 {
-    int64_t real = fastclock_real_ns();
     int64_t mono = fastclock_mono_ns();
-    atomic_store_explicit(&fc_coarse.real, real, memory_order_relaxed);
-    atomic_store_explicit(&fc_coarse.mono, mono, memory_order_release);
+    fc_coarse_publish(mono, fastclock_real_ns());
 }
 
-static void fc_coarse_deactivate(int keep_floor)
+void fc_calibrator_coarse_tick(void)
 {
-    /* Readers fall back to the kernel's coarse clocks, clamped at the last
-     * value served from memory (unless that is another timeline's: a fork
-     * into a new time namespace); if none ever was, unclamped, and a direct
-     * route to the vDSO (upkeep.h) may stay. */
-    int64_t last = atomic_load_explicit(&fc_coarse.mono, memory_order_relaxed);
-    if (!keep_floor) {
-        atomic_store_explicit(&fc_coarse.direct, (fc_coarse_fn)0, memory_order_relaxed);
-        atomic_store_explicit(&fc_coarse.floor_mono, 0, memory_order_relaxed);
-    } else if (last > atomic_load_explicit(&fc_coarse.floor_mono, memory_order_relaxed)) {
-        atomic_store_explicit(&fc_coarse.direct, (fc_coarse_fn)0, memory_order_relaxed);
-        atomic_store_explicit(&fc_coarse.floor_mono, last, memory_order_relaxed);
-    }
-    atomic_store_explicit(&fc_coarse.mono, 0, memory_order_release);
+    coarse_update();
 }
 
 #define FAR_FUTURE_S ((time_t)1 << 40) /* our timer never fires; only cancellation matters */
@@ -232,7 +218,7 @@ static void *calibrator_main(void *arg)
                 continue;
             }
             if (mode == FC_MODE_SYSTEM)
-                fc_coarse_deactivate(1);
+                fc_coarse_stop_ticking(1);
             /* Not decided yet (the first read wakes us), paused, or system. */
             fc_upkeep_wait(seen, mode == FC_MODE_SYSTEM ? -1 : IDLE_POLL_NS);
             continue;
@@ -359,8 +345,7 @@ static void fc_calibrator_after_fork_child(void)
     fc_sync_after_fork_child();
     int new_timeline = fork_changes_timens && fc_mode_after_timens_change(fork_parent_t, fork_parent_mono);
     fork_changes_timens = 0;
-    if (new_timeline || atomic_load_explicit(&fc_coarse.mono, memory_order_relaxed) != 0)
-        fc_coarse_deactivate(!new_timeline);
+    fc_coarse_stop_ticking(!new_timeline); /* a no-op where nothing was served from memory */
 }
 
 void fc_calibrator_stop(void)
@@ -371,7 +356,7 @@ void fc_calibrator_stop(void)
     fc_upkeep_wake();
     pthread_join(cal_thread, 0);
     fc_upkeep_set_running(0);
-    fc_coarse_deactivate(1);
+    fc_coarse_stop_ticking(1);
 }
 
 void fc_calibrator_reset_for_tests(void)

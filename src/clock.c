@@ -25,7 +25,10 @@
  *     CI -- while ordered reads in the same runs never went back; up to
  *     186 ns through a lock-free atomic hand-off in a JVM);
  *   coarse: MONOTONIC monotonic across threads, never ahead of the fine
- *     clock where the ticker publishes it (see mixing flavours); REALTIME is the ticker's last value, so a clock_settime reaches
+ *     clock where the ticker publishes it (see mixing flavours) -- until
+ *     its first tick the fine clock answers, and the tick publishes no less
+ *     than anything served before it (upkeep.c's hand-over); REALTIME is
+ *     the ticker's last value, so a clock_settime reaches
  *     it at the next tick (until then it may be ahead of a fine read after
  *     a step back); both behind the fine clocks by ~1 ms plus the ticker
  *     thread's scheduling delay
@@ -547,8 +550,18 @@ static FC_COLD int64_t coarse_slow(enum fc_kind kind)
     if (atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_UNINIT)
         fc_try_init();
     int mode = atomic_load_explicit(&fc_mode, memory_order_acquire);
-    if (mode == FC_MODE_TSC || mode == FC_MODE_PERCPU)
+    if (mode == FC_MODE_TSC || mode == FC_MODE_PERCPU) {
         fc_coarse_request();
+        if (fc_upkeep_running()) {
+            /* Its first tick is at most a millisecond away (a scheduling
+             * delay more on a busy machine): serve the clock it will
+             * publish, the fine one, through the hand-over that keeps the
+             * tick from publishing less (upkeep.c). */
+            if (kind == FC_REAL)
+                return fastclock_real_ns();
+            return fc_coarse_serve_before_tick(fastclock_mono_ns());
+        }
+    }
     int64_t floor = atomic_load_explicit(&fc_coarse.floor_mono, memory_order_relaxed);
     int64_t k = fc_kernel_ns(id);
     if (mode != FC_MODE_UNINIT && mode != FC_MODE_INITIALIZING && !fc_upkeep_running()) {

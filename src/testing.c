@@ -72,6 +72,11 @@ int64_t fc_test_line_eval_halves(const struct fc_test_line *l, uint64_t t)
     return fc_line_view_mono_halves(&v, t & 0xffffffffu, t >> 32);
 }
 
+void fc_test_coarse_tick(void)
+{
+    fc_calibrator_coarse_tick();
+}
+
 void fc_test_pause_calibrator(int paused)
 {
     fc_calibrator_pause(paused);

@@ -34,6 +34,9 @@ int64_t fc_test_line_eval_halves(const struct fc_test_line *l, uint64_t t);
 int fc_test_recalibrate(void);
 /* A stalled calibrator thread (1) and its recovery (0). */
 void fc_test_pause_calibrator(int paused);
+/* One tick of the calibrator's coarse clocks, made on this thread (with
+ * the thread paused: its ticks are the test's). */
+void fc_test_coarse_tick(void);
 /* What the calibrator does when its start-up warp check fails. */
 void fc_test_switch_to_percpu(const char *why);
 /* Take (1: waits for it) or release (0) the global line's writer lock, as

@@ -45,6 +45,78 @@ void fc_upkeep_wait(int seen, int64_t timeout_ns)
     syscall(SYS_futex, &wake_seq, FUTEX_WAIT_PRIVATE, seen, timeout_ns >= 0 ? &to : 0, 0, 0);
 }
 
+/*
+ * The first tick.  Before it, readers serve coarse MONOTONIC from the fine
+ * clock; the tick reads the fine clock too, and may have read it before a
+ * reader did and publish after that reader returned.  So every value served
+ * before the tick is noted in `handover` (a reader returns only after its
+ * note is in, or a higher one), and the tick closes the note with one
+ * read-modify-write and publishes no less than it: on the one location,
+ * either the note came first and the tick sees it, or the close did and
+ * the note fails and the reader serves the closed value.  Kernel coarse
+ * values would not do here: the line may lag the kernel by its error
+ * bound, and the kernel's coarse clock is at times as new as its fine one.
+ */
+#define FC_COARSE_CLOSED ((int64_t)1 << 62) /* above any MONOTONIC ns (146 years) */
+
+void fc_coarse_publish(int64_t mono, int64_t real)
+{
+    int64_t last = atomic_load_explicit(&fc_coarse.mono, memory_order_relaxed);
+    if (last == 0)
+        last = atomic_fetch_or_explicit(&fc_coarse.handover, FC_COARSE_CLOSED, memory_order_acq_rel) &
+               ~FC_COARSE_CLOSED;
+    if (mono < last)
+        mono = last;
+    atomic_store_explicit(&fc_coarse.real, real, memory_order_relaxed);
+    atomic_store_explicit(&fc_coarse.mono, mono, memory_order_release);
+}
+
+int64_t fc_coarse_serve_before_tick(int64_t fine)
+{
+    int64_t h = atomic_load_explicit(&fc_coarse.handover, memory_order_acquire);
+    for (;;) {
+        if (h & FC_COARSE_CLOSED) {
+            /* The tick took the note and publishes no less: what it
+             * published, or the note until it has. */
+            int64_t m = atomic_load_explicit(&fc_coarse.mono, memory_order_acquire);
+            return m != 0 ? m : h & ~FC_COARSE_CLOSED;
+        }
+        if (fine <= h)
+            return h; /* another reader served more, and it stands */
+        if (atomic_compare_exchange_weak_explicit(&fc_coarse.handover, &h, fine, memory_order_acq_rel,
+                                                  memory_order_acquire))
+            return fine;
+    }
+}
+
+void fc_coarse_stop_ticking(int keep_floor)
+{
+    /* Readers fall back to the kernel's coarse clocks, clamped at the last
+     * value served from memory (unless that is another timeline's: a fork
+     * into a new time namespace); if none ever was, unclamped, and a direct
+     * route to the vDSO (upkeep.h) may stay.  Served from memory: the
+     * last tick, or the fine values noted before a first tick -- closed
+     * now, as a tick would close it, so that no reader's note comes after
+     * the floor is taken (a reader that finds it closed serves the noted
+     * value, under the floor). */
+    int64_t last = atomic_load_explicit(&fc_coarse.mono, memory_order_relaxed);
+    int64_t noted = atomic_fetch_or_explicit(&fc_coarse.handover, FC_COARSE_CLOSED, memory_order_acq_rel) &
+                    ~FC_COARSE_CLOSED;
+    if (noted > last)
+        last = noted;
+    int64_t floor = atomic_load_explicit(&fc_coarse.floor_mono, memory_order_relaxed);
+    if (!keep_floor) {
+        atomic_store_explicit(&fc_coarse.direct, (fc_coarse_fn)0, memory_order_relaxed);
+        floor = 0;
+        atomic_store_explicit(&fc_coarse.floor_mono, floor, memory_order_relaxed);
+    } else if (last > floor) {
+        atomic_store_explicit(&fc_coarse.direct, (fc_coarse_fn)0, memory_order_relaxed);
+        floor = last;
+        atomic_store_explicit(&fc_coarse.floor_mono, floor, memory_order_relaxed);
+    }
+    atomic_store_explicit(&fc_coarse.mono, 0, memory_order_release);
+}
+
 void fc_coarse_request(void)
 {
     if (!atomic_load_explicit(&coarse_wanted, memory_order_relaxed)) {
@@ -71,4 +143,5 @@ void fc_upkeep_reset_for_tests(void)
     atomic_store_explicit(&fc_coarse.real, 0, memory_order_relaxed);
     atomic_store_explicit(&fc_coarse.floor_mono, 0, memory_order_relaxed);
     atomic_store_explicit(&fc_coarse.direct, (fc_coarse_fn)0, memory_order_relaxed);
+    atomic_store_explicit(&fc_coarse.handover, 0, memory_order_relaxed);
 }

@@ -6,8 +6,11 @@
  * import each other.
  *
  * Writers: `running` only by calibrator.c; `coarse_wanted` set by any
- * reader, cleared by tests; fc_coarse's mono/real only by the thread (and
- * floor_mono when it stops ticking).  Everything here is async-signal-safe.
+ * reader, cleared by tests; fc_coarse's mono/real/floor_mono only by the
+ * thread, through fc_coarse_publish and fc_coarse_stop_ticking (upkeep.c);
+ * `handover` raised by readers before a first tick, closed by that tick
+ * (or by the thread's stop).
+ * Everything here is async-signal-safe.
  */
 #ifndef FC_UPKEEP_H
 #define FC_UPKEEP_H
@@ -31,6 +34,11 @@ struct fc_coarse {
      * the floor: the kernel's coarse clocks answer straight from the vDSO.
      * Set by the read paths, cleared whenever a floor is set. */
     _Atomic(fc_coarse_fn) direct;
+    /* The hand-over to a ticker's first tick (fc_coarse_serve_before_tick):
+     * the highest MONOTONIC value served meanwhile, and FC_COARSE_CLOSED
+     * once the tick (or the ticker's stop) has taken it.  After `direct`, which
+     * fastclock_inline.h's block places. */
+    _Atomic int64_t handover;
 };
 FC_UPKEEP_HIDDEN extern struct fc_coarse fc_coarse;
 
@@ -43,6 +51,20 @@ FC_UPKEEP_HIDDEN void fc_upkeep_wake(void);
  * timeout_ns passes (-1: no timeout). */
 FC_UPKEEP_HIDDEN int fc_upkeep_wake_count(void);
 FC_UPKEEP_HIDDEN void fc_upkeep_wait(int seen, int64_t timeout_ns);
+
+/* The ticker: publish one tick.  Never below the tick before it, nor, on
+ * the first tick after nobody ticked, below any value a reader served
+ * meanwhile through fc_coarse_serve_before_tick. */
+FC_UPKEEP_HIDDEN void fc_coarse_publish(int64_t mono, int64_t real);
+/* A reader while a ticker is about to tick (mode tsc or tsc-percpu, the
+ * thread running, nothing published yet): `fine` is a fine MONOTONIC value
+ * it just read; returns what to serve -- no less than anything served
+ * before, and never above what the first tick will publish. */
+FC_UPKEEP_HIDDEN int64_t fc_coarse_serve_before_tick(int64_t fine);
+/* The ticker stops: readers fall back to the kernel's coarse clocks,
+ * clamped at the last value served from memory (keep_floor), or unclamped
+ * (a new timeline: a fork into a new time namespace). */
+FC_UPKEEP_HIDDEN void fc_coarse_stop_ticking(int keep_floor);
 
 /* A reader uses the coarse clocks: ask the thread to tick them. */
 FC_UPKEEP_HIDDEN void fc_coarse_request(void);

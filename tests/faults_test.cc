@@ -96,6 +96,10 @@ struct Sim {
     int fork_at = 0;
     bool fork_from_other_thread = false; // the writer's thread is then gone in the child
     int counter_reads = 0;
+    // Another thread reads just before the other_at-th counter read from
+    // now (0: never): `other` runs there, with in_other_read set.
+    int other_at = 0;
+    std::function<void()> other;
     bool in_fork_child = false;
     int child_failures = 0;   // bit mask, the child's exit status
     int64_t child_floor = 0;  // no read in the child may return less
@@ -112,6 +116,11 @@ void fork_child_in_handler();
 
 uint64_t sim_counter()
 {
+    if (sim.other_at && !sim.in_other_read && --sim.other_at == 0) {
+        sim.in_other_read = true;
+        sim.other();
+        sim.in_other_read = false;
+    }
     if (sim.fork_at && !sim.in_other_read)
         sim.counter_reads++; // the writer's own reads, not a reader's nested in them
     if (sim.fork_at && sim.counter_reads == sim.fork_at && !sim.in_other_read && sim.fork_from_other_thread) {
@@ -1205,6 +1214,79 @@ TEST_F(Faults, FineRealtimeIsNeverBelowTheCoarseReadBeforeIt)
             EXPECT_GE(int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec, coarse);
         }
     }
+}
+
+// Coarse MONOTONIC read before a calibrator thread's first tick, then
+// published by it: the tick must not publish less than a read served
+// before it -- here the kernel's coarse clock is ahead of the line, as it
+// may be by up to the error bound just after a kernel tick (seen under
+// qemu: 27-407 us back at start-up) -- wherever in the tick another
+// thread's read falls (the tick may have read the fine clock before that
+// read did, and publish after it returned).
+TEST_F(Faults, CoarseReadsBeforeTheFirstTickNeverGoBackAtIt)
+{
+    for (int at = 1; at <= 8; at++) {
+        sim = Sim();
+        install();
+        warm_up(200, 10e6);
+        sim_set_rate(sim.rate * (1 + 50e-6));
+        sim_advance_ns(15e6); // the kernel 0.75 us ahead of the line
+        int64_t m = sim_mono();
+        sim_advance_ns(double(4000000 - m % 4000000) + 200); // its coarse clock 200 ns past its tick
+        ASSERT_EQ(mode(), "tsc");
+        fc_test_pause_calibrator(1); // a thread runs, and its ticks are the test's
+        fc_test_start_calibrator();
+        ASSERT_EQ(__atomic_load_n(&fastclock_coarse_v1->mono, __ATOMIC_ACQUIRE), 0);
+        int64_t before = fastclock_mono_coarse_ns();
+        EXPECT_LE(before, fastclock_mono_ns()) << "coarse ahead of the fine clock before the first tick";
+        int64_t other = 0;
+        sim.other = [&] { other = fastclock_mono_coarse_ns(); };
+        sim.other_at = at;
+        fc_test_coarse_tick();
+        bool other_ran = sim.other_at == 0;
+        sim.other_at = 0;
+        ASSERT_NE(__atomic_load_n(&fastclock_coarse_v1->mono, __ATOMIC_ACQUIRE), 0) << "the tick published nothing";
+        int64_t after = fastclock_mono_coarse_ns();
+        EXPECT_GE(after, before) << "the first tick went " << before - after << " ns back";
+        if (other_ran) {
+            EXPECT_GE(other, before) << "another thread's read at the tick's counter read " << at;
+            EXPECT_GE(after, other) << "the first tick went " << other - after
+                                    << " ns back from a read made at its counter read " << at;
+        }
+        EXPECT_LE(after, fastclock_mono_ns()) << "coarse ahead of the fine clock after the first tick";
+        if (!other_ran)
+            break; // past the tick's last counter read: every point was tried
+    }
+}
+
+// The values served before a first tick are a floor for a fork child too:
+// it has no thread, and its coarse clocks are the kernel's, which lag the
+// fine clock by up to a tick.
+TEST_F(Faults, AForkChildNeverUndercutsCoarseValuesServedBeforeTheFirstTick)
+{
+    install();
+    warm_up(200, 10e6);
+    int64_t m = sim_mono();
+    sim_advance_ns(double(4000000 - m % 4000000) + 3000000); // the kernel's coarse clock 3 ms behind
+    ASSERT_EQ(mode(), "tsc");
+    fc_test_pause_calibrator(1);
+    fc_test_start_calibrator();
+    int64_t before = fastclock_mono_coarse_ns();
+    int fds[2];
+    ASSERT_EQ(pipe(fds), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int64_t v = fastclock_mono_coarse_ns();
+        _exit(write(fds[1], &v, sizeof v) == sizeof v ? 0 : 1);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    int64_t child = 0;
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    ASSERT_EQ(read(fds[0], &child, sizeof child), ssize_t(sizeof child));
+    close(fds[0]);
+    close(fds[1]);
+    EXPECT_GE(child, before) << "the child's first coarse read went " << before - child << " ns back";
 }
 
 // Where the kernel's coarse clocks cannot be read, a wall read falls back to
