@@ -8,7 +8,7 @@
  *     the coarse clocks; fine wall reads do not wait for it (wall.h checks
  *     the kernel's offset on every read);
  *   - adjtimex, polled every 10 ms (4 ms while steered), shows the kernel's
- *     rate changing; the error bound charges ~10% of the time since the
+ *     rate changing; the error bound charges ~11% of the time since the
  *     last poll (the largest change adjtimex permits, unseen);
  *   - it decides the mode a millisecond after the process first reads the time;
  *   - a cross-CPU warp check at start-up (a few ms) decides whether the

@@ -11,10 +11,11 @@
  *   - the frequency, within +-500 ppm: up to 1000 ppm between two
  *     settings, charged at 1500 ppm for the kernel's catch-up;
  *   - the tick, within +-10% of 10000 us (USER_HZ 100): from the tick last
- *     seen to the far end of that range, 10% at the nominal tick (measured
+ *     seen to the far end of that range, as a fraction of the slower rate
+ *     (an age counted on either clock): 1/9 at the nominal tick (measured
  *     on Linux 6.18: a tick change shows in CLOCK_MONOTONIC at once, with
  *     no overshoot).
- * So the bound is about 0.1 x the time since the last poll: the poll
+ * So the bound is about 0.11 x the time since the last poll: the poll
  * interval sets it (readers: every 1 ms of reading, calibration.c
  * fc_track_poll; the thread: every 10 ms, calibrator.c).  A change made and undone
  * between two polls is never seen, and is outside the bound by at most its
@@ -309,8 +310,13 @@ double fc_sync_unseen_rate(void)
     long tick = atomic_load_explicit(&sync_state.tick, memory_order_relaxed);
     if (tick < MIN_TICK_US || tick > MAX_TICK_US)
         tick = NOMINAL_TICK_US;
+    /* As a fraction of the slower of the two rates: an age may be counted
+     * on the line (the old rate) or on the kernel's clock (where it answers
+     * ordered reads, as in tsc-percpu), and a drop from 10000 to 9000 puts
+     * the line ahead by 1/9 of every kernel ns (1/10 of every line ns). */
     long up = MAX_TICK_US - tick, down = tick - MIN_TICK_US;
-    return a + (double)(up > down ? up : down) / (double)NOMINAL_TICK_US;
+    double rise = (double)up / (double)tick, drop = (double)down / (double)MIN_TICK_US;
+    return a + (rise > drop ? rise : drop);
 }
 
 /* The last poll, answered or refused (0: none yet): polls pace themselves by it. */
