@@ -25,7 +25,9 @@
  *     CI -- while ordered reads in the same runs never went back; up to
  *     186 ns through a lock-free atomic hand-off in a JVM);
  *   coarse: MONOTONIC monotonic across threads, never ahead of the fine
- *     clock where the ticker publishes it (see mixing flavours) -- until
+ *     clock where the ticker publishes it (see mixing flavours; in
+ *     tsc-percpu, whose ticker reads its own CPU's line, by at most the
+ *     error bound, the mode's cross-thread guarantee) -- until
  *     its first tick the fine clock answers, and the tick publishes no less
  *     than anything served before it (upkeep.c's hand-over); REALTIME is
  *     the ticker's last value, so a clock_settime reaches

@@ -116,11 +116,23 @@ refresh:
  * that would put a fine read below them (the second of time() one ahead of
  * gettimeofday's).  Both inputs only move forward between steps, so the
  * larger does too; and it is never further from the kernel.
+ *
+ * Except where the kernel's coarse clock is itself ahead of its fine one:
+ * Linux 6.15 and later update the coarse clocks' nanoseconds only when a
+ * tick accumulates time, so an adjtimex that lowers the rate (ADJ_TICK,
+ * ADJ_FREQUENCY) just after a second boundary carries the second over and
+ * leaves both coarse clocks about a second ahead until the next tick
+ * (measured on 6.18: +997 ms, every time the change is so placed).  Their
+ * difference, the offset, stays exact; the floor would carry the jump into
+ * every fine read.  So a coarse value further ahead than any lag of ours
+ * (FC_WALL_FLOOR_MAX_NS: error bounds are microseconds, milliseconds right
+ * after a rate change) is not a floor.
  */
+#define FC_WALL_FLOOR_MAX_NS 100000000LL
 FC_INLINE int64_t fc_wall_from_mono(enum fc_kind kind, int64_t mono)
 {
     int64_t coarse, v = mono + fc_wall_offset(kind, &coarse);
-    if (kind == FC_REAL && FC_UNLIKELY(v < coarse))
+    if (kind == FC_REAL && FC_UNLIKELY(v < coarse) && coarse - v < FC_WALL_FLOOR_MAX_NS)
         v = coarse;
     return v;
 }

@@ -578,6 +578,128 @@ TEST_F(RealKernel, TickChange)
     report("tick 10000 -> 10500 -> 9500 -> 11000 -> 9000 -> 10000 us", h);
 }
 
+// (c2) The kernel's coarse clocks a second ahead.  Linux 6.15 and later
+// update the coarse clocks' nanoseconds only when a tick accumulates time,
+// so an adjtimex that lowers the rate just after a second boundary, with
+// the last tick just before it, carries the second over and leaves both
+// coarse clocks about a second ahead of the fine ones until the next tick
+// (on 6.18: +997 ms, every time).  Here REALTIME is stepped by under a tick
+// so that the coarse clock's ticks, which count from the step, put one
+// 250 us before a second boundary; ADJ_TICK goes 10000 -> 9000 3 ms after
+// it (before the next: that one would accumulate, not carry); the fine
+// reads that follow must stay within their bound
+// (the kernel's coarse REALTIME is a floor under fine REALTIME, src/wall.h,
+// but not a jump like this one).  The line says whether the kernel jumped;
+// on a kernel that does not, the same reads are checked all the same.
+TEST_F(RealKernel, CoarseClocksJumpAhead)
+{
+    rk::RestoreGuard guard;
+    timespec res;
+    clock_getres(CLOCK_REALTIME_COARSE, &res);
+    const int64_t tick = rk::ts_ns(res);
+    if (tick < 3500000 || tick > 20 * kNsPerMs)
+        GTEST_SKIP() << "CLOCK_REALTIME_COARSE's resolution is " << tick
+                     << " ns: a tick too short for a 10% rate drop to carry a second over";
+    constexpr int kRounds = 3;
+    fastclock_mono_coarse_ns(); // the thread calibrator, if any, ticks from now on
+    sleep_ns(20 * kNsPerMs);
+    int fired = 0, jumped = 0;
+    int64_t jump_max = 0, err_max = 0, excess_max = INT64_MIN, coarse_ahead_max = INT64_MIN;
+    std::string worst;
+    for (int round = 0; round < kRounds; round++) {
+        ASSERT_TRUE(set_tick(10000));
+        // The coarse clock counts its ticks from the step and shows each at
+        // the scheduler's next tick: step 3/4 of a tick after one, so that
+        // each shows ~1/4 tick after it is due.
+        int64_t c0 = raw_ns(CLOCK_REALTIME_COARSE);
+        while (raw_ns(CLOCK_REALTIME_COARSE) == c0) {
+        }
+        for (int64_t seen = raw_ns(CLOCK_MONOTONIC); raw_ns(CLOCK_MONOTONIC) < seen + tick * 3 / 4;) {
+        }
+        int64_t now = raw_ns(CLOCK_REALTIME);
+        int64_t d = (((kNsPerSec - 250000) - now) % tick + tick) % tick;
+        ASSERT_TRUE(rk::step_realtime(d)) << "clock_settime: " << strerror(errno);
+        // Just after a second boundary whose last tick came in the 500 us
+        // before it, 3 ms or more after that tick.
+        bool at = false;
+        for (int64_t until = raw_ns(CLOCK_MONOTONIC) + 3 * kNsPerSec; raw_ns(CLOCK_MONOTONIC) < until;) {
+            int64_t rc = raw_ns(CLOCK_REALTIME_COARSE), rf = raw_ns(CLOCK_REALTIME);
+            if (rc % kNsPerSec >= kNsPerSec - 500000 && rf / kNsPerSec > rc / kNsPerSec && rf - rc >= 3000000 &&
+                rf - rc < tick - 200000) {
+                at = true;
+                break;
+            }
+        }
+        if (!at)
+            continue; // the ticks did not land where asked: the line counts the rounds placed
+    int64_t b0 = bound_now();
+        ASSERT_TRUE(set_tick(9000));
+        int64_t slow_from = raw_ns(CLOCK_MONOTONIC);
+        fired++;
+        int64_t kernel_jump = 0;
+        for (int64_t until = raw_ns(CLOCK_MONOTONIC) + 2 * tick; raw_ns(CLOCK_MONOTONIC) < until;) {
+            kernel_jump = std::max(kernel_jump, raw_ns(CLOCK_REALTIME_COARSE) - raw_ns(CLOCK_REALTIME));
+            struct Read {
+                const char *name;
+                clockid_t id;
+                int64_t (*fn)();
+            } reads[] = {
+                {"fastclock_real_ns_unordered", CLOCK_REALTIME, fastclock_real_ns_unordered},
+                {"fastclock_real_ns", CLOCK_REALTIME, fastclock_real_ns},
+                {"fastclock_mono_ns", CLOCK_MONOTONIC, fastclock_mono_ns},
+                {"fastclock_mono_ns_unordered", CLOCK_MONOTONIC, fastclock_mono_ns_unordered},
+            };
+            for (const Read &r : reads) {
+                int64_t k0 = raw_ns(r.id), v = r.fn(), k1 = raw_ns(r.id);
+                if (k1 < k0 || k1 - k0 > kMaxBracketNs)
+                    continue;
+                int64_t err = v < k0 ? k0 - v : v > k1 ? v - k1 : 0;
+                int64_t excess = err - std::max(b0, bound_now());
+                err_max = std::max(err_max, err);
+                if (excess > excess_max) {
+                    excess_max = excess;
+                    worst = std::string(r.name) + " off by " + std::to_string(v < k0 ? v - k0 : v - k1) + " ns";
+                }
+            }
+            // The thread's coarse clocks are the fine clock's (without it: the
+            // kernel's own), read on its CPU: in tsc-percpu, ahead of this
+            // CPU's by at most the bound (the mode's cross-thread guarantee).
+            if (thread_calibrator()) {
+                int64_t ahead = fastclock_mono_coarse_ns() - fastclock_mono_ns();
+                coarse_ahead_max = std::max(coarse_ahead_max, percpu() ? ahead - bound_now() : ahead);
+            }
+        }
+        if (kernel_jump > 100 * kNsPerMs)
+            jumped++;
+        jump_max = std::max(jump_max, kernel_jump);
+        // As long 10% fast as it ran 10% slow: the clocks end where they would.
+        int64_t slow_for = raw_ns(CLOCK_MONOTONIC) - slow_from;
+        ASSERT_TRUE(set_tick(11000));
+        sleep_ns(slow_for);
+    }
+    rk::restore_kernel();
+    char line[512];
+    std::snprintf(line, sizeof line,
+                  "realkernel: coarse clocks jump ahead calibrator=%s mode=%s | %d of %d changes placed, the kernel's "
+                  "coarse REALTIME jumped ahead after %d (largest %+.3f ms) | worst fine error %" PRId64
+                  " ns, worst excess over bound %" PRId64 " ns%s%s",
+                  calibrator_.c_str(), mode_.c_str(), fired, kRounds, jumped, double(jump_max) / 1e6, err_max,
+                  excess_max == INT64_MIN ? 0 : excess_max, worst.empty() ? "" : " (", worst.empty() ? "" : (worst + ")").c_str());
+    std::printf("%s\n", line);
+    if (const char *f = getenv("REALKERNEL_SUMMARY_FILE")) {
+        if (FILE *fp = std::fopen(f, "a")) {
+            std::fprintf(fp, "%s\n", line);
+            std::fclose(fp);
+        }
+    }
+    EXPECT_GE(fired, 1) << "no change could be placed after a tick just before a second boundary";
+    EXPECT_LE(excess_max, 0) << "a fine read outside its bound after the change: " << worst;
+    if (thread_calibrator()) {
+        EXPECT_LE(coarse_ahead_max, 0) << "the thread's coarse MONOTONIC " << coarse_ahead_max
+                                       << " ns ahead of the fine clock" << (percpu() ? " beyond the bound" : "");
+    }
+}
+
 // (d) REALTIME +1 s, then -1 s (net ~0), twice.
 TEST_F(RealKernel, RealtimeStep)
 {
