@@ -48,7 +48,7 @@
 #include "warp.h"
 
 /* adjtimex while the counter answers: the error bound covers what a rate
- * change could do since the last look -- the largest adjtimex permits, 10%
+ * change could do since the last look -- the largest adjtimex permits, 1/9
  * through the tick plus 1500 ppm through the frequency, x that time (sync.c).
  * Readers look once per millisecond of reading (~3.5 us each, calibration.c
  * fc_track_poll), which keeps the bound near 0.1 ms while the clock is read;

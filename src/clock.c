@@ -53,7 +53,9 @@
  *   mixing flavours of one clock in a thread: between REALTIME steps, a
  *     fine REALTIME read after the kernel's coarse REALTIME (a coarse read
  *     without a ticker, time()) is never earlier (fc_wall_from_mono holds
- *     it at that value); after the ticker's coarse REALTIME, which is the
+ *     it at that value) -- unless that coarse value lies 100 ms or more
+ *     above the fine one (the kernel's coarse clocks a second ahead, a
+ *     Linux 6.15+ fault after a rate drop, wall.h), which is no floor; after the ticker's coarse REALTIME, which is the
  *     ordered fine clock's, an unordered fine read may be earlier by at
  *     most the error bound where the ordered one is the vDSO's; a fine
  *     MONOTONIC read after a coarse one is
@@ -169,7 +171,7 @@ static fc_direct_fn route_decided(void)
         /* Mode system: no ticker will serve the coarse clocks, and none ever
          * did: the kernel's, one jump away (upkeep.h).  (tsc-percpu's ticker
          * serves them from memory.) */
-        if (fc_system_from_start() && atomic_load_explicit(&fc_coarse.floor_mono, memory_order_relaxed) == 0)
+        if (fc_system_from_start() && fc_coarse_floor() == 0)
             atomic_store_explicit(&fc_coarse.direct, next, memory_order_relaxed);
         fc_wall_to_kernel(next);
         take_kernel_route(next, 1);
@@ -564,7 +566,7 @@ static FC_COLD int64_t coarse_slow(enum fc_kind kind)
             return fc_coarse_serve_before_tick(fastclock_mono_ns());
         }
     }
-    int64_t floor = atomic_load_explicit(&fc_coarse.floor_mono, memory_order_relaxed);
+    int64_t floor = fc_coarse_floor();
     int64_t k = fc_kernel_ns(id);
     if (mode != FC_MODE_UNINIT && mode != FC_MODE_INITIALIZING && !fc_upkeep_running()) {
         /* Nobody will tick (no thread): from now on the vDSO's coarse

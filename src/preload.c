@@ -303,7 +303,7 @@ static SHIM_COLD int coarse_slow(enum fc_kind kind, clockid_t id, struct timespe
             atomic_store_explicit(&coarse_asked, 1, memory_order_relaxed);
     }
     if (atomic_load_explicit(&fc_coarse.mono, memory_order_acquire) != 0 || ticker_coming() ||
-        (kind == FC_MONO && atomic_load_explicit(&fc_coarse.floor_mono, memory_order_relaxed) != 0))
+        (kind == FC_MONO && fc_coarse_floor() != 0))
         return stored(kind, AS_TIMESPEC, ts, kind == FC_REAL ? fastclock_real_coarse_ns() : fastclock_mono_coarse_ns());
     return fc_kernel_gettime(id, ts);
 }
@@ -322,7 +322,7 @@ FC_INLINE int coarse(enum fc_kind kind, clockid_t id, struct timespec *ts)
         return pass_fine(AS_TIMESPEC, id, ts);
     if (FC_UNLIKELY(!atomic_load_explicit(&coarse_asked, memory_order_relaxed)))
         return coarse_slow(kind, id, ts);
-    if (kind == FC_MONO && FC_UNLIKELY(atomic_load_explicit(&fc_coarse.floor_mono, memory_order_relaxed) != 0))
+    if (kind == FC_MONO && FC_UNLIKELY(fc_coarse_floor() != 0))
         return stored(kind, AS_TIMESPEC, ts, fastclock_mono_coarse_ns()); /* the core clamps */
     if (FC_UNLIKELY(ticker_coming())) /* the core hands over to its first tick */
         return stored(kind, AS_TIMESPEC, ts, kind == FC_REAL ? fastclock_real_coarse_ns() : fastclock_mono_coarse_ns());

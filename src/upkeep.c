@@ -57,14 +57,11 @@ void fc_upkeep_wait(int seen, int64_t timeout_ns)
  * values would not do here: the line may lag the kernel by its error
  * bound, and the kernel's coarse clock is at times as new as its fine one.
  */
-#define FC_COARSE_CLOSED ((int64_t)1 << 62) /* above any MONOTONIC ns (146 years) */
-
 void fc_coarse_publish(int64_t mono, int64_t real)
 {
     int64_t last = atomic_load_explicit(&fc_coarse.mono, memory_order_relaxed);
     if (last == 0)
-        last = atomic_fetch_or_explicit(&fc_coarse.handover, FC_COARSE_CLOSED, memory_order_acq_rel) &
-               ~FC_COARSE_CLOSED;
+        last = atomic_fetch_or_explicit(&fc_coarse.handover, FC_COARSE_CLOSED, memory_order_acq_rel) & INT64_MAX;
     if (mono < last)
         mono = last;
     atomic_store_explicit(&fc_coarse.real, real, memory_order_relaxed);
@@ -75,11 +72,12 @@ int64_t fc_coarse_serve_before_tick(int64_t fine)
 {
     int64_t h = atomic_load_explicit(&fc_coarse.handover, memory_order_acquire);
     for (;;) {
-        if (h & FC_COARSE_CLOSED) {
-            /* The tick took the note and publishes no less: what it
-             * published, or the note until it has. */
+        if (h < 0) {
+            /* Closed: the tick took the note and publishes no less -- what
+             * it published, or the note until it has (or, the thread
+             * stopped meanwhile, the floor it left). */
             int64_t m = atomic_load_explicit(&fc_coarse.mono, memory_order_acquire);
-            return m != 0 ? m : h & ~FC_COARSE_CLOSED;
+            return m != 0 ? m : fc_coarse_floor();
         }
         if (fine <= h)
             return h; /* another reader served more, and it stands */
@@ -100,15 +98,16 @@ void fc_coarse_stop_ticking(int keep_floor)
      * the floor is taken (a reader that finds it closed serves the noted
      * value, under the floor). */
     int64_t last = atomic_load_explicit(&fc_coarse.mono, memory_order_relaxed);
-    int64_t noted = atomic_fetch_or_explicit(&fc_coarse.handover, FC_COARSE_CLOSED, memory_order_acq_rel) &
-                    ~FC_COARSE_CLOSED;
+    int64_t noted = atomic_fetch_or_explicit(&fc_coarse.handover, FC_COARSE_CLOSED, memory_order_acq_rel) & INT64_MAX;
     if (noted > last)
         last = noted;
     int64_t floor = atomic_load_explicit(&fc_coarse.floor_mono, memory_order_relaxed);
     if (!keep_floor) {
+        /* Another timeline's values: no floor, the note dropped (closed). */
         atomic_store_explicit(&fc_coarse.direct, (fc_coarse_fn)0, memory_order_relaxed);
         floor = 0;
         atomic_store_explicit(&fc_coarse.floor_mono, floor, memory_order_relaxed);
+        atomic_store_explicit(&fc_coarse.handover, FC_COARSE_CLOSED, memory_order_relaxed);
     } else if (last > floor) {
         atomic_store_explicit(&fc_coarse.direct, (fc_coarse_fn)0, memory_order_relaxed);
         floor = last;

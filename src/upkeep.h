@@ -42,6 +42,21 @@ struct fc_coarse {
 };
 FC_UPKEEP_HIDDEN extern struct fc_coarse fc_coarse;
 
+/* The hand-over's note is closed: its sign bit (MONOTONIC is never
+ * negative, and 0 means nobody ticks). */
+#define FC_COARSE_CLOSED INT64_MIN
+
+/* The highest coarse MONOTONIC served other than from fc_coarse.mono, which
+ * the kernel's coarse clock is held at wherever it answers: the last tick
+ * before the thread stopped, or a value served before a first tick that
+ * never came (the mode left tsc first).  0: none. */
+static inline int64_t fc_coarse_floor(void)
+{
+    int64_t f = atomic_load_explicit(&fc_coarse.floor_mono, memory_order_relaxed);
+    int64_t n = atomic_load_explicit(&fc_coarse.handover, memory_order_relaxed) & INT64_MAX;
+    return n > f ? n : f;
+}
+
 /* 1 while a calibrator thread serves this process. */
 FC_UPKEEP_HIDDEN int fc_upkeep_running(void);
 FC_UPKEEP_HIDDEN void fc_upkeep_set_running(int running); /* calibrator.c only */

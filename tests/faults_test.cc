@@ -1289,6 +1289,25 @@ TEST_F(Faults, AForkChildNeverUndercutsCoarseValuesServedBeforeTheFirstTick)
     EXPECT_GE(child, before) << "the child's first coarse read went " << before - child << " ns back";
 }
 
+// The mode leaves tsc before the thread's first tick (a fail-safe): the
+// kernel's coarse clocks answer again, held at the values served before,
+// whether or not the thread has stopped ticking yet.
+TEST_F(Faults, CoarseValuesServedBeforeTheFirstTickHoldWhenTheModeLeavesTsc)
+{
+    install();
+    warm_up(200, 10e6);
+    int64_t m = sim_mono();
+    sim_advance_ns(double(4000000 - m % 4000000) + 3000000); // the kernel's coarse clock 3 ms behind
+    ASSERT_EQ(mode(), "tsc");
+    fc_test_pause_calibrator(1);
+    fc_test_start_calibrator();
+    int64_t before = fastclock_mono_coarse_ns();
+    fc_test_fail_to_system("a fail-safe, for the test");
+    ASSERT_EQ(mode(), "system");
+    int64_t after = fastclock_mono_coarse_ns();
+    EXPECT_GE(after, before) << "coarse MONOTONIC went " << before - after << " ns back when the mode left tsc";
+}
+
 // Where the kernel's coarse clocks cannot be read, a wall read falls back to
 // the fine ones and has no coarse value to be held at: one left in the
 // thread's cache from before a step back would hold REALTIME on the old
@@ -1913,7 +1932,7 @@ TEST_F(Faults, RealBoundedContainsTheKernelsTime)
     EXPECT_LE(lo, kernel_real);
     EXPECT_GE(hi, kernel_real);
     // At least the kernel's maxerror either side, and not much more: with a
-    // daemon, fastclock's own share covers a tick slew (10%) for the time
+    // daemon, fastclock's own share covers a tick slew (1/9) for the time
     // since adjtimex was last polled (here up to one 10 ms read interval).
     EXPECT_GE(hi - lo, 2 * 5000000);
     EXPECT_LE(hi - lo, 2 * 5000000 + 2 * 1500000);

