@@ -355,8 +355,8 @@ void fc_calibrator_stop(void)
     atomic_store_explicit(&thread_stop, 1, memory_order_release);
     fc_upkeep_wake();
     pthread_join(cal_thread, 0);
+    fc_coarse_stop_ticking(1); /* before readers see no thread: no note after the floor */
     fc_upkeep_set_running(0);
-    fc_coarse_stop_ticking(1);
 }
 
 void fc_calibrator_reset_for_tests(void)

@@ -568,13 +568,18 @@ static FC_COLD int64_t coarse_slow(enum fc_kind kind)
     }
     int64_t floor = fc_coarse_floor();
     int64_t k = fc_kernel_ns(id);
-    if (mode != FC_MODE_UNINIT && mode != FC_MODE_INITIALIZING && !fc_upkeep_running()) {
-        /* Nobody will tick (no thread): from now on the vDSO's coarse
-         * clocks answer directly, as in mode system (through this cold path
-         * they cost 1.8x the kernel's, measured) -- at once if nobody ever
-         * did, else (a fork child of a process whose thread ticked, for its
-         * whole life) once the kernel's coarse MONOTONIC has passed the last
-         * value served from memory. */
+    int no_ticker = !fc_upkeep_running() ||
+                    (mode == FC_MODE_SYSTEM && atomic_load_explicit(&fc_coarse.stopped, memory_order_acquire));
+    if (mode != FC_MODE_UNINIT && mode != FC_MODE_INITIALIZING && no_ticker &&
+        atomic_load_explicit(&fc_coarse.handover, memory_order_acquire) <= 0) {
+        /* Nobody will tick (no thread, or its ticker stopped for mode
+         * system) and no reader can note a value any more (the hand-over
+         * never used, or closed): from now on the vDSO's coarse clocks
+         * answer directly, as in mode system from the start (through this
+         * cold path they cost 1.8x the kernel's, measured) -- at once if
+         * nothing was ever served from memory, else (a fork child of a
+         * process whose thread ticked, for its whole life; a fail-safe)
+         * once the kernel's coarse MONOTONIC has passed it. */
         if (floor == 0 || (kind == FC_MONO ? k : fc_kernel_ns(CLOCK_MONOTONIC_COARSE)) >= floor)
             atomic_store_explicit(&fc_coarse.direct, fc_refclock_answering(), memory_order_relaxed);
     }

@@ -60,8 +60,10 @@ void fc_upkeep_wait(int seen, int64_t timeout_ns)
 void fc_coarse_publish(int64_t mono, int64_t real)
 {
     int64_t last = atomic_load_explicit(&fc_coarse.mono, memory_order_relaxed);
-    if (last == 0)
+    if (last == 0) {
         last = atomic_fetch_or_explicit(&fc_coarse.handover, FC_COARSE_CLOSED, memory_order_acq_rel) & INT64_MAX;
+        atomic_store_explicit(&fc_coarse.stopped, 0, memory_order_relaxed);
+    }
     if (mono < last)
         mono = last;
     atomic_store_explicit(&fc_coarse.real, real, memory_order_relaxed);
@@ -103,17 +105,19 @@ void fc_coarse_stop_ticking(int keep_floor)
         last = noted;
     int64_t floor = atomic_load_explicit(&fc_coarse.floor_mono, memory_order_relaxed);
     if (!keep_floor) {
-        /* Another timeline's values: no floor, the note dropped (closed). */
+        /* Another timeline's values: the note dropped (closed) first, then
+         * no floor. */
         atomic_store_explicit(&fc_coarse.direct, (fc_coarse_fn)0, memory_order_relaxed);
+        atomic_store_explicit(&fc_coarse.handover, FC_COARSE_CLOSED, memory_order_relaxed);
         floor = 0;
         atomic_store_explicit(&fc_coarse.floor_mono, floor, memory_order_relaxed);
-        atomic_store_explicit(&fc_coarse.handover, FC_COARSE_CLOSED, memory_order_relaxed);
     } else if (last > floor) {
         atomic_store_explicit(&fc_coarse.direct, (fc_coarse_fn)0, memory_order_relaxed);
         floor = last;
         atomic_store_explicit(&fc_coarse.floor_mono, floor, memory_order_relaxed);
     }
     atomic_store_explicit(&fc_coarse.mono, 0, memory_order_release);
+    atomic_store_explicit(&fc_coarse.stopped, 1, memory_order_release);
 }
 
 void fc_coarse_request(void)
@@ -143,4 +147,5 @@ void fc_upkeep_reset_for_tests(void)
     atomic_store_explicit(&fc_coarse.floor_mono, 0, memory_order_relaxed);
     atomic_store_explicit(&fc_coarse.direct, (fc_coarse_fn)0, memory_order_relaxed);
     atomic_store_explicit(&fc_coarse.handover, 0, memory_order_relaxed);
+    atomic_store_explicit(&fc_coarse.stopped, 0, memory_order_relaxed);
 }

@@ -39,6 +39,9 @@ struct fc_coarse {
      * once the tick (or the ticker's stop) has taken it.  After `direct`, which
      * fastclock_inline.h's block places. */
     _Atomic int64_t handover;
+    /* Set once the ticker has stopped and left its floor (the thread may
+     * still run, in mode system): the read paths may route to the kernel. */
+    _Atomic int stopped;
 };
 FC_UPKEEP_HIDDEN extern struct fc_coarse fc_coarse;
 

@@ -1306,6 +1306,20 @@ TEST_F(Faults, CoarseValuesServedBeforeTheFirstTickHoldWhenTheModeLeavesTsc)
     ASSERT_EQ(mode(), "system");
     int64_t after = fastclock_mono_coarse_ns();
     EXPECT_GE(after, before) << "coarse MONOTONIC went " << before - after << " ns back when the mode left tsc";
+    // Once the thread has stopped ticking (it still runs) and the kernel's
+    // coarse clock has passed the floor, the kernel's coarse clock answers
+    // straight from the vDSO, as in mode system from the start.
+    sim_advance_ns(5e6);
+    bool direct = false;
+    for (int i = 0; i < 2000 && !direct; i++) {
+        int64_t v = fastclock_mono_coarse_ns();
+        EXPECT_GE(v, after);
+        after = v;
+        direct = __atomic_load_n(&fastclock_coarse_v1->kernel_gettime, __ATOMIC_RELAXED) != nullptr;
+        if (!direct)
+            usleep(500);
+    }
+    EXPECT_TRUE(direct) << "the coarse clocks stay on the slow path in mode system";
 }
 
 // Where the kernel's coarse clocks cannot be read, a wall read falls back to

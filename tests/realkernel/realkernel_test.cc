@@ -667,11 +667,16 @@ TEST_F(RealKernel, CoarseClocksJumpAhead)
             // kernel's own), read on its CPU: in tsc-percpu, ahead of this
             // CPU's by at most the bound (the mode's cross-thread guarantee).
             if (thread_calibrator()) {
-                int64_t ahead = fastclock_mono_coarse_ns() - fastclock_mono_ns();
-                coarse_ahead_max = std::max(coarse_ahead_max, percpu() ? ahead - bound_now() : ahead);
+                // Each read after the one before (an expression's operands
+                // may be read in any order).
+                int64_t bound = std::max(b0, bound_now());
+                int64_t coarse = fastclock_mono_coarse_ns();
+                int64_t fine = fastclock_mono_ns();
+                coarse_ahead_max = std::max(coarse_ahead_max, coarse - fine - (percpu() ? bound : 0));
                 // Its coarse REALTIME likewise: never the kernel's jump.
-                int64_t real_ahead = fastclock_real_coarse_ns() - raw_ns(CLOCK_REALTIME) - bound_now();
-                coarse_ahead_max = std::max(coarse_ahead_max, real_ahead);
+                int64_t coarse_real = fastclock_real_coarse_ns();
+                int64_t kernel_real = raw_ns(CLOCK_REALTIME);
+                coarse_ahead_max = std::max(coarse_ahead_max, coarse_real - kernel_real - bound);
             }
         }
         if (kernel_jump > 100 * kNsPerMs)
