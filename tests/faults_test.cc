@@ -353,6 +353,20 @@ protected:
         sim_set_rate(sim.rate * (1 - 300e-6));
         sim_advance_ns(100e6);
     }
+    // Mode tsc, a thread running that has not ticked yet (paused: its
+    // ticks would be the test's), the kernel's coarse clock 3 ms behind the
+    // fine one, and a coarse MONOTONIC read served by the hand-over.
+    void coarse_served_before_a_first_tick(int64_t *served)
+    {
+        install();
+        warm_up(200, 10e6);
+        int64_t m = sim_mono();
+        sim_advance_ns(double(4000000 - m % 4000000) + 3000000);
+        ASSERT_EQ(mode(), "tsc");
+        fc_test_pause_calibrator(1);
+        fc_test_start_calibrator();
+        *served = fastclock_mono_coarse_ns();
+    }
     // Reads at a steady pace, to let calibration settle.
     void warm_up(int reads, double step_ns)
     {
@@ -1264,14 +1278,8 @@ TEST_F(Faults, CoarseReadsBeforeTheFirstTickNeverGoBackAtIt)
 // fine clock by up to a tick.
 TEST_F(Faults, AForkChildNeverUndercutsCoarseValuesServedBeforeTheFirstTick)
 {
-    install();
-    warm_up(200, 10e6);
-    int64_t m = sim_mono();
-    sim_advance_ns(double(4000000 - m % 4000000) + 3000000); // the kernel's coarse clock 3 ms behind
-    ASSERT_EQ(mode(), "tsc");
-    fc_test_pause_calibrator(1);
-    fc_test_start_calibrator();
-    int64_t before = fastclock_mono_coarse_ns();
+    int64_t before;
+    ASSERT_NO_FATAL_FAILURE(coarse_served_before_a_first_tick(&before));
     int fds[2];
     ASSERT_EQ(pipe(fds), 0);
     pid_t pid = fork();
@@ -1294,14 +1302,8 @@ TEST_F(Faults, AForkChildNeverUndercutsCoarseValuesServedBeforeTheFirstTick)
 // whether or not the thread has stopped ticking yet.
 TEST_F(Faults, CoarseValuesServedBeforeTheFirstTickHoldWhenTheModeLeavesTsc)
 {
-    install();
-    warm_up(200, 10e6);
-    int64_t m = sim_mono();
-    sim_advance_ns(double(4000000 - m % 4000000) + 3000000); // the kernel's coarse clock 3 ms behind
-    ASSERT_EQ(mode(), "tsc");
-    fc_test_pause_calibrator(1);
-    fc_test_start_calibrator();
-    int64_t before = fastclock_mono_coarse_ns();
+    int64_t before;
+    ASSERT_NO_FATAL_FAILURE(coarse_served_before_a_first_tick(&before));
     fc_test_fail_to_system("a fail-safe, for the test");
     ASSERT_EQ(mode(), "system");
     int64_t after = fastclock_mono_coarse_ns();
