@@ -15,8 +15,8 @@
 //     the last one the *other* thread read (ordered by the mutex) is a
 //     cross-thread step back (in tsc-percpu mode allowed up to the error
 //     bound reported just before or just after the later read, the larger);
-//   - a third thread brackets fastclock_mono_ns() and fastclock_real_ns()
-//     between raw syscall(SYS_clock_gettime) reads: the error is the distance
+//   - a third thread brackets fastclock_mono_ns() and fastclock_real_ns(),
+//     and their unordered flavours, between raw syscall(SYS_clock_gettime) reads: the error is the distance
 //     outside [kernel_before, kernel_after], compared with
 //     fastclock_status().error_bound_ns read just before and just after
 //     (the larger counts); also the time after each change until the error
@@ -328,6 +328,11 @@ private:
             Event *ev = n ? &events_[size_t(n - 1)] : nullptr;
             int64_t mono_at, real_at;
             int64_t em = check_one(CLOCK_MONOTONIC, fastclock_mono_ns, "fastclock_mono_ns", ev, &mono_at);
+            // The unordered flavour reads the line even where the ordered one
+            // is the kernel's (tsc-percpu on a tsc clocksource: its age then
+            // counts on the kernel's clock, sync.c).
+            em = std::max(em, check_one(CLOCK_MONOTONIC, fastclock_mono_ns_unordered, "fastclock_mono_ns_unordered",
+                                        ev, &mono_at));
             int64_t er = check_one(CLOCK_REALTIME, fastclock_real_ns, "fastclock_real_ns", ev, &real_at);
             // Unordered wall reads always come from the line (ordered ones may
             // be the kernel's own, where its clocksource is the TSC).
