@@ -6,10 +6,10 @@
  * import each other.
  *
  * Writers: `running` only by calibrator.c; `coarse_wanted` set by any
- * reader, cleared by tests; fc_coarse's mono/real/floor_mono only by the
- * thread, through fc_coarse_publish and fc_coarse_stop_ticking (upkeep.c);
- * `handover` raised by readers before a first tick, closed by that tick
- * (or by the thread's stop).
+ * reader, cleared by tests; fc_coarse's mono/real/floor_mono/stopped only
+ * by the thread, through fc_coarse_publish and fc_coarse_stop_ticking
+ * (upkeep.c); `handover` raised by readers before a first tick, closed by
+ * that tick (or by the thread's stop); `direct` by the read paths.
  * Everything here is async-signal-safe.
  */
 #ifndef FC_UPKEEP_H
@@ -36,8 +36,8 @@ struct fc_coarse {
     _Atomic(fc_coarse_fn) direct;
     /* The hand-over to a ticker's first tick (fc_coarse_serve_before_tick):
      * the highest MONOTONIC value served meanwhile, and FC_COARSE_CLOSED
-     * once the tick (or the ticker's stop) has taken it.  After `direct`, which
-     * fastclock_inline.h's block places. */
+     * once the tick (or the ticker's stop) has taken it.  After `direct`,
+     * whose place fastclock_inline.h's block fixes. */
     _Atomic int64_t handover;
     /* Set once the ticker has stopped and left its floor (the thread may
      * still run, in mode system): the read paths may route to the kernel. */
