@@ -950,9 +950,9 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
 /* ------------------------------------------------------------------ readers' adjtimex polls */
 
 /*
- * The bound charges ~11% of the time since the last adjtimex poll (sync.c):
- * 55 ms for a lazy line polled only at its calibrations (up to 0.5 s apart),
- * ~1.1 ms with the thread's 10 ms polls.  So a line's fast span ends one poll
+ * The bound charges ~17% of the time since the last adjtimex poll (sync.c):
+ * 85 ms for a lazy line polled only at its calibrations (up to 0.5 s apart),
+ * ~1.7 ms with the thread's 10 ms polls.  So a line's fast span ends one poll
  * interval (1 ms) after its last poll; the reader that gets there takes the
  * lock and calls this: one adjtimex poll (two system calls, ~3.5 us in a KVM
  * guest where adjtimex costs 1.6 us: 0.35% of a CPU for a process that

@@ -8,7 +8,7 @@
  *     the coarse clocks; fine wall reads do not wait for it (wall.h checks
  *     the kernel's offset on every read);
  *   - adjtimex, polled every 10 ms (4 ms while steered), shows the kernel's
- *     rate changing; the error bound charges ~11% of the time since the
+ *     rate changing; the error bound charges ~17% of the time since the
  *     last poll (the largest change adjtimex permits, unseen);
  *   - it decides the mode a millisecond after the process first reads the time;
  *   - a cross-CPU warp check at start-up (a few ms) decides whether the
@@ -49,7 +49,7 @@
 
 /* adjtimex while the counter answers: the error bound covers what a rate
  * change could do since the last look -- the largest adjtimex permits, 1/9
- * through the tick plus 1500 ppm through the frequency, x that time (sync.c).
+ * through the tick (and half again for the kernel's catch-up) plus 1500 ppm through the frequency, x that time (sync.c).
  * Readers look once per millisecond of reading (~3.5 us each, calibration.c
  * fc_track_poll), which keeps the bound near 0.1 ms while the clock is read;
  * these polls cover a process that is not reading.  Each wake-up costs 60-70
