@@ -55,7 +55,8 @@
  *     without a ticker, time()) is never earlier (fc_wall_from_mono holds
  *     it at that value) -- unless that coarse value lies 100 ms or more
  *     above the fine one (the kernel's coarse clocks a second ahead, a
- *     Linux 6.15+ fault after a rate drop, wall.h), which is no floor; after the ticker's coarse REALTIME, which is the
+ *     Linux 6.15+ fault after a rate drop, wall.h), which is no floor;
+ *     after the ticker's coarse REALTIME, which is the
  *     ordered fine clock's, an unordered fine read may be earlier by at
  *     most the error bound where the ordered one is the vDSO's; a fine
  *     MONOTONIC read after a coarse one is
