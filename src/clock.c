@@ -549,23 +549,28 @@ __attribute__((noinline)) int64_t fc_slow_read(enum fc_kind kind, int ordered)
 
 /* ---------------------------------------------------------------- coarse */
 
+int fc_coarse_ticker_coming(void)
+{
+    int mode = atomic_load_explicit(&fc_mode, memory_order_acquire);
+    return (mode == FC_MODE_TSC || mode == FC_MODE_PERCPU) && fc_upkeep_running();
+}
+
 static FC_COLD int64_t coarse_slow(enum fc_kind kind)
 {
     clockid_t id = kind == FC_REAL ? CLOCK_REALTIME_COARSE : CLOCK_MONOTONIC_COARSE;
     if (atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_UNINIT)
         fc_try_init();
     int mode = atomic_load_explicit(&fc_mode, memory_order_acquire);
-    if (mode == FC_MODE_TSC || mode == FC_MODE_PERCPU) {
+    if (mode == FC_MODE_TSC || mode == FC_MODE_PERCPU)
         fc_coarse_request();
-        if (fc_upkeep_running()) {
-            /* Its first tick is at most a millisecond away (a scheduling
-             * delay more on a busy machine): serve the clock it will
-             * publish, the fine one, through the hand-over that keeps the
-             * tick from publishing less (upkeep.c). */
-            if (kind == FC_REAL)
-                return fastclock_real_ns();
-            return fc_coarse_serve_before_tick(fastclock_mono_ns());
-        }
+    if (fc_coarse_ticker_coming()) {
+        /* Its first tick is at most a millisecond away (a scheduling delay
+         * more on a busy machine): serve the clock it will publish, the
+         * fine one, through the hand-over that keeps the tick from
+         * publishing less (upkeep.c). */
+        if (kind == FC_REAL)
+            return fastclock_real_ns();
+        return fc_coarse_serve_before_tick(fastclock_mono_ns());
     }
     int64_t floor = fc_coarse_floor();
     int64_t k = fc_kernel_ns(id);

@@ -12,6 +12,10 @@ FC_HIDDEN int64_t fc_slow_read(enum fc_kind kind, int ordered);
 /* The calibrator thread: has the process read the time yet (it decides a
  * millisecond after the first read)? */
 FC_HIDDEN int fc_decision_wanted(void);
+/* A calibrator thread will tick the coarse clocks but has not yet (mode
+ * tsc or tsc-percpu, the thread running, nothing published): the coarse
+ * reads hand over to its first tick (upkeep.c), the shim's too. */
+FC_HIDDEN int fc_coarse_ticker_coming(void);
 /* Tests: forget the deferred decision (reads decide at once). */
 FC_HIDDEN void fc_clock_reset_for_tests(void);
 

@@ -275,15 +275,6 @@ FC_INLINE int fine(enum fc_kind kind, clockid_t id, void *out, enum shape shape,
  * the core's clamp, and a thread's coarse clocks before its first tick its
  * hand-over.  In pass-through, libc answers.
  */
-/* A calibrator thread (FASTCLOCK_CALIBRATOR=thread) will tick but has not
- * yet: the core serves the clock it will publish until then, which the
- * kernel's coarse clock may be ahead of. */
-static int ticker_coming(void)
-{
-    int mode = atomic_load_explicit(&fc_mode, memory_order_acquire);
-    return (mode == FC_MODE_TSC || mode == FC_MODE_PERCPU) && fc_upkeep_running();
-}
-
 /* Set once the mode is decided and a calibrator thread, if any, was told
  * that the coarse clocks are in use (it then serves them from memory). */
 static _Atomic int coarse_asked;
@@ -302,7 +293,7 @@ static SHIM_COLD int coarse_slow(enum fc_kind kind, clockid_t id, struct timespe
         if (mode != FC_MODE_UNINIT && mode != FC_MODE_INITIALIZING)
             atomic_store_explicit(&coarse_asked, 1, memory_order_relaxed);
     }
-    if (atomic_load_explicit(&fc_coarse.mono, memory_order_acquire) != 0 || ticker_coming() ||
+    if (atomic_load_explicit(&fc_coarse.mono, memory_order_acquire) != 0 || fc_coarse_ticker_coming() ||
         (kind == FC_MONO && fc_coarse_floor() != 0))
         return stored(kind, AS_TIMESPEC, ts, kind == FC_REAL ? fastclock_real_coarse_ns() : fastclock_mono_coarse_ns());
     return fc_kernel_gettime(id, ts);
@@ -322,9 +313,9 @@ FC_INLINE int coarse(enum fc_kind kind, clockid_t id, struct timespec *ts)
         return pass_fine(AS_TIMESPEC, id, ts);
     if (FC_UNLIKELY(!atomic_load_explicit(&coarse_asked, memory_order_relaxed)))
         return coarse_slow(kind, id, ts);
-    if (kind == FC_MONO && FC_UNLIKELY(fc_coarse_floor() != 0))
-        return stored(kind, AS_TIMESPEC, ts, fastclock_mono_coarse_ns()); /* the core clamps */
-    if (FC_UNLIKELY(ticker_coming())) /* the core hands over to its first tick */
+    /* The core clamps MONOTONIC at a floor, and hands over to a first tick
+     * (FASTCLOCK_CALIBRATOR=thread). */
+    if (FC_UNLIKELY((kind == FC_MONO && fc_coarse_floor() != 0) || fc_coarse_ticker_coming()))
         return stored(kind, AS_TIMESPEC, ts, kind == FC_REAL ? fastclock_real_coarse_ns() : fastclock_mono_coarse_ns());
     gettime_fn vdso = atomic_load_explicit(&vdso_gettime, memory_order_relaxed);
     if (FC_LIKELY(vdso != 0))

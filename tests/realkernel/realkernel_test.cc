@@ -81,6 +81,20 @@ std::string env_or(const char *name, const char *dflt)
     return v && *v ? v : dflt;
 }
 
+// A test's one "realkernel:" line: printed, and appended to
+// REALKERNEL_SUMMARY_FILE where set.
+void summary(const std::string &line)
+{
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+    if (const char *f = getenv("REALKERNEL_SUMMARY_FILE")) {
+        if (FILE *fp = std::fopen(f, "a")) {
+            std::fprintf(fp, "%s\n", line.c_str());
+            std::fclose(fp);
+        }
+    }
+}
+
 int count_fds()
 {
     int n = 0;
@@ -442,14 +456,7 @@ protected:
             std::snprintf(b, sizeof b, " | fds %d -> %d", fds_before, fds_after);
             out += b;
         }
-        std::printf("%s\n", out.c_str());
-        std::fflush(stdout);
-        if (const char *f = getenv("REALKERNEL_SUMMARY_FILE")) {
-            if (FILE *fp = std::fopen(f, "a")) {
-                std::fprintf(fp, "%s\n", out.c_str());
-                std::fclose(fp);
-            }
-        }
+        summary(out);
 
         EXPECT_EQ(s.same_back.load(), 0u) << "same-thread steps back, largest " << s.same_back_max.load() << " ns";
         if (percpu())
@@ -700,13 +707,7 @@ TEST_F(RealKernel, CoarseClocksJumpAhead)
                   " ns, worst excess over bound %" PRId64 " ns%s%s",
                   calibrator_.c_str(), mode_.c_str(), fired, kRounds, jumped, double(jump_max) / 1e6, err_max,
                   excess_max == INT64_MIN ? 0 : excess_max, worst.empty() ? "" : " (", worst.empty() ? "" : (worst + ")").c_str());
-    std::printf("%s\n", line);
-    if (const char *f = getenv("REALKERNEL_SUMMARY_FILE")) {
-        if (FILE *fp = std::fopen(f, "a")) {
-            std::fprintf(fp, "%s\n", line);
-            std::fclose(fp);
-        }
-    }
+    summary(line);
     if (fired == 0)
         GTEST_SKIP() << "the kernel's coarse clock never showed a tick where the step put it (" << kRounds
                      << " tries: a time daemon or a frequency offset moves its grid, or its ticks come late): no "
