@@ -392,6 +392,27 @@ int fc_cal_sample(struct fc_sample *s, int tries, int cpu)
     if (best == UINT64_MAX)
         return migrated ? FC_SAMPLE_MIGRATED : FC_SAMPLE_NOISY;
 
+    /* MONOTONIC_RAW the same way, in up to three brackets, the tightest
+     * kept (update_rate: was it the kernel or the counter that moved?).
+     * Not there (a kernel clock that cannot read it): that question is
+     * answered as before, by the size of the jump. */
+    uint64_t raw_best = UINT64_MAX;
+    for (int i = 0; i < 3 && raw_best > 2 * best; i++) {
+        struct timespec ts;
+        int on0, on1;
+        uint64_t t0 = sample_counter(cpu, &on0);
+        if (fc_kernel_gettime(CLOCK_MONOTONIC_RAW, &ts) != 0)
+            break;
+        uint64_t t1 = sample_counter(cpu, &on1);
+        if (!on0 || !on1 || t1 < t0 || t1 - t0 >= raw_best)
+            continue;
+        raw_best = t1 - t0;
+        s->raw_t = t0 + (t1 - t0) / 2;
+        s->raw_width = t1 - t0;
+        s->raw = fc_ts_to_ns(&ts);
+        s->raw_ok = 1;
+    }
+
     /* Each offset sits in its own symmetric bracket (M R M, M B M) so the
      * midpoint is unbiased when the calls take equal time. */
     int64_t rlo = INT64_MIN, rhi = INT64_MAX, blo = INT64_MIN, bhi = INT64_MAX;
@@ -450,6 +471,17 @@ static void rescale_for_settings(struct fc_cal_state *cs)
     cs->settings_known = 1;
     cs->set_freq = freq;
     cs->set_tick = tick;
+}
+
+/* MONOTONIC_RAW ns per counter tick, from the kept rate and the settings
+ * it was measured under: MONOTONIC runs at second_length / 1e9 of RAW
+ * (as above).  0: the settings are not known. */
+static double raw_rate_of(const struct fc_cal_state *cs)
+{
+    double second_length = (double)cs->set_tick * 1e5 + (double)cs->set_freq / 65536.0 * 1e3;
+    if (!cs->settings_known || second_length <= 0)
+        return 0.0;
+    return cs->rate * 1e9 / second_length;
 }
 
 /* ------------------------------------------------------------------ lines */
@@ -600,8 +632,28 @@ static void history_push(struct fc_cal_state *cs, const struct fc_sample *s)
     cs->hist[cs->n++] = *s;
 }
 
+/* Whether, over first -> prev -> last, the counter kept its rate against
+ * MONOTONIC_RAW, which no adjtimex setting moves: -1 where a sample has no
+ * RAW reading. */
+static int counter_kept_raw_rate(const struct fc_sample *first, const struct fc_sample *prev,
+                                 const struct fc_sample *last, double rate)
+{
+    if (!first->raw_ok || !prev->raw_ok || !last->raw_ok || prev->raw_t == first->raw_t)
+        return -1;
+    double r_long = (double)(prev->raw - first->raw) / (double)(prev->raw_t - first->raw_t);
+    double predicted = (double)prev->raw + r_long * (double)(int64_t)(last->raw_t - prev->raw_t);
+    double residual = (double)last->raw - predicted;
+    double noise = ((double)(first->raw_width + prev->raw_width + last->raw_width) + 3.0 * (double)fc_counter_step()) *
+                   rate * 0.5;
+    return fc_fabs(residual) <= 4.0 * noise + 5.0;
+}
+
 /* Slope of the history; restarts it when the newest sample does not fit.
- * Returns 1 if it restarted. */
+ * Returns 0 if it did not restart; 1 if it did, with the slope across the
+ * misfit as the rate; 2 if it did, but the counter kept its rate against
+ * MONOTONIC_RAW: the kernel's rate moved and came back between two polls
+ * (a daemon's tick or frequency, changed and undone while nobody read),
+ * so the rate under the settings seen now -- the kept one -- still holds. */
 static int update_rate(struct fc_cal_state *cs)
 {
     if (cs->n < 2)
@@ -616,16 +668,23 @@ static int update_rate(struct fc_cal_state *cs)
         double tol = 4.0 * (sigma_ns(last, r) + sigma_ns(prev, r) + sigma_ns(first, r)) + 5.0;
         if (fc_fabs(residual) > tol) {
             /* The kernel's rate changed somewhere since the previous sample.
-             * The slope across it is the best guess for now; restart the
-             * history from here so intervals ramp up again from 100 us, as
-             * at start-up, and the new rate is known precisely within ms. */
+             * Restart the history from here so intervals ramp up again from
+             * 100 us, as at start-up, and the new rate is known precisely
+             * within ms.  Meanwhile: if the counter kept its rate against
+             * RAW, the settings the last poll saw are those of the kept
+             * rate (a new generation would have restarted the history before
+             * this), so it stands; otherwise the slope across the change is
+             * the best guess. */
+            int kernel_moved = counter_kept_raw_rate(first, prev, last, r) == 1;
             double mixed = (double)(last->mono - prev->mono) / (double)(last->t - prev->t);
             cs->hist[0] = *last;
             cs->n = 1;
-            cs->rate = mixed;
-            cs->rate_unc = 1e-3;
+            if (!kernel_moved)
+                cs->rate = mixed;
+            if (cs->rate_unc < 1e-3)
+                cs->rate_unc = 1e-3;
             atomic_fetch_add_explicit(&stats.rate_resets, 1, memory_order_relaxed);
-            return 1;
+            return kernel_moved ? 2 : 1;
         }
     }
     const struct fc_sample *first = &cs->hist[0];
@@ -1031,6 +1090,9 @@ static struct {
     uint64_t t, width;
     int64_t mono, boot_off;
     uint64_t sync_generation;
+    int raw_ok;
+    uint64_t raw_t, raw_width;
+    int64_t raw;
 } warp_seen[WARP_SLOTS];
 static int64_t warp_max_cycles = -1;
 static int warp_cpu_a, warp_cpu_b;
@@ -1051,16 +1113,27 @@ static int warp_note(const struct fc_cal_state *cs, const struct fc_sample *s, i
     if (fc_sync_recent_change(s->mono) > 0)
         return 0;
     double rate = cs->rate, allow_rate = cs->rate_unc + FC_UNSEEN_RATE + fc_sync_rate_allowance();
+    double raw_rate = raw_rate_of(cs);
     for (int i = 0; i < WARP_SLOTS; i++) {
         const typeof(warp_seen[0]) *e = &warp_seen[i];
         if (e->cpu < 0 || e->cpu == cpu || s->mono - e->mono > WARP_RECENT_NS ||
             e->sync_generation != cs->sync_generation || !s->offsets_ok ||
             s->boot_off - e->boot_off > FC_SUSPEND_NS || e->boot_off - s->boot_off > FC_SUSPEND_NS)
             continue;
-        /* Counter ticks the kernel's time says passed, against the ticks seen. */
-        double dt_ns = (double)(s->mono - e->mono);
-        double apart = fc_fabs((double)(int64_t)(s->t - e->t) - dt_ns / rate);
-        double slack = (double)(s->width + e->width) + fc_fabs(dt_ns) * allow_rate / rate + 2.0 / rate;
+        /* Counter ticks the kernel's time says passed, against the ticks
+         * seen: on MONOTONIC_RAW where both samples have it (a tick or
+         * frequency changed and undone between two polls moves MONOTONIC by
+         * up to 10% of the gap, and RAW not at all), else on MONOTONIC. */
+        double dt_ns, apart, slack;
+        if (raw_rate > 0 && s->raw_ok && e->raw_ok) {
+            dt_ns = (double)(s->raw - e->raw);
+            apart = fc_fabs((double)(int64_t)(s->raw_t - e->raw_t) - dt_ns / raw_rate);
+            slack = (double)(s->raw_width + e->raw_width) + fc_fabs(dt_ns) * allow_rate / raw_rate + 2.0 / raw_rate;
+        } else {
+            dt_ns = (double)(s->mono - e->mono);
+            apart = fc_fabs((double)(int64_t)(s->t - e->t) - dt_ns / rate);
+            slack = (double)(s->width + e->width) + fc_fabs(dt_ns) * allow_rate / rate + 2.0 / rate;
+        }
         int64_t cycles = apart > slack ? (int64_t)(apart - slack) : 0;
         if (cycles > warp_max_cycles) {
             warp_max_cycles = cycles;
@@ -1077,6 +1150,10 @@ static int warp_note(const struct fc_cal_state *cs, const struct fc_sample *s, i
     warp_seen[slot].mono = s->mono;
     warp_seen[slot].boot_off = s->boot_off;
     warp_seen[slot].sync_generation = cs->sync_generation;
+    warp_seen[slot].raw_ok = s->raw_ok;
+    warp_seen[slot].raw_t = s->raw_t;
+    warp_seen[slot].raw_width = s->raw_width;
+    warp_seen[slot].raw = s->raw;
     if (warp_max_cycles >= 0)
         fc_warp_note(warp_max_cycles);
     return found;
@@ -1324,7 +1401,8 @@ int fc_track_recalibrate(const struct fc_track *t)
         return FC_RECAL_WARP; /* the line stays until mode.c moves to per-CPU lines */
     history_push(cs, &s);
     double old_rate = cs->rate;
-    if (update_rate(cs)) {
+    int restarted = update_rate(cs);
+    if (restarted == 1) {
         double jump = fc_fabs(cs->rate / old_rate - 1.0);
         /* A jump the kernel's own recent rate change explains (adjtimex tick
          * or frequency, applied over the following ticks) is not the counter. */

@@ -21,6 +21,12 @@ struct fc_sample {
     int64_t real_off;  /* REALTIME - MONOTONIC */
     int64_t boot_off;  /* BOOTTIME - MONOTONIC */
     int64_t tai_off;   /* TAI - REALTIME */
+    /* CLOCK_MONOTONIC_RAW in its own counter bracket: adjtimex does not
+     * move it, so its rate against the counter tells a kernel rate change
+     * nobody polled from a change of the counter's own rate. */
+    int raw_ok;
+    uint64_t raw_t, raw_width;
+    int64_t raw;
 };
 
 enum fc_sample_result {

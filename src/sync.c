@@ -13,9 +13,8 @@
  *   - the tick, within +-10% of 10000 us (USER_HZ 100): from the tick last
  *     seen to the far end of that range, as a fraction of the slower rate
  *     (an age counted on either clock): 1/9 at the nominal tick; and half
- *     again for the same catch-up (a tick change shows in CLOCK_MONOTONIC
- *     at once, and then the kernel's correction of its accumulated error
- *     overshoots: 1.31x measured on Linux 6.18).
+ *     again, as margin (a tick change shows in CLOCK_MONOTONIC at once,
+ *     measured on Linux 6.18; see fc_sync_unseen_rate).
  * So the bound is about 0.17 x the time since the last poll: the poll
  * interval sets it (readers: every 1 ms of reading, calibration.c
  * fc_track_poll; the thread: every 10 ms, calibrator.c).  A change made and undone
@@ -317,11 +316,13 @@ double fc_sync_unseen_rate(void)
      * the line ahead by 1/9 of every kernel ns (1/10 of every line ns). */
     long up = MAX_TICK_US - tick, down = tick - MIN_TICK_US;
     double rise = (double)up / (double)tick, drop = (double)down / (double)MIN_TICK_US;
-    /* And half again, as for the frequency: a tick change moves the same
-     * multiplier, and the kernel catches up on the error it accumulated the
-     * same way (measured on Linux 6.18, lazy tsc-percpu, 10000 -> 9000
-     * after a change 11000 -> 10000 half a second before: the line drew
-     * ahead at 14.6% of every kernel ns, 1.31x the 1/9). */
+    /* And half again, kept as margin.  (It was once measured as the
+     * kernel's catch-up: lazy tsc-percpu, 10000 -> 9000 after 11000 -> 10000
+     * unseen half a second before, the line drew ahead at 14.6% of every
+     * kernel ns, 1.31x the 1/9.  That was our own rate, the slope across the
+     * unseen change; calibration.c now keeps the rate there (update_rate),
+     * and the kernel runs at the new rate from the microsecond after
+     * adjtimex returns, measured on Linux 6.18.) */
     return a + 1.5 * (rise > drop ? rise : drop);
 }
 
