@@ -350,6 +350,12 @@ int64_t fc_cal_boot_offset(int64_t otherwise)
     return kept == BOOT_OFFSET_NONE ? otherwise : kept;
 }
 
+/* Samples in a row without a usable MONOTONIC_RAW bracket, and whether RAW
+ * was given up for that (any writer may count: a miss more or less only
+ * moves the moment RAW is given up). */
+#define RAW_MISSES_MAX 16
+static _Atomic int raw_misses, raw_given_up;
+
 /* One counter read for a sample: ordered on any CPU, or rdtscp on `cpu`. */
 static uint64_t sample_counter(int cpu, int *on_cpu)
 {
@@ -392,25 +398,34 @@ int fc_cal_sample(struct fc_sample *s, int tries, int cpu)
     if (best == UINT64_MAX)
         return migrated ? FC_SAMPLE_MIGRATED : FC_SAMPLE_NOISY;
 
-    /* MONOTONIC_RAW the same way, in up to three brackets, the tightest
-     * kept (update_rate: was it the kernel or the counter that moved?).
-     * Not there (a kernel clock that cannot read it): that question is
-     * answered as before, by the size of the jump. */
-    uint64_t raw_best = UINT64_MAX;
-    for (int i = 0; i < 3 && raw_best > 2 * best; i++) {
-        struct timespec ts;
-        int on0, on1;
-        uint64_t t0 = sample_counter(cpu, &on0);
-        if (fc_kernel_gettime(CLOCK_MONOTONIC_RAW, &ts) != 0)
-            break;
-        uint64_t t1 = sample_counter(cpu, &on1);
-        if (!on0 || !on1 || t1 < t0 || t1 - t0 >= raw_best)
-            continue;
-        raw_best = t1 - t0;
-        s->raw_t = t0 + (t1 - t0) / 2;
-        s->raw_width = t1 - t0;
-        s->raw = fc_ts_to_ns(&ts);
-        s->raw_ok = 1;
+    /* MONOTONIC_RAW the same way (update_rate, warp_note: was it the kernel
+     * or the counter that moved?): the first of up to three brackets no
+     * wider than a few MONOTONIC ones, else none -- a wide bracket would
+     * excuse any change.  Where RAW never gives one (not in the vDSO: a
+     * system call each time), it is given up after a few samples; without
+     * it those questions are answered as before. */
+    if (!atomic_load_explicit(&raw_given_up, memory_order_relaxed)) {
+        const uint64_t limit = 4 * best + 2 * fc_counter_step() + 16;
+        const int saved = errno; /* a refused RAW read must not show through a successful read */
+        for (int i = 0; i < 3 && !s->raw_ok; i++) {
+            struct timespec ts;
+            int on0, on1;
+            uint64_t t0 = sample_counter(cpu, &on0);
+            if (fc_kernel_gettime(CLOCK_MONOTONIC_RAW, &ts) != 0)
+                break;
+            uint64_t t1 = sample_counter(cpu, &on1);
+            if (!on0 || !on1 || t1 < t0 || t1 - t0 > limit)
+                continue;
+            s->raw_t = t0 + (t1 - t0) / 2;
+            s->raw_width = t1 - t0;
+            s->raw = fc_ts_to_ns(&ts);
+            s->raw_ok = 1;
+        }
+        errno = saved;
+        if (s->raw_ok)
+            atomic_store_explicit(&raw_misses, 0, memory_order_relaxed);
+        else if (atomic_fetch_add_explicit(&raw_misses, 1, memory_order_relaxed) + 1 >= RAW_MISSES_MAX)
+            atomic_store_explicit(&raw_given_up, 1, memory_order_relaxed);
     }
 
     /* Each offset sits in its own symmetric bracket (M R M, M B M) so the
@@ -454,8 +469,9 @@ int fc_cal_sample(struct fc_sample *s, int tries, int cpu)
  * adjtimex changes them the rate per counter tick changes by their ratio:
  * scale the kept rate by it at once, rather than keep the old rate until two
  * new samples measure the new one (up to ~50 us of error after a 1000 ppm
- * step, measured).  The uncertainty stays at three times the change: the
- * kernel overshoots for a few ticks while it catches up.
+ * step, measured).  The uncertainty stays at three times the change, as
+ * margin (an overshoot once measured after a tick change was our own rate
+ * error: see sync.c, fc_sync_unseen_rate).
  */
 static void rescale_for_settings(struct fc_cal_state *cs)
 {
@@ -473,17 +489,6 @@ static void rescale_for_settings(struct fc_cal_state *cs)
     cs->set_tick = tick;
 }
 
-/* MONOTONIC_RAW ns per counter tick, from the kept rate and the settings
- * it was measured under: MONOTONIC runs at second_length / 1e9 of RAW
- * (as above).  0: the settings are not known. */
-static double raw_rate_of(const struct fc_cal_state *cs)
-{
-    double second_length = (double)cs->set_tick * 1e5 + (double)cs->set_freq / 65536.0 * 1e3;
-    if (!cs->settings_known || second_length <= 0)
-        return 0.0;
-    return cs->rate * 1e9 / second_length;
-}
-
 /* ------------------------------------------------------------------ lines */
 
 static __int128 line_fixed(const struct fc_line *l, int64_t d)
@@ -494,13 +499,19 @@ static __int128 line_fixed(const struct fc_line *l, int64_t d)
 static int64_t fixed_to_ns(__int128 v) { return (int64_t)(v >> FC_SHIFT); }
 static __int128 ns_to_fixed(int64_t ns) { return (__int128)ns << FC_SHIFT; }
 
-int64_t fc_meta_bound(const struct fc_meta *m, int64_t mono_now)
+/* The bound without the exposure to rate changes no poll has seen: what it
+ * is right after a poll that found the line's settings. */
+static int64_t meta_bound_seen(const struct fc_meta *m, int64_t mono_now)
 {
     int64_t age = mono_now - m->published_mono_ns;
     if (age < 0)
         age = 0;
-    return m->error_bound_ns + (int64_t)((double)age * (double)m->bound_growth_ppb * 1e-9) +
-           fc_sync_exposure_ns(m->sync_generation, m->published_mono_ns, mono_now);
+    return m->error_bound_ns + (int64_t)((double)age * (double)m->bound_growth_ppb * 1e-9);
+}
+
+int64_t fc_meta_bound(const struct fc_meta *m, int64_t mono_now)
+{
+    return meta_bound_seen(m, mono_now) + fc_sync_exposure_ns(m->sync_generation, m->published_mono_ns, mono_now);
 }
 
 /*
@@ -633,19 +644,24 @@ static void history_push(struct fc_cal_state *cs, const struct fc_sample *s)
 }
 
 /* Whether, over first -> prev -> last, the counter kept its rate against
- * MONOTONIC_RAW, which no adjtimex setting moves: -1 where a sample has no
- * RAW reading. */
+ * MONOTONIC_RAW, which no adjtimex setting moves: 1 yes, 0 no, -1 cannot
+ * tell (a sample without RAW, or RAW's own noise not well below the
+ * MONOTONIC misfit it is to explain). */
 static int counter_kept_raw_rate(const struct fc_sample *first, const struct fc_sample *prev,
-                                 const struct fc_sample *last, double rate)
+                                 const struct fc_sample *last, double mono_residual)
 {
-    if (!first->raw_ok || !prev->raw_ok || !last->raw_ok || prev->raw_t == first->raw_t)
+    if (!first->raw_ok || !prev->raw_ok || !last->raw_ok || (int64_t)(prev->raw_t - first->raw_t) <= 0)
         return -1;
-    double r_long = (double)(prev->raw - first->raw) / (double)(prev->raw_t - first->raw_t);
-    double predicted = (double)prev->raw + r_long * (double)(int64_t)(last->raw_t - prev->raw_t);
+    double r_raw = (double)(prev->raw - first->raw) / (double)(prev->raw_t - first->raw_t);
+    double predicted = (double)prev->raw + r_raw * (double)(int64_t)(last->raw_t - prev->raw_t);
     double residual = (double)last->raw - predicted;
-    double noise = ((double)(first->raw_width + prev->raw_width + last->raw_width) + 3.0 * (double)fc_counter_step()) *
-                   rate * 0.5;
-    return fc_fabs(residual) <= 4.0 * noise + 5.0;
+    /* As update_rate's tolerance, in RAW ns: sigma per sample, x4, + 5. */
+    double step = (double)fc_counter_step();
+    double tol = 4.0 * (((double)(first->raw_width + prev->raw_width + last->raw_width) + 3.0 * step) * r_raw * 0.5 +
+                        3.0) + 5.0;
+    if (4.0 * tol > fc_fabs(mono_residual))
+        return -1;
+    return fc_fabs(residual) <= tol;
 }
 
 /* Slope of the history; restarts it when the newest sample does not fit.
@@ -653,7 +669,8 @@ static int counter_kept_raw_rate(const struct fc_sample *first, const struct fc_
  * misfit as the rate; 2 if it did, but the counter kept its rate against
  * MONOTONIC_RAW: the kernel's rate moved and came back between two polls
  * (a daemon's tick or frequency, changed and undone while nobody read),
- * so the rate under the settings seen now -- the kept one -- still holds. */
+ * so the rate under the settings seen now -- the kept one -- still holds;
+ * 3 as 1, and RAW says the counter itself changed its rate. */
 static int update_rate(struct fc_cal_state *cs)
 {
     if (cs->n < 2)
@@ -671,11 +688,14 @@ static int update_rate(struct fc_cal_state *cs)
              * Restart the history from here so intervals ramp up again from
              * 100 us, as at start-up, and the new rate is known precisely
              * within ms.  Meanwhile: if the counter kept its rate against
-             * RAW, the settings the last poll saw are those of the kept
-             * rate (a new generation would have restarted the history before
-             * this), so it stands; otherwise the slope across the change is
-             * the best guess. */
-            int kernel_moved = counter_kept_raw_rate(first, prev, last, r) == 1;
+             * RAW, the kernel moved; the last poll saw the kept rate's
+             * settings, so that rate stands.  (A poll skipped because
+             * another thread was polling may have missed a change that
+             * lasts: the kept rate is then off by it until the next poll's
+             * rescale, and every line's bound charges that exposure.)
+             * Otherwise the slope across the change is the best guess. */
+            int raw_verdict = counter_kept_raw_rate(first, prev, last, residual);
+            int kernel_moved = raw_verdict == 1;
             double mixed = (double)(last->mono - prev->mono) / (double)(last->t - prev->t);
             cs->hist[0] = *last;
             cs->n = 1;
@@ -684,7 +704,7 @@ static int update_rate(struct fc_cal_state *cs)
             if (cs->rate_unc < 1e-3)
                 cs->rate_unc = 1e-3;
             atomic_fetch_add_explicit(&stats.rate_resets, 1, memory_order_relaxed);
-            return kernel_moved ? 2 : 1;
+            return kernel_moved ? 2 : raw_verdict == 0 ? 3 : 1;
         }
     }
     const struct fc_sample *first = &cs->hist[0];
@@ -1027,7 +1047,32 @@ int fc_track_poll(const struct fc_track *t)
     const struct fc_meta *cm = fc_meta_current(t->latch);
     if (cur->mult == 0)
         return 1;
-    int64_t k = fc_kernel_ns(CLOCK_MONOTONIC); /* before the poll: exposure counts from no later */
+    /* Where the line is against the kernel, before the poll clears its
+     * exposure (k: exposure counts from no later).  A rate change made and
+     * undone since the last poll -- a daemon's, while nobody read -- shows
+     * in neither the settings nor the generation, only here: beyond the
+     * bound the poll would leave it, recalibrate instead. */
+    uint64_t c0, c1;
+    int64_t k;
+    if (t->cpu < 0) {
+        c0 = fc_now_counter(1);
+        k = fc_kernel_ns(CLOCK_MONOTONIC);
+        c1 = fc_now_counter(1);
+    } else {
+        uint32_t a0, a1;
+        c0 = fc_now_counter_aux(&a0);
+        k = fc_kernel_ns(CLOCK_MONOTONIC);
+        c1 = fc_now_counter_aux(&a1);
+        if (FC_AUX_CPU(a0) != t->cpu || FC_AUX_CPU(a1) != t->cpu)
+            return 0; /* migrated: the next reader on that CPU polls */
+    }
+    if ((uint64_t)(c1 - cur->base_tsc) < cm->soft_span && (int64_t)(c0 - cur->base_tsc) >= 0) {
+        int64_t b = meta_bound_seen(cm, k);
+        int64_t lo = fixed_to_ns(line_fixed(cur, (int64_t)(c0 - cur->base_tsc))) - k;
+        int64_t hi = fixed_to_ns(line_fixed(cur, (int64_t)(c1 - cur->base_tsc))) - k;
+        if (hi < -b || lo > b)
+            return 1;
+    }
     int64_t last = fc_sync_last_poll();
     if (k - last >= FC_READER_POLL_NS) {
         fc_sync_poll(k);
@@ -1096,24 +1141,56 @@ static struct {
 } warp_seen[WARP_SLOTS];
 static int64_t warp_max_cycles = -1;
 static int warp_cpu_a, warp_cpu_b;
+/* MONOTONIC_RAW ns per counter tick, measured between two samples on one
+ * CPU (so that no offset between CPUs' counters leaks into it), the first
+ * kept as the anchor: 0 until they are 50 ms apart. */
+#define WARP_RAW_SPAN_NS 50000000LL
+static struct {
+    int cpu; /* -1: none */
+    uint64_t raw_t, raw_width;
+    int64_t raw;
+    double rate, unc;
+} warp_raw = {.cpu = -1};
 
 static void warp_forget(void)
 {
     for (int i = 0; i < WARP_SLOTS; i++)
         warp_seen[i].cpu = -1;
     warp_max_cycles = -1;
+    memset(&warp_raw, 0, sizeof warp_raw);
+    warp_raw.cpu = -1;
+}
+
+static void warp_raw_note(const struct fc_sample *s, int cpu)
+{
+    if (!s->raw_ok)
+        return;
+    if (warp_raw.cpu < 0 || (int64_t)(s->raw_t - warp_raw.raw_t) <= 0) {
+        warp_raw.cpu = cpu;
+        warp_raw.raw_t = s->raw_t;
+        warp_raw.raw_width = s->raw_width;
+        warp_raw.raw = s->raw;
+        warp_raw.rate = 0;
+        return;
+    }
+    if (cpu != warp_raw.cpu || s->raw - warp_raw.raw < WARP_RAW_SPAN_NS)
+        return;
+    double span = (double)(s->raw_t - warp_raw.raw_t);
+    warp_raw.rate = (double)(s->raw - warp_raw.raw) / span;
+    warp_raw.unc = ((double)(s->raw_width + warp_raw.raw_width) + 2.0 * (double)fc_counter_step()) / span + 1e-9;
 }
 
 /* Returns 1 when s (taken on cpu) shows the counters apart. */
 static int warp_note(const struct fc_cal_state *cs, const struct fc_sample *s, int cpu)
 {
     int found = 0;
+    warp_raw_note(s, cpu);
     /* The kernel phases a new tick or frequency in over the following ticks:
      * its rate is not what any sample says until then.  Compare nothing. */
     if (fc_sync_recent_change(s->mono) > 0)
         return 0;
     double rate = cs->rate, allow_rate = cs->rate_unc + FC_UNSEEN_RATE + fc_sync_rate_allowance();
-    double raw_rate = raw_rate_of(cs);
+    const double raw_rate = warp_raw.rate, raw_allow = 2.0 * warp_raw.unc + FC_UNSEEN_RATE;
     for (int i = 0; i < WARP_SLOTS; i++) {
         const typeof(warp_seen[0]) *e = &warp_seen[i];
         if (e->cpu < 0 || e->cpu == cpu || s->mono - e->mono > WARP_RECENT_NS ||
@@ -1121,14 +1198,15 @@ static int warp_note(const struct fc_cal_state *cs, const struct fc_sample *s, i
             s->boot_off - e->boot_off > FC_SUSPEND_NS || e->boot_off - s->boot_off > FC_SUSPEND_NS)
             continue;
         /* Counter ticks the kernel's time says passed, against the ticks
-         * seen: on MONOTONIC_RAW where both samples have it (a tick or
-         * frequency changed and undone between two polls moves MONOTONIC by
-         * up to 10% of the gap, and RAW not at all), else on MONOTONIC. */
+         * seen: on MONOTONIC_RAW where both samples have it and its rate is
+         * measured (a tick or frequency changed and undone between two polls,
+         * or an offset slewed, moves MONOTONIC by up to 10% of the gap, and
+         * RAW not at all), else on MONOTONIC. */
         double dt_ns, apart, slack;
         if (raw_rate > 0 && s->raw_ok && e->raw_ok) {
             dt_ns = (double)(s->raw - e->raw);
             apart = fc_fabs((double)(int64_t)(s->raw_t - e->raw_t) - dt_ns / raw_rate);
-            slack = (double)(s->raw_width + e->raw_width) + fc_fabs(dt_ns) * allow_rate / raw_rate + 2.0 / raw_rate;
+            slack = (double)(s->raw_width + e->raw_width) + fc_fabs(dt_ns) * raw_allow / raw_rate + 2.0 / raw_rate;
         } else {
             dt_ns = (double)(s->mono - e->mono);
             apart = fc_fabs((double)(int64_t)(s->t - e->t) - dt_ns / rate);
@@ -1351,8 +1429,9 @@ int fc_track_recalibrate(const struct fc_track *t)
          * up to the change until two new samples measure it. */
         cs->sync_generation = gen;
         gen_restart = 1;
+        cs->jump_ref = 0; /* a rate under other settings compares with nothing */
         rescale_for_settings(cs);
-        double change = 3.0 * fc_sync_last_change() + 1e-4; /* with the kernel's catch-up (measured >1.5x) */
+        double change = 3.0 * fc_sync_last_change() + 1e-4; /* x3: margin (rescale_for_settings) */
         cs->rate_unc = cs->rate_unc > change ? cs->rate_unc : change;
     }
 
@@ -1383,6 +1462,7 @@ int fc_track_recalibrate(const struct fc_track *t)
         cs->resume_lapsed = (int64_t)(s.t - cur->base_tsc) < 0 ||
                             (double)(int64_t)(last->t - cur->base_tsc) + gap_ticks >= (double)cm->soft_span;
         cs->n = 0;
+        cs->jump_ref = 0;
         history_push(cs, &s);
         atomic_fetch_add_explicit(&stats.rate_resets, 1, memory_order_relaxed);
         build_and_publish(t, &s, BUILD_RESUMED);
@@ -1402,8 +1482,27 @@ int fc_track_recalibrate(const struct fc_track *t)
     history_push(cs, &s);
     double old_rate = cs->rate;
     int restarted = update_rate(cs);
+    double new_rate = cs->rate;
+    if (restarted == 0 && cs->jump_ref > 0 && cs->n >= 2) {
+        /* The counter changed its rate (RAW said so) since the restart: the
+         * slope across the change understated how much (the sooner it is
+         * seen, the less of the span is after it).  The samples since
+         * measure it, once they are 1% sure. */
+        const struct fc_sample *a = &cs->hist[0], *b = &cs->hist[cs->n - 1];
+        double span = (double)(b->t - a->t);
+        double est = (double)(b->mono - a->mono) / span;
+        if ((sigma_ns(a, est) + sigma_ns(b, est)) / (span * est) < 0.01) {
+            restarted = 1;
+            old_rate = cs->jump_ref;
+            new_rate = est;
+            cs->jump_ref = 0;
+        }
+    } else if (restarted == 3) {
+        cs->jump_ref = old_rate; /* judged by the samples that follow */
+        restarted = 0;
+    }
     if (restarted == 1) {
-        double jump = fc_fabs(cs->rate / old_rate - 1.0);
+        double jump = fc_fabs(new_rate / old_rate - 1.0);
         /* A jump the kernel's own recent rate change explains (adjtimex tick
          * or frequency, applied over the following ticks) is not the counter. */
         double kernel_change = fc_sync_recent_change(s.mono);

@@ -49,7 +49,7 @@
 
 /* adjtimex while the counter answers: the error bound covers what a rate
  * change could do since the last look -- the largest adjtimex permits, 1/9
- * through the tick (and half again for the kernel's catch-up) plus 1500 ppm through the frequency, x that time (sync.c).
+ * through the tick (and half again, as margin) plus 1500 ppm through the frequency, x that time (sync.c).
  * Readers look once per millisecond of reading (~3.5 us each, calibration.c
  * fc_track_poll), which keeps the bound near 0.1 ms while the clock is read;
  * these polls cover a process that is not reading.  Each wake-up costs 60-70

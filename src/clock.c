@@ -461,16 +461,16 @@ static FC_COLD int64_t slow_read(enum fc_kind kind, int ordered)
         uint64_t d = f.t - f.l.base_tsc;
         if (d < f.m.soft_span) {
             /* The fast span ends at the next adjtimex poll, which this
-             * reader makes (calibration.c); a change seen recalibrates now,
-             * and the read is made again on what was published (a stepped
-             * line's bound does not cover the old line's error). */
+             * reader makes (calibration.c); a change seen, or the line found
+             * off the kernel, recalibrates now.  The read is made again, on
+             * what was published (a stepped line's bound does not cover the
+             * old line's error) and after the poll's microseconds. */
             if (d >= f.l.fast_span && attempt < 2 && fc_cal_trylock()) {
                 if (atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_TSC &&
                     atomic_load_explicit(&fc_latch.seq, memory_order_acquire) == f.seq && fc_cal_reader_poll())
                     fc_mode_recalibrate();
                 fc_cal_unlock();
-                if (atomic_load_explicit(&fc_latch.seq, memory_order_acquire) != f.seq)
-                    continue;
+                continue;
             }
             return line_value(&f, kind, (int64_t)d); /* injected counter, or raced a new line */
         }

@@ -9,7 +9,7 @@
  * settings, for the largest rate change adjtimex permits whether or not
  * anything steers the kernel (fc_sync_exposure_ns):
  *   - the frequency, within +-500 ppm: up to 1000 ppm between two
- *     settings, charged at 1500 ppm for the kernel's catch-up;
+ *     settings, charged at 1500 ppm (half again, as margin);
  *   - the tick, within +-10% of 10000 us (USER_HZ 100): from the tick last
  *     seen to the far end of that range, as a fraction of the slower rate
  *     (an age counted on either clock): 1/9 at the nominal tick; and half
@@ -17,9 +17,13 @@
  *     measured on Linux 6.18; see fc_sync_unseen_rate).
  * So the bound is about 0.17 x the time since the last poll: the poll
  * interval sets it (readers: every 1 ms of reading, calibration.c
- * fc_track_poll; the thread: every 10 ms, calibrator.c).  A change made and undone
- * between two polls is never seen, and is outside the bound by at most its
- * rate x one poll interval.  (Not covered either: an ntpd-style PLL offset,
+ * fc_track_poll; the thread: every 10 ms, calibrator.c).  A change made and
+ * undone between two polls shows in no setting: a reader's poll first
+ * checks where its line is against the kernel and recalibrates if it is
+ * off beyond the bound the poll would leave (a process idle for seconds
+ * meets such a change at its first read), but a read between two polls
+ * can be outside the bound by up to the change's rate x one poll interval
+ * (100 us for a 10% tick held 1 ms).  (Not covered either: an ntpd-style PLL offset,
  * ADJ_OFFSET with STA_PLL, slews at up to offset/4 per second; its effect
  * starts at the next second boundary and shows as offset != 0 at the next
  * poll, which then counts as steering.)
@@ -301,10 +305,9 @@ int64_t fc_sync_exposure_ns(uint64_t line_generation, int64_t published_mono, in
 /* The largest rate change adjtimex could make now, as a fraction. */
 double fc_sync_unseen_rate(void)
 {
-    /* 1000 ppm between two frequency settings, and half again for the
-     * kernel's own catch-up of the error it accumulated meanwhile
-     * (timekeeping_adjust overshoots the new rate for a few ticks; 1.26x
-     * measured on Linux 6.18 in a KVM guest). */
+    /* 1000 ppm between two frequency settings, and half again as margin
+     * (1.26x was measured once on Linux 6.18 in a KVM guest, before the
+     * slope across an unseen change was found to be ours: see below). */
     double a = 3.0 * MAXFREQ_PPM * 1e-6;
     /* The tick, from where it is to the far end of what adjtimex accepts. */
     long tick = atomic_load_explicit(&sync_state.tick, memory_order_relaxed);
