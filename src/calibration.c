@@ -350,11 +350,11 @@ int64_t fc_cal_boot_offset(int64_t otherwise)
     return kept == BOOT_OFFSET_NONE ? otherwise : kept;
 }
 
-/* Samples in a row without a usable MONOTONIC_RAW bracket, and whether RAW
- * was given up for that (any writer may count: a miss more or less only
- * moves the moment RAW is given up). */
+/* Samples in a row without a usable MONOTONIC_RAW bracket: after 16, RAW
+ * is tried at one sample in 256 only (any writer may count: a miss more or
+ * less only moves the moment it is tried). */
 #define RAW_MISSES_MAX 16
-static _Atomic int raw_misses, raw_given_up;
+static _Atomic unsigned raw_misses;
 
 /* One counter read for a sample: ordered on any CPU, or rdtscp on `cpu`. */
 static uint64_t sample_counter(int cpu, int *on_cpu)
@@ -401,10 +401,14 @@ int fc_cal_sample(struct fc_sample *s, int tries, int cpu)
     /* MONOTONIC_RAW the same way (update_rate, warp_note: was it the kernel
      * or the counter that moved?): the first of up to three brackets no
      * wider than a few MONOTONIC ones, else none -- a wide bracket would
-     * excuse any change.  Where RAW never gives one (not in the vDSO: a
-     * system call each time), it is given up after a few samples; without
-     * it those questions are answered as before. */
-    if (!atomic_load_explicit(&raw_given_up, memory_order_relaxed)) {
+     * excuse any change.  Where RAW gives none 16 times in a row (not in
+     * the vDSO: a system call each time, or a busy machine), it is tried at
+     * one sample in 256 from then on; without it those questions are
+     * answered as before. */
+    unsigned misses = atomic_load_explicit(&raw_misses, memory_order_relaxed);
+    if (misses >= RAW_MISSES_MAX && misses % 256 != 0) {
+        atomic_store_explicit(&raw_misses, misses + 1, memory_order_relaxed);
+    } else {
         const uint64_t limit = 4 * best + 2 * fc_counter_step() + 16;
         const int saved = errno; /* a refused RAW read must not show through a successful read */
         for (int i = 0; i < 3 && !s->raw_ok; i++) {
@@ -422,10 +426,7 @@ int fc_cal_sample(struct fc_sample *s, int tries, int cpu)
             s->raw_ok = 1;
         }
         errno = saved;
-        if (s->raw_ok)
-            atomic_store_explicit(&raw_misses, 0, memory_order_relaxed);
-        else if (atomic_fetch_add_explicit(&raw_misses, 1, memory_order_relaxed) + 1 >= RAW_MISSES_MAX)
-            atomic_store_explicit(&raw_given_up, 1, memory_order_relaxed);
+        atomic_store_explicit(&raw_misses, s->raw_ok ? 0 : misses + 1, memory_order_relaxed);
     }
 
     /* Each offset sits in its own symmetric bracket (M R M, M B M) so the
@@ -1033,12 +1034,14 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
  * 85 ms for a lazy line polled only at its calibrations (up to 0.5 s apart),
  * ~1.7 ms with the thread's 10 ms polls.  So a line's fast span ends one poll
  * interval (1 ms) after its last poll; the reader that gets there takes the
- * lock and calls this: one adjtimex poll (two system calls, ~3.5 us in a KVM
- * guest where adjtimex costs 1.6 us: 0.35% of a CPU for a process that
- * reads the clock all the time, nothing for one that does not), then the
- * same line republished with its fast span running to the next poll.  The
- * line's values do not change, so readers on either copy agree.  A change
- * of the kernel's settings, or a line past its soft span, wants a
+ * lock and calls this: a kernel read bracketed by two counter reads (the
+ * line checked against the kernel), one adjtimex poll (two system calls,
+ * ~3.5 us in all in a KVM guest where adjtimex costs 1.6 us: 0.35% of a CPU
+ * for a process that reads the clock all the time, nothing for one that
+ * does not), then the same line republished with its fast span running to
+ * the next poll.  The line's values do not change, so readers on either
+ * copy agree.  No line, a line off the kernel beyond its bound, a change of
+ * the kernel's settings, or a line past its soft span wants a
  * recalibration instead: returns 1.
  */
 int fc_track_poll(const struct fc_track *t)
@@ -1069,7 +1072,9 @@ int fc_track_poll(const struct fc_track *t)
     if ((uint64_t)(c1 - cur->base_tsc) < cm->soft_span && (int64_t)(c0 - cur->base_tsc) >= 0) {
         int64_t b = meta_bound_seen(cm, k);
         int64_t lo = fixed_to_ns(line_fixed(cur, (int64_t)(c0 - cur->base_tsc))) - k;
-        int64_t hi = fixed_to_ns(line_fixed(cur, (int64_t)(c1 - cur->base_tsc))) - k;
+        /* A counter that steps (arm64's, when coarse) may have been up to a
+         * step past c1 when the kernel read. */
+        int64_t hi = fixed_to_ns(line_fixed(cur, (int64_t)(c1 + fc_counter_step() - cur->base_tsc))) - k;
         if (hi < -b || lo > b)
             return 1;
     }
@@ -1142,42 +1147,62 @@ static struct {
 static int64_t warp_max_cycles = -1;
 static int warp_cpu_a, warp_cpu_b;
 /* MONOTONIC_RAW ns per counter tick, measured between two samples on one
- * CPU (so that no offset between CPUs' counters leaks into it), the first
- * kept as the anchor: 0 until they are 50 ms apart. */
+ * CPU (so that no offset between CPUs' counters leaks into it): from an
+ * anchor sample to a later one on its CPU at least 50 ms on.  The anchor
+ * moves on after 10 s (to a sample on its CPU, or to any CPU if its CPU is
+ * no longer sampled), so the rate follows a counter that changed; it
+ * starts over after a suspend (RAW stood still, the counter may not have)
+ * and when the counter changed its rate (warp_raw_forget).  0: not known. */
 #define WARP_RAW_SPAN_NS 50000000LL
+#define WARP_RAW_MOVE_NS (10LL * FC_NS_PER_SEC)
 static struct {
     int cpu; /* -1: none */
     uint64_t raw_t, raw_width;
-    int64_t raw;
+    int64_t raw, boot_off;
     double rate, unc;
 } warp_raw = {.cpu = -1};
+
+static void warp_raw_forget(void)
+{
+    memset(&warp_raw, 0, sizeof warp_raw);
+    warp_raw.cpu = -1;
+}
 
 static void warp_forget(void)
 {
     for (int i = 0; i < WARP_SLOTS; i++)
         warp_seen[i].cpu = -1;
     warp_max_cycles = -1;
-    memset(&warp_raw, 0, sizeof warp_raw);
-    warp_raw.cpu = -1;
+    warp_raw_forget();
+}
+
+static void warp_raw_anchor(const struct fc_sample *s, int cpu)
+{
+    warp_raw.cpu = cpu;
+    warp_raw.raw_t = s->raw_t;
+    warp_raw.raw_width = s->raw_width;
+    warp_raw.raw = s->raw;
+    warp_raw.boot_off = s->boot_off;
 }
 
 static void warp_raw_note(const struct fc_sample *s, int cpu)
 {
-    if (!s->raw_ok)
+    if (!s->raw_ok || !s->offsets_ok)
         return;
-    if (warp_raw.cpu < 0 || (int64_t)(s->raw_t - warp_raw.raw_t) <= 0) {
-        warp_raw.cpu = cpu;
-        warp_raw.raw_t = s->raw_t;
-        warp_raw.raw_width = s->raw_width;
-        warp_raw.raw = s->raw;
-        warp_raw.rate = 0;
+    if (warp_raw.cpu < 0 || s->boot_off - warp_raw.boot_off > FC_SUSPEND_NS ||
+        warp_raw.boot_off - s->boot_off > FC_SUSPEND_NS || (int64_t)(s->raw_t - warp_raw.raw_t) <= 0) {
+        warp_raw_forget();
+        warp_raw_anchor(s, cpu);
         return;
     }
-    if (cpu != warp_raw.cpu || s->raw - warp_raw.raw < WARP_RAW_SPAN_NS)
-        return;
-    double span = (double)(s->raw_t - warp_raw.raw_t);
-    warp_raw.rate = (double)(s->raw - warp_raw.raw) / span;
-    warp_raw.unc = ((double)(s->raw_width + warp_raw.raw_width) + 2.0 * (double)fc_counter_step()) / span + 1e-9;
+    int64_t since = s->raw - warp_raw.raw;
+    if (cpu == warp_raw.cpu && since >= WARP_RAW_SPAN_NS) {
+        double span = (double)(s->raw_t - warp_raw.raw_t);
+        warp_raw.rate = (double)since / span;
+        warp_raw.unc = ((double)(s->raw_width + warp_raw.raw_width) + 2.0 * (double)fc_counter_step()) / span + 1e-9;
+    }
+    if (since >= WARP_RAW_MOVE_NS)
+        warp_raw_anchor(s, cpu);
 }
 
 /* Returns 1 when s (taken on cpu) shows the counters apart. */
@@ -1254,6 +1279,7 @@ int fc_cal_begin(char *why, size_t why_size)
     struct fc_buf b;
     fc_buf_init(&b, why, why_size);
     atomic_store_explicit(&boot_offset_kept, BOOT_OFFSET_NONE, memory_order_relaxed);
+    atomic_store_explicit(&raw_misses, 0, memory_order_relaxed); /* a new decision tries RAW again */
     struct fc_sample s0;
     uint64_t c0 = fc_now_counter(1);
     int64_t k0 = fc_kernel_ns(CLOCK_MONOTONIC);
@@ -1429,13 +1455,18 @@ int fc_track_recalibrate(const struct fc_track *t)
          * up to the change until two new samples measure it. */
         cs->sync_generation = gen;
         gen_restart = 1;
-        cs->jump_ref = 0; /* a rate under other settings compares with nothing */
+        double before = cs->rate;
         rescale_for_settings(cs);
+        /* A pending judgement of the counter's own change compares with
+         * the rate before it, under the new settings. */
+        if (cs->jump_ref > 0 && before > 0)
+            cs->jump_ref *= cs->rate / before;
         double change = 3.0 * fc_sync_last_change() + 1e-4; /* x3: margin (rescale_for_settings) */
         cs->rate_unc = cs->rate_unc > change ? cs->rate_unc : change;
     }
 
     if (cs->n == 0) {
+        cs->jump_ref = 0;
         history_push(cs, &s);
         cs->resume_lapsed = 0; /* restarted after failures: the line may be in use */
         build_and_publish(t, &s, BUILD_RESUMED);
@@ -1500,6 +1531,10 @@ int fc_track_recalibrate(const struct fc_track *t)
     } else if (restarted == 3) {
         cs->jump_ref = old_rate; /* judged by the samples that follow */
         restarted = 0;
+        if (t->cpu < 0)
+            warp_raw_forget(); /* the lazy warp check's RAW rate is the old counter's */
+    } else if (restarted == 1) {
+        cs->jump_ref = 0; /* judged now, against the rate just before */
     }
     if (restarted == 1) {
         double jump = fc_fabs(new_rate / old_rate - 1.0);
@@ -1549,6 +1584,7 @@ int64_t fc_cal_ticks_to_ns(int64_t ticks)
 void fc_cal_reset_for_tests(void)
 {
     warp_forget();
+    atomic_store(&raw_misses, 0);
     atomic_store(&fallback.noted, 0);
     atomic_store(&fallback.returned, 0);
     atomic_store(&fallback.publishing, 0);

@@ -58,7 +58,9 @@ struct fc_cal_state {
     int resume_lapsed;       /* after a suspend: the old line had lapsed before the resume */
     uint64_t sync_generation; /* the kernel's rate settings the history describes */
     int settings_known;       /* ... and those settings (adjtimex tick and frequency) */
-    double jump_ref;          /* the rate before the counter changed its own (RAW), judged at the next sample; 0: none */
+    double jump_ref;          /* the rate before the counter changed its own (RAW said so), judged once the
+                                 samples after it measure the new one to 1% (rescaled with the settings,
+                                 dropped at a suspend); 0: none */
     long set_tick, set_freq;
     uint64_t calibrations;
     struct fc_sample decided; /* the global track's sample at the decision (width 0: none) */

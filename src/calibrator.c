@@ -50,7 +50,8 @@
 /* adjtimex while the counter answers: the error bound covers what a rate
  * change could do since the last look -- the largest adjtimex permits, 1/9
  * through the tick (and half again, as margin) plus 1500 ppm through the frequency, x that time (sync.c).
- * Readers look once per millisecond of reading (~3.5 us each, calibration.c
+ * Readers look once per millisecond of reading (~3.5 us each, the line
+ * checked against the kernel too, calibration.c
  * fc_track_poll), which keeps the bound near 0.1 ms while the clock is read;
  * these polls cover a process that is not reading.  Each wake-up costs 60-70
  * us of CPU in a KVM guest (2 vCPUs, measured): every 10 ms is 0.57% of a

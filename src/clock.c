@@ -470,6 +470,10 @@ static FC_COLD int64_t slow_read(enum fc_kind kind, int ordered)
                     atomic_load_explicit(&fc_latch.seq, memory_order_acquire) == f.seq && fc_cal_reader_poll())
                     fc_mode_recalibrate();
                 fc_cal_unlock();
+                /* A recalibration skipped (noisy samples) leaves the line:
+                 * it is tried once more, then the line answers as it does
+                 * for every other reader meanwhile (a kernel value here
+                 * could lie above what they return after it). */
                 continue;
             }
             return line_value(&f, kind, (int64_t)d); /* injected counter, or raced a new line */

@@ -75,6 +75,7 @@ struct Sim {
     int64_t real_off = 1700000000LL * 1000000000LL;
     int64_t boot_off = 0;
     int64_t tai_off = 37LL * 1000000000LL;
+    int64_t raw_off = 0;        // MONOTONIC_RAW - true time: RAW too stands still in a suspend
     uint64_t last_counter = 0;  // last value handed to the library
     long kernel_reads = 0;
     long adjtimex_calls = 0;
@@ -226,7 +227,7 @@ int sim_gettime(clockid_t id, timespec *ts)
     sim.tick += sim.kernel_cost - sim.kernel_cost / 2;
     switch (id) {
     case CLOCK_MONOTONIC: v = m; break;
-    case CLOCK_MONOTONIC_RAW: v = int64_t(double(at) / 2.6); break; // true time: no adjtimex moves it
+    case CLOCK_MONOTONIC_RAW: v = int64_t(double(at) / 2.6) + sim.raw_off; break; // no adjtimex moves it
     case CLOCK_MONOTONIC_COARSE: v = m - m % 4000000; break;
     case CLOCK_REALTIME: v = m + sim.real_off; break;
     case CLOCK_REALTIME_COARSE: v = m - m % 4000000 + sim.real_off; break;
@@ -389,7 +390,9 @@ protected:
     void sleep_for(double seconds, bool realtime_jumps)
     {
         double mono_at_sleep = sim_mono_at(sim.tick);
-        sim.tick += uint64_t(seconds * 1e9 / sim.rate);
+        uint64_t slept = uint64_t(seconds * 1e9 / sim.rate);
+        sim.tick += slept;
+        sim.raw_off -= int64_t(double(slept) / 2.6);
         sim.anchor_tick = sim.tick;
         sim.anchor_ns = mono_at_sleep;
         sim.boot_off += int64_t(seconds * 1e9);
@@ -987,6 +990,32 @@ TEST_F(Faults, PreemptedKernelReadsDoNotDecideTheMode)
     int64_t v = fastclock_mono_ns();
     reads_stay_right(100, &v);
     EXPECT_EQ(mode(), "tsc") << reason();
+}
+
+// Across a suspend the counter runs on (nonstop TSC) while MONOTONIC and
+// MONOTONIC_RAW stand still: the lazy warp check, which measures the CPUs'
+// counters against RAW, must not read the gap as counters 30 s apart.
+TEST_F(Faults, ASuspendIsNotAWarpBetweenCpus)
+{
+    NEEDS_PERCPU();
+    install();
+    for (int i = 0; i < 400; i++) {
+        sim.cpu = int((uint32_t(i) * 2654435761u) >> 31); // readers on both CPUs, irregularly
+        sim_advance_ns(2e6);
+        fastclock_mono_ns();
+    }
+    ASSERT_EQ(mode(), "tsc") << reason();
+    sleep_for(30, false);
+    int64_t prev = fastclock_mono_ns();
+    for (int i = 0; i < 400; i++) {
+        sim.cpu = int((uint32_t(i) * 2654435761u) >> 31);
+        sim_advance_ns(2e6);
+        int64_t v = fastclock_mono_ns();
+        EXPECT_GE(v, prev);
+        prev = v;
+    }
+    EXPECT_EQ(mode(), "tsc") << reason();
+    EXPECT_LT(status_now().max_warp_cycles, 2000);
 }
 
 TEST_F(Faults, SuspendRestartsCalibrationWithoutGoingBack)
