@@ -85,7 +85,7 @@ struct fc_track fc_global_track = {&fc_latch, &global_state, &global_lock, -1};
 static struct {
     _Atomic uint64_t calibrations;
     _Atomic int64_t last_err_ns, max_err_ns, last_width_ns, interval_ns;
-    _Atomic uint64_t realtime_steps, rate_resets;
+    _Atomic uint64_t realtime_steps, rate_resets, warp_raw_compares;
     _Atomic double rate;
 } stats;
 
@@ -1229,6 +1229,7 @@ static int warp_note(const struct fc_cal_state *cs, const struct fc_sample *s, i
          * RAW not at all), else on MONOTONIC. */
         double dt_ns, apart, slack;
         if (raw_rate > 0 && s->raw_ok && e->raw_ok) {
+            atomic_fetch_add_explicit(&stats.warp_raw_compares, 1, memory_order_relaxed);
             dt_ns = (double)(s->raw - e->raw);
             apart = fc_fabs((double)(int64_t)(s->raw_t - e->raw_t) - dt_ns / raw_rate);
             slack = (double)(s->raw_width + e->raw_width) + fc_fabs(dt_ns) * raw_allow / raw_rate + 2.0 / raw_rate;
@@ -1518,11 +1519,13 @@ int fc_track_recalibrate(const struct fc_track *t)
         /* The counter changed its rate (RAW said so) since the restart: the
          * slope across the change understated how much (the sooner it is
          * seen, the less of the span is after it).  The samples since
-         * measure it, once they are 1% sure. */
+         * measure it, once they are sure to 1e-4 (about 1 ms of them). */
         const struct fc_sample *a = &cs->hist[0], *b = &cs->hist[cs->n - 1];
         double span = (double)(b->t - a->t);
         double est = (double)(b->mono - a->mono) / span;
-        if ((sigma_ns(a, est) + sigma_ns(b, est)) / (span * est) < 0.01) {
+        double unc = (sigma_ns(a, est) + sigma_ns(b, est)) / (span * est);
+        if (unc < 1e-4) {
+            /* Sure to 1e-4: a tenth of the smallest jump that counts. */
             restarted = 1;
             old_rate = cs->jump_ref;
             new_rate = est;
@@ -1573,6 +1576,7 @@ void fc_cal_stats(struct fc_cal_stats *out)
     out->realtime_steps = atomic_load_explicit(&stats.realtime_steps, memory_order_relaxed);
     out->rate_resets = atomic_load_explicit(&stats.rate_resets, memory_order_relaxed);
     out->rate_ns_per_tick = atomic_load_explicit(&stats.rate, memory_order_relaxed);
+    out->warp_raw_compares = atomic_load_explicit(&stats.warp_raw_compares, memory_order_relaxed);
 }
 
 int64_t fc_cal_ticks_to_ns(int64_t ticks)
@@ -1594,6 +1598,7 @@ void fc_cal_reset_for_tests(void)
     atomic_store(&stats.max_err_ns, 0);
     atomic_store(&stats.realtime_steps, 0);
     atomic_store(&stats.rate_resets, 0);
+    atomic_store(&stats.warp_raw_compares, 0);
     atomic_store(&stats.interval_ns, 0);
     atomic_store(&ticks_mult, 0);
     atomic_store(&global_lock, 0);

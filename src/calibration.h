@@ -59,7 +59,7 @@ struct fc_cal_state {
     uint64_t sync_generation; /* the kernel's rate settings the history describes */
     int settings_known;       /* ... and those settings (adjtimex tick and frequency) */
     double jump_ref;          /* the rate before the counter changed its own (RAW said so), judged once the
-                                 samples after it measure the new one to 1% (rescaled with the settings,
+                                 samples after it measure the new one to 1e-4 (rescaled with the settings,
                                  dropped at a suspend); 0: none */
     long set_tick, set_freq;
     uint64_t calibrations;
@@ -148,6 +148,7 @@ struct fc_cal_stats {
     int64_t last_err_ns, max_err_ns, last_width_ns, interval_ns;
     uint64_t realtime_steps, rate_resets;
     double rate_ns_per_tick;
+    uint64_t warp_raw_compares; /* lazy warp check: pairs of CPUs compared on MONOTONIC_RAW */
 };
 void fc_cal_stats(struct fc_cal_stats *out);
 int64_t fc_cal_ticks_to_ns(int64_t ticks);

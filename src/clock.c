@@ -427,6 +427,7 @@ static FC_COLD int64_t slow_read(enum fc_kind kind, int ordered)
             return routed_kernel_read(kind);
         return fc_wall_from_mono(kind, mono);
     }
+    int polled = 0;
     for (int attempt = 0;; attempt++) {
         int mode = atomic_load_explicit(&fc_mode, memory_order_acquire);
         if (mode == FC_MODE_UNINIT) {
@@ -465,15 +466,16 @@ static FC_COLD int64_t slow_read(enum fc_kind kind, int ordered)
              * off the kernel, recalibrates now.  The read is made again, on
              * what was published (a stepped line's bound does not cover the
              * old line's error) and after the poll's microseconds. */
-            if (d >= f.l.fast_span && attempt < 2 && fc_cal_trylock()) {
+            if (d >= f.l.fast_span && attempt < 2 && !polled && fc_cal_trylock()) {
                 if (atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_TSC &&
                     atomic_load_explicit(&fc_latch.seq, memory_order_acquire) == f.seq && fc_cal_reader_poll())
                     fc_mode_recalibrate();
                 fc_cal_unlock();
-                /* A recalibration skipped (noisy samples) leaves the line:
-                 * it is tried once more, then the line answers as it does
-                 * for every other reader meanwhile (a kernel value here
+                /* Read again, once, without polling again.  A recalibration
+                 * skipped (noisy samples) leaves the line answering, as it
+                 * does for every other reader meanwhile (a kernel value here
                  * could lie above what they return after it). */
+                polled = 1;
                 continue;
             }
             return line_value(&f, kind, (int64_t)d); /* injected counter, or raced a new line */

@@ -122,3 +122,10 @@ int64_t fc_test_fallback_noted(void)
 {
     return fc_cal_fallback_noted();
 }
+
+uint64_t fc_test_warp_raw_compares(void)
+{
+    struct fc_cal_stats s;
+    fc_cal_stats(&s);
+    return s.warp_raw_compares;
+}

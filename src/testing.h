@@ -54,6 +54,8 @@ struct fc_test_routes {
     const void *kernel_direct, *kernel_ordered, *wall, *wall_unordered, *wall_tv;
 };
 void fc_test_get_routes(struct fc_test_routes *out);
+/* How many pairs of CPUs the lazy warp check compared on MONOTONIC_RAW. */
+uint64_t fc_test_warp_raw_compares(void);
 
 #ifdef __cplusplus
 }

@@ -1016,6 +1016,7 @@ TEST_F(Faults, ASuspendIsNotAWarpBetweenCpus)
     }
     EXPECT_EQ(mode(), "tsc") << reason();
     EXPECT_LT(status_now().max_warp_cycles, 2000);
+    EXPECT_GT(fc_test_warp_raw_compares(), 0u) << "the CPUs were never compared on MONOTONIC_RAW";
 }
 
 TEST_F(Faults, SuspendRestartsCalibrationWithoutGoingBack)
@@ -1023,6 +1024,8 @@ TEST_F(Faults, SuspendRestartsCalibrationWithoutGoingBack)
     install();
     warm_up(100, 50e6);
     int64_t before = fastclock_mono_ns();
+    // The old line's bound where MONOTONIC will stand still.
+    int64_t old_bound = status_now().error_bound_ns;
     // 30 s asleep: the counter runs on (nonstop TSC), MONOTONIC stands still,
     // BOOTTIME jumps.
     sleep_for(30, false);
@@ -1030,8 +1033,10 @@ TEST_F(Faults, SuspendRestartsCalibrationWithoutGoingBack)
     EXPECT_GE(v, before);
     // The new line starts no lower than the old one could have returned,
     // capped at the old line's bound above the kernel: within that bound
-    // (~1.5 us here, with the line 200 ms old) and never far.
-    EXPECT_LE(fctest::iabs(e), std::max<int64_t>(1000, status_now().error_bound_ns)) << "first read after resume";
+    // (plus the reads' own nanoseconds), and never far.
+    std::printf("first read after resume: %lld ns off the kernel; the old line's bound %lld ns\n", (long long)e,
+                (long long)old_bound);
+    EXPECT_LE(fctest::iabs(e), std::max<int64_t>(1000, old_bound + 100)) << "first read after resume";
     EXPECT_LE(fctest::iabs(e), 3000) << "first read after resume";
     reads_stay_right(2000, &v);
     timespec bt;
@@ -2029,7 +2034,10 @@ TEST_F(Faults, CounterRateChangeLikeALiveMigration)
                 "(<= 0.3%% x %.0f ms), %lld ns after\n",
                 (long long)worst_first, interval / 1e6, (long long)worst_after);
     EXPECT_EQ(back, 0);
-    EXPECT_LE(worst_first, int64_t(3e-3 * interval * 1.1) + 1000);
+    // Each read here polls (an injected counter leaves no fast span) and the
+    // poll finds the line off the kernel once it leaves its bound: caught
+    // within microseconds, not at the next calibration (419 us before).
+    EXPECT_LE(worst_first, 10000);
     EXPECT_LE(worst_after, 1000);
     EXPECT_EQ(mode(), "tsc");
 
@@ -2082,6 +2090,38 @@ TEST_F(Faults, TickChangedAndUndoneUnseenIsTheKernels)
     }
     std::printf("tick 11000 or 9000 for 0.4 s and back, unseen, 8 times: worst error %lld ns, worst excess over "
                 "the bound %lld ns\n",
+                (long long)worst_err, (long long)worst_excess);
+    EXPECT_EQ(mode(), "tsc") << reason();
+    EXPECT_EQ(back, 0);
+    EXPECT_LE(worst_excess, 0);
+
+    // The same within a line's span: reads every 200 us, and between two of
+    // them the tick is 11000 for 0.8 ms and back (80 us of drift).  The next
+    // read's poll finds the line off the kernel (no setting shows it) and
+    // recalibrates: no read outside the bound reported around it.
+    worst_excess = INT64_MIN;
+    worst_err = 0;
+    for (int round = 0; round < 20; round++) {
+        for (int i = 0; i < 50; i++) {
+            sim_advance_ns(200e3);
+            prev = fastclock_mono_ns();
+        }
+        sim_set_rate((1.0 / 2.6) * 1.1);
+        sim_advance_ns(800e3);
+        sim_set_rate(1.0 / 2.6);
+        for (int i = 0; i < 50; i++) {
+            sim_advance_ns(200e3);
+            int64_t b0 = status_now().error_bound_ns;
+            int64_t v, e = read_err(&v);
+            int64_t b1 = status_now().error_bound_ns;
+            worst_err = std::max(worst_err, fctest::iabs(e));
+            worst_excess = std::max(worst_excess, fctest::iabs(e) - std::max(b0, b1));
+            back += v < prev;
+            prev = v;
+        }
+    }
+    std::printf("tick 11000 for 0.8 ms between two reads, unseen, 20 times: worst error %lld ns, worst excess "
+                "over the bound %lld ns\n",
                 (long long)worst_err, (long long)worst_excess);
     EXPECT_EQ(mode(), "tsc") << reason();
     EXPECT_EQ(back, 0);

@@ -611,10 +611,11 @@ TEST_F(RealKernel, TickChange)
 
 // (c1) Changes met cold: nothing reads the clock for half a second before
 // each (a lazy line has lapsed by then), and the reads start the moment
-// adjtimex returns.  Half of them are undone before anyone reads: no poll
-// sees them, and the slope across them is up to 8% off, as a counter's
-// own rate change would be; the counter kept its rate against
-// MONOTONIC_RAW, so that is the kernel's doing and the mode must stay.
+// adjtimex returns.  Half of them are undone before anyone reads: with the
+// lazy calibrator no poll sees them (the thread's polls, every 10 ms, do),
+// and the slope across them is up to 8% off, as a counter's own rate
+// change would be; the counter kept its rate against MONOTONIC_RAW, so that
+// is the kernel's doing and the mode must stay.
 TEST_F(RealKernel, TickChangeWhileIdle)
 {
     rk::RestoreGuard guard;
