@@ -369,6 +369,21 @@ static uint64_t sample_counter(int cpu, int *on_cpu)
     return t;
 }
 
+/* One read of the kernel's clock `id` between two counter reads, both on
+ * `cpu` (sample_counter): 1, with the counter at either side; 0 if either
+ * read was not on `cpu`; -1 if the kernel's clock could not be read. */
+static int bracket_kernel(int cpu, clockid_t id, uint64_t *t0, struct timespec *ts, uint64_t *t1)
+{
+    int on0, on1;
+    *t0 = sample_counter(cpu, &on0);
+    if (fc_kernel_gettime(id, ts) != 0) {
+        *t1 = *t0;
+        return -1;
+    }
+    *t1 = sample_counter(cpu, &on1);
+    return on0 && on1;
+}
+
 int fc_cal_sample(struct fc_sample *s, int tries, int cpu)
 {
     uint64_t best = UINT64_MAX;
@@ -376,12 +391,11 @@ int fc_cal_sample(struct fc_sample *s, int tries, int cpu)
     memset(s, 0, sizeof *s);
     for (int i = 0; i < tries; i++) {
         struct timespec ts;
-        int on0, on1;
-        uint64_t t0 = sample_counter(cpu, &on0);
-        if (fc_kernel_gettime(CLOCK_MONOTONIC, &ts) != 0)
+        uint64_t t0, t1;
+        int r = bracket_kernel(cpu, CLOCK_MONOTONIC, &t0, &ts, &t1);
+        if (r < 0)
             return FC_SAMPLE_ERROR;
-        uint64_t t1 = sample_counter(cpu, &on1);
-        if (!on0 || !on1) {
+        if (r == 0) {
             migrated++;
             continue;
         }
@@ -413,12 +427,11 @@ int fc_cal_sample(struct fc_sample *s, int tries, int cpu)
         const int saved = errno; /* a refused RAW read must not show through a successful read */
         for (int i = 0; i < 3 && !s->raw_ok; i++) {
             struct timespec ts;
-            int on0, on1;
-            uint64_t t0 = sample_counter(cpu, &on0);
-            if (fc_kernel_gettime(CLOCK_MONOTONIC_RAW, &ts) != 0)
+            uint64_t t0, t1;
+            int r = bracket_kernel(cpu, CLOCK_MONOTONIC_RAW, &t0, &ts, &t1);
+            if (r < 0)
                 break;
-            uint64_t t1 = sample_counter(cpu, &on1);
-            if (!on0 || !on1 || t1 < t0 || t1 - t0 > limit)
+            if (r == 0 || t1 < t0 || t1 - t0 > limit)
                 continue;
             s->raw_t = t0 + (t1 - t0) / 2;
             s->raw_width = t1 - t0;
@@ -644,6 +657,18 @@ static void history_push(struct fc_cal_state *cs, const struct fc_sample *s)
     cs->hist[cs->n++] = *s;
 }
 
+/* How far v2 (at counter t2) lies off the straight line through (t0, v0)
+ * and (t1, v1), extended: update_rate's test of the newest sample against
+ * the history, on MONOTONIC or on RAW.  *slope (if asked): that line's, per
+ * tick. */
+static double misfit(uint64_t t0, int64_t v0, uint64_t t1, int64_t v1, uint64_t t2, int64_t v2, double *slope)
+{
+    double k = (double)(v1 - v0) / (double)(int64_t)(t1 - t0);
+    if (slope)
+        *slope = k;
+    return (double)v2 - ((double)v1 + k * (double)(int64_t)(t2 - t1));
+}
+
 /* Whether, over first -> prev -> last, the counter kept its rate against
  * MONOTONIC_RAW, which no adjtimex setting moves: 1 yes, 0 no, -1 cannot
  * tell (a sample without RAW, or RAW's own noise not well below the
@@ -653,9 +678,8 @@ static int counter_kept_raw_rate(const struct fc_sample *first, const struct fc_
 {
     if (!first->raw_ok || !prev->raw_ok || !last->raw_ok || (int64_t)(prev->raw_t - first->raw_t) <= 0)
         return -1;
-    double r_raw = (double)(prev->raw - first->raw) / (double)(prev->raw_t - first->raw_t);
-    double predicted = (double)prev->raw + r_raw * (double)(int64_t)(last->raw_t - prev->raw_t);
-    double residual = (double)last->raw - predicted;
+    double r_raw;
+    double residual = misfit(first->raw_t, first->raw, prev->raw_t, prev->raw, last->raw_t, last->raw, &r_raw);
     /* As update_rate's tolerance, in RAW ns: sigma per sample, x4, + 5. */
     double step = (double)fc_counter_step();
     double tol = 4.0 * (((double)(first->raw_width + prev->raw_width + last->raw_width) + 3.0 * step) * r_raw * 0.5 +
@@ -680,9 +704,7 @@ static int update_rate(struct fc_cal_state *cs)
     const double r = cs->rate;
     if (cs->n >= 3) {
         const struct fc_sample *first = &cs->hist[0];
-        double r_long = (double)(prev->mono - first->mono) / (double)(prev->t - first->t);
-        double predicted = (double)prev->mono + r_long * (double)(last->t - prev->t);
-        double residual = (double)last->mono - predicted;
+        double residual = misfit(first->t, first->mono, prev->t, prev->mono, last->t, last->mono, 0);
         double tol = 4.0 * (sigma_ns(last, r) + sigma_ns(prev, r) + sigma_ns(first, r)) + 5.0;
         if (fc_fabs(residual) > tol) {
             /* The kernel's rate changed somewhere since the previous sample.
@@ -1056,19 +1078,11 @@ int fc_track_poll(const struct fc_track *t)
      * in neither the settings nor the generation, only here: beyond the
      * bound the poll would leave it, recalibrate instead. */
     uint64_t c0, c1;
-    int64_t k;
-    if (t->cpu < 0) {
-        c0 = fc_now_counter(1);
-        k = fc_kernel_ns(CLOCK_MONOTONIC);
-        c1 = fc_now_counter(1);
-    } else {
-        uint32_t a0, a1;
-        c0 = fc_now_counter_aux(&a0);
-        k = fc_kernel_ns(CLOCK_MONOTONIC);
-        c1 = fc_now_counter_aux(&a1);
-        if (FC_AUX_CPU(a0) != t->cpu || FC_AUX_CPU(a1) != t->cpu)
-            return 0; /* migrated: the next reader on that CPU polls */
-    }
+    struct timespec kts;
+    int on = bracket_kernel(t->cpu, CLOCK_MONOTONIC, &c0, &kts, &c1);
+    if (on == 0)
+        return 0; /* migrated: the next reader on that CPU polls */
+    int64_t k = on > 0 ? fc_ts_to_ns(&kts) : 0; /* unreadable: as fc_kernel_ns */
     if ((uint64_t)(c1 - cur->base_tsc) < cm->soft_span && (int64_t)(c0 - cur->base_tsc) >= 0) {
         int64_t b = meta_bound_seen(cm, k);
         int64_t lo = fixed_to_ns(line_fixed(cur, (int64_t)(c0 - cur->base_tsc))) - k;
@@ -1137,12 +1151,8 @@ int fc_cal_reader_poll(void)
 #define WARP_FOUND_NS 2000.0        /* a disagreement beyond this: per-CPU lines */
 static struct {
     int cpu;          /* -1: empty */
-    uint64_t t, width;
-    int64_t mono, boot_off;
     uint64_t sync_generation;
-    int raw_ok;
-    uint64_t raw_t, raw_width;
-    int64_t raw;
+    struct fc_sample s;
 } warp_seen[WARP_SLOTS];
 static int64_t warp_max_cycles = -1;
 static int warp_cpu_a, warp_cpu_b;
@@ -1157,8 +1167,7 @@ static int warp_cpu_a, warp_cpu_b;
 #define WARP_RAW_MOVE_NS (10LL * FC_NS_PER_SEC)
 static struct {
     int cpu; /* -1: none */
-    uint64_t raw_t, raw_width;
-    int64_t raw, boot_off;
+    struct fc_sample at; /* the anchor */
     double rate, unc;
 } warp_raw = {.cpu = -1};
 
@@ -1176,33 +1185,33 @@ static void warp_forget(void)
     warp_raw_forget();
 }
 
-static void warp_raw_anchor(const struct fc_sample *s, int cpu)
+/* Two samples more than a suspend apart (BOOTTIME - MONOTONIC grew). */
+static int suspend_between(const struct fc_sample *a, const struct fc_sample *b)
 {
-    warp_raw.cpu = cpu;
-    warp_raw.raw_t = s->raw_t;
-    warp_raw.raw_width = s->raw_width;
-    warp_raw.raw = s->raw;
-    warp_raw.boot_off = s->boot_off;
+    return a->boot_off - b->boot_off > FC_SUSPEND_NS || b->boot_off - a->boot_off > FC_SUSPEND_NS;
 }
 
 static void warp_raw_note(const struct fc_sample *s, int cpu)
 {
     if (!s->raw_ok || !s->offsets_ok)
         return;
-    if (warp_raw.cpu < 0 || s->boot_off - warp_raw.boot_off > FC_SUSPEND_NS ||
-        warp_raw.boot_off - s->boot_off > FC_SUSPEND_NS || (int64_t)(s->raw_t - warp_raw.raw_t) <= 0) {
+    const struct fc_sample *a = &warp_raw.at;
+    if (warp_raw.cpu < 0 || suspend_between(s, a) || (int64_t)(s->raw_t - a->raw_t) <= 0) {
         warp_raw_forget();
-        warp_raw_anchor(s, cpu);
+        warp_raw.cpu = cpu;
+        warp_raw.at = *s;
         return;
     }
-    int64_t since = s->raw - warp_raw.raw;
+    int64_t since = s->raw - a->raw;
     if (cpu == warp_raw.cpu && since >= WARP_RAW_SPAN_NS) {
-        double span = (double)(s->raw_t - warp_raw.raw_t);
+        double span = (double)(s->raw_t - a->raw_t);
         warp_raw.rate = (double)since / span;
-        warp_raw.unc = ((double)(s->raw_width + warp_raw.raw_width) + 2.0 * (double)fc_counter_step()) / span + 1e-9;
+        warp_raw.unc = ((double)(s->raw_width + a->raw_width) + 2.0 * (double)fc_counter_step()) / span + 1e-9;
     }
-    if (since >= WARP_RAW_MOVE_NS)
-        warp_raw_anchor(s, cpu);
+    if (since >= WARP_RAW_MOVE_NS) {
+        warp_raw.cpu = cpu;
+        warp_raw.at = *s;
+    }
 }
 
 /* Returns 1 when s (taken on cpu) shows the counters apart. */
@@ -1217,31 +1226,28 @@ static int warp_note(const struct fc_cal_state *cs, const struct fc_sample *s, i
     double rate = cs->rate, allow_rate = cs->rate_unc + FC_UNSEEN_RATE + fc_sync_rate_allowance();
     const double raw_rate = warp_raw.rate, raw_allow = 2.0 * warp_raw.unc + FC_UNSEEN_RATE;
     for (int i = 0; i < WARP_SLOTS; i++) {
-        const typeof(warp_seen[0]) *e = &warp_seen[i];
-        if (e->cpu < 0 || e->cpu == cpu || s->mono - e->mono > WARP_RECENT_NS ||
-            e->sync_generation != cs->sync_generation || !s->offsets_ok ||
-            s->boot_off - e->boot_off > FC_SUSPEND_NS || e->boot_off - s->boot_off > FC_SUSPEND_NS)
+        const struct fc_sample *e = &warp_seen[i].s;
+        if (warp_seen[i].cpu < 0 || warp_seen[i].cpu == cpu || s->mono - e->mono > WARP_RECENT_NS ||
+            warp_seen[i].sync_generation != cs->sync_generation || !s->offsets_ok || suspend_between(s, e))
             continue;
         /* Counter ticks the kernel's time says passed, against the ticks
          * seen: on MONOTONIC_RAW where both samples have it and its rate is
          * measured (a tick or frequency changed and undone between two polls,
          * or an offset slewed, moves MONOTONIC by up to 10% of the gap, and
          * RAW not at all), else on MONOTONIC. */
-        double dt_ns, apart, slack;
-        if (raw_rate > 0 && s->raw_ok && e->raw_ok) {
+        const int by_raw = raw_rate > 0 && s->raw_ok && e->raw_ok;
+        if (by_raw)
             atomic_fetch_add_explicit(&stats.warp_raw_compares, 1, memory_order_relaxed);
-            dt_ns = (double)(s->raw - e->raw);
-            apart = fc_fabs((double)(int64_t)(s->raw_t - e->raw_t) - dt_ns / raw_rate);
-            slack = (double)(s->raw_width + e->raw_width) + fc_fabs(dt_ns) * raw_allow / raw_rate + 2.0 / raw_rate;
-        } else {
-            dt_ns = (double)(s->mono - e->mono);
-            apart = fc_fabs((double)(int64_t)(s->t - e->t) - dt_ns / rate);
-            slack = (double)(s->width + e->width) + fc_fabs(dt_ns) * allow_rate / rate + 2.0 / rate;
-        }
+        const double r = by_raw ? raw_rate : rate, allow = by_raw ? raw_allow : allow_rate;
+        const double dt_ns = by_raw ? (double)(s->raw - e->raw) : (double)(s->mono - e->mono);
+        const int64_t ticks = by_raw ? (int64_t)(s->raw_t - e->raw_t) : (int64_t)(s->t - e->t);
+        const uint64_t widths = by_raw ? s->raw_width + e->raw_width : s->width + e->width;
+        double apart = fc_fabs((double)ticks - dt_ns / r);
+        double slack = (double)widths + fc_fabs(dt_ns) * allow / r + 2.0 / r;
         int64_t cycles = apart > slack ? (int64_t)(apart - slack) : 0;
         if (cycles > warp_max_cycles) {
             warp_max_cycles = cycles;
-            warp_cpu_a = e->cpu;
+            warp_cpu_a = warp_seen[i].cpu;
             warp_cpu_b = cpu;
         }
         if ((double)cycles * rate > WARP_FOUND_NS)
@@ -1249,15 +1255,8 @@ static int warp_note(const struct fc_cal_state *cs, const struct fc_sample *s, i
     }
     int slot = cpu % WARP_SLOTS;
     warp_seen[slot].cpu = cpu;
-    warp_seen[slot].t = s->t;
-    warp_seen[slot].width = s->width;
-    warp_seen[slot].mono = s->mono;
-    warp_seen[slot].boot_off = s->boot_off;
     warp_seen[slot].sync_generation = cs->sync_generation;
-    warp_seen[slot].raw_ok = s->raw_ok;
-    warp_seen[slot].raw_t = s->raw_t;
-    warp_seen[slot].raw_width = s->raw_width;
-    warp_seen[slot].raw = s->raw;
+    warp_seen[slot].s = *s;
     if (warp_max_cycles >= 0)
         fc_warp_note(warp_max_cycles);
     return found;

@@ -563,7 +563,7 @@ TEST(Accuracy, StatusReportsAnHonestBound)
     EXPECT_GT(st.error_bound_ns, 0);
     // The bound covers what adjtimex may have done since the library last
     // looked: the largest change it permits (1/9 through the tick and 1000
-    // ppm through the frequency, each half again for the kernel's catch-up)
+    // ppm through the frequency, each half again as margin)
     // x that time.  Readers look once per millisecond of reading (either
     // calibrator), so ~0.17 ms; a late look under load adds some.
     // tsc-percpu adds the two worst CPUs' bounds.
