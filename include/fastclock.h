@@ -27,11 +27,11 @@
  *     fastclock_status().error_bound_ns at that moment (the error is ~20 ns
  *     p99 on a quiet machine; the bound also covers the largest change
  *     adjtimex permits -- 10% through the tick, 1500 ppm through the
- *     frequency -- since the library last looked: readers look once per
- *     millisecond of reading, so ~0.05 ms on average), at any uptime: the
- *     scale is re-calibrated continuously and corrections are slewed, never
- *     stepped backwards.  Outside the bound: a change made and undone
- *     between two looks (by its rate x one poll interval at most).
+ *     frequency -- since the library last looked at the line against the
+ *     kernel: readers look once per millisecond of reading, so ~0.05 ms on
+ *     average), at any uptime: the scale is re-calibrated continuously and
+ *     corrections are slewed, never stepped backwards; a change made and
+ *     undone between two looks is inside the bound too.
  *   - CLOCK_REALTIME (and TAI) follow the kernel's steps (settimeofday,
  *     leap seconds, resume) at the first read that starts after the step:
  *     each fine read adds the kernel's own REALTIME - MONOTONIC offset,

@@ -513,8 +513,8 @@ static __int128 line_fixed(const struct fc_line *l, int64_t d)
 static int64_t fixed_to_ns(__int128 v) { return (int64_t)(v >> FC_SHIFT); }
 static __int128 ns_to_fixed(int64_t ns) { return (__int128)ns << FC_SHIFT; }
 
-/* The bound without the exposure to rate changes no poll has seen: what it
- * is right after a poll that found the line's settings. */
+/* The bound without the exposure to rate changes since the line's last
+ * look at the kernel: what it is right after a look that found it within. */
 static int64_t meta_bound_seen(const struct fc_meta *m, int64_t mono_now)
 {
     int64_t age = mono_now - m->published_mono_ns;
@@ -525,7 +525,7 @@ static int64_t meta_bound_seen(const struct fc_meta *m, int64_t mono_now)
 
 int64_t fc_meta_bound(const struct fc_meta *m, int64_t mono_now)
 {
-    return meta_bound_seen(m, mono_now) + fc_sync_exposure_ns(m->sync_generation, m->published_mono_ns, mono_now);
+    return meta_bound_seen(m, mono_now) + fc_sync_exposure_ns(m->checked_mono_ns, mono_now);
 }
 
 /*
@@ -945,7 +945,7 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
         m.bound_growth_ppb = (int64_t)((unc + allowance + FC_UNSEEN_RATE) * 1e9) + 1;
         m.epoch = cm->epoch + 1;
         m.published_mono_ns = s->mono;
-        m.sync_generation = cs->sync_generation;
+        m.checked_mono_ns = s->mono; /* fitted to the kernel's samples up to here */
 
         /* The guard must still be ahead when readers can see the new line.
          * A check of the counter before publishing cannot promise that: the
@@ -1052,12 +1052,12 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
 /* ------------------------------------------------------------------ readers' adjtimex polls */
 
 /*
- * The bound charges ~17% of the time since the last adjtimex poll (sync.c):
- * 85 ms for a lazy line polled only at its calibrations (up to 0.5 s apart),
- * ~1.7 ms with the thread's 10 ms polls.  So a line's fast span ends one poll
- * interval (1 ms) after its last poll; the reader that gets there takes the
- * lock and calls this: a kernel read bracketed by two counter reads (the
- * line checked against the kernel), one adjtimex poll (two system calls,
+ * The bound charges ~17% of the time since the line's last look at the
+ * kernel (sync.c): 85 ms for a lazy line looked at only at its calibrations
+ * (up to 0.5 s apart), ~1.7 ms with the thread's 10 ms looks.  So a line's
+ * fast span ends one poll interval (1 ms) after its last look; the reader
+ * that gets there takes the lock and calls this: a kernel read bracketed by
+ * two counter reads (the line looked at), one adjtimex poll (two system calls,
  * ~3.5 us in all in a KVM guest where adjtimex costs 1.6 us: 0.35% of a CPU
  * for a process that reads the clock all the time, nothing for one that
  * does not), then the same line republished with its fast span running to
@@ -1072,17 +1072,18 @@ int fc_track_poll(const struct fc_track *t)
     const struct fc_meta *cm = fc_meta_current(t->latch);
     if (cur->mult == 0)
         return 1;
-    /* Where the line is against the kernel, before the poll clears its
-     * exposure (k: exposure counts from no later).  A rate change made and
-     * undone since the last poll -- a daemon's, while nobody read -- shows
-     * in neither the settings nor the generation, only here: beyond the
-     * bound the poll would leave it, recalibrate instead. */
+    /* Where the line is against the kernel: within the bound it has
+     * without exposure, its exposure counts from k on.  A rate change made
+     * and undone since the last poll -- a daemon's, while nobody read --
+     * shows in neither the settings nor the generation, only here: beyond
+     * that bound, recalibrate instead. */
     uint64_t c0, c1;
     struct timespec kts;
     int on = bracket_kernel(t->cpu, CLOCK_MONOTONIC, &c0, &kts, &c1);
     if (on == 0)
         return 0; /* migrated: the next reader on that CPU polls */
     int64_t k = on > 0 ? fc_ts_to_ns(&kts) : 0; /* unreadable: as fc_kernel_ns */
+    int looked = 0;
     if ((uint64_t)(c1 - cur->base_tsc) < cm->soft_span && (int64_t)(c0 - cur->base_tsc) >= 0) {
         int64_t b = meta_bound_seen(cm, k);
         int64_t lo = fixed_to_ns(line_fixed(cur, (int64_t)(c0 - cur->base_tsc))) - k;
@@ -1091,6 +1092,7 @@ int fc_track_poll(const struct fc_track *t)
         int64_t hi = fixed_to_ns(line_fixed(cur, (int64_t)(c1 + fc_counter_step() - cur->base_tsc))) - k;
         if (hi < -b || lo > b)
             return 1;
+        looked = on > 0; /* within its bound at k: exposure counts from here (fc_meta_bound) */
     }
     int64_t last = fc_sync_last_poll();
     if (k - last >= FC_READER_POLL_NS) {
@@ -1099,33 +1101,38 @@ int fc_track_poll(const struct fc_track *t)
     }
     if (fc_sync_generation() != t->cs->sync_generation)
         return 1;
-    if (slow_path_only(t))
-        return 0; /* every read takes the slow path by design: nothing to extend */
-    uint64_t now;
-    if (t->cpu < 0) {
-        now = fc_now_counter(1);
-    } else {
-        uint32_t aux;
-        now = fc_now_counter_aux(&aux);
-        if (FC_AUX_CPU(aux) != t->cpu)
-            return 0; /* migrated: the next reader on that CPU polls */
-    }
-    uint64_t used = now - cur->base_tsc;
-    if (used >= cm->soft_span)
-        return 1;
-    double rate = line_rate(cur);
-    int64_t left_ns = last + FC_READER_POLL_NS - k;
-    if (left_ns < FC_READER_POLL_NS / 16)
-        left_ns = FC_READER_POLL_NS / 16;
-    uint64_t span = used + (uint64_t)((double)left_ns / rate);
-    if (span > cm->soft_span)
-        span = cm->soft_span;
-    if (span <= cur->fast_span)
-        return 0;
     struct fc_line l = *cur;
     struct fc_meta m = *cm;
-    l.fast_span = span;
-    fc_line_publish(t->latch, &l, fc_line_base_frac(cur), &m);
+    if (looked)
+        m.checked_mono_ns = k;
+    /* The fast span runs a poll interval past the look (else past the last
+     * poll), so that reads look again within 1 ms of reading; not where
+     * every read takes the slow path by design, nor on a CPU this thread
+     * has left (the next reader there polls). */
+    uint64_t now = 0;
+    int here = !slow_path_only(t);
+    if (here && t->cpu < 0) {
+        now = fc_now_counter(1);
+    } else if (here) {
+        uint32_t aux;
+        now = fc_now_counter_aux(&aux);
+        here = FC_AUX_CPU(aux) == t->cpu;
+    }
+    if (here) {
+        uint64_t used = now - cur->base_tsc;
+        if (used >= cm->soft_span)
+            return 1;
+        int64_t left_ns = looked ? FC_READER_POLL_NS : last + FC_READER_POLL_NS - k;
+        if (left_ns < FC_READER_POLL_NS / 16)
+            left_ns = FC_READER_POLL_NS / 16;
+        uint64_t span = used + (uint64_t)((double)left_ns / line_rate(cur));
+        if (span > cm->soft_span)
+            span = cm->soft_span;
+        if (span > l.fast_span)
+            l.fast_span = span;
+    }
+    if (l.fast_span != cur->fast_span || m.checked_mono_ns != cm->checked_mono_ns)
+        fc_line_publish(t->latch, &l, fc_line_base_frac(cur), &m);
     return 0;
 }
 

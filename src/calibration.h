@@ -111,10 +111,12 @@ enum fc_recal_result {
 /* With the track's lock held: sample and publish a corrected line. */
 int fc_track_recalibrate(const struct fc_track *t);
 int fc_cal_recalibrate(void); /* the global track; publishes the first line when due */
-/* With the track's lock held, its fast span run out (no calibrator thread):
- * poll adjtimex and extend the fast span to the next poll.  Returns 1 when
- * the line wants recalibrating instead (the kernel's settings changed, or
- * it is past its soft span). */
+/* With the track's lock held, its fast span run out (or the thread's 10 ms
+ * look): look at the line against the kernel, poll adjtimex (at most once a
+ * millisecond), and republish the line checked now, its fast span a poll
+ * interval on.  Returns 1 when the line wants recalibrating instead (off
+ * the kernel beyond its bound, the kernel's settings changed, or past its
+ * soft span). */
 int fc_track_poll(const struct fc_track *t);
 /* The global track's (mode tsc, lock held). */
 int fc_cal_reader_poll(void);

@@ -7,9 +7,10 @@
  *     also fires on resume from suspend) to refresh the line's offsets and
  *     the coarse clocks; fine wall reads do not wait for it (wall.h checks
  *     the kernel's offset on every read);
- *   - adjtimex, polled every 10 ms (4 ms while steered), shows the kernel's
- *     rate changing; the error bound charges ~17% of the time since the
- *     last poll (the largest change adjtimex permits, unseen);
+ *   - every 10 ms (4 ms while steered) it looks at the global line against
+ *     the kernel and polls adjtimex, which shows the kernel's rate changing;
+ *     the error bound charges ~17% of the time since the line's last look
+ *     (the largest change adjtimex permits, unseen);
  *   - it decides the mode a millisecond after the process first reads the time;
  *   - a cross-CPU warp check at start-up (a few ms) decides whether the
  *     global line is good enough or each CPU needs its own (tsc-percpu);
@@ -48,12 +49,12 @@
 #include "warp.h"
 
 /* adjtimex while the counter answers: the error bound covers what a rate
- * change could do since the last look -- the largest adjtimex permits, 1/9
- * through the tick (and half again, as margin) plus 1500 ppm through the frequency, x that time (sync.c).
- * Readers look once per millisecond of reading (~3.5 us each, the line
- * checked against the kernel too, calibration.c
+ * change could do since the line's last look at the kernel -- the largest
+ * adjtimex permits, 1/9 through the tick (and half again, as margin) plus
+ * 1500 ppm through the frequency, x that time (sync.c).  Readers look (and
+ * poll) once per millisecond of reading (~3.5 us each, calibration.c
  * fc_track_poll), which keeps the bound near 0.1 ms while the clock is read;
- * these polls cover a process that is not reading.  Each wake-up costs 60-70
+ * these looks cover a process that is not reading.  Each wake-up costs 60-70
  * us of CPU in a KVM guest (2 vCPUs, measured): every 10 ms is 0.57% of a
  * CPU; while a daemon steers the kernel, every 4 ms (1.2%). */
 #define ADJTIMEX_POLL_NS 10000000LL
@@ -274,7 +275,18 @@ static void *calibrator_main(void *arg)
         now = fastclock_mono_ns();
         if (now - last_adj >= poll_ns) {
             last_adj = now;
-            fc_sync_poll(now);
+            /* The global line looked at against the kernel, then adjtimex
+             * polled: the look is what keeps the line's bound short while
+             * nobody reads (sync.c); off beyond its bound, recalibrate now.
+             * (tsc-percpu's lines are looked at by their readers and
+             * calibrations; a CPU's line is never read past its fast span.) */
+            if (mode == FC_MODE_TSC && fc_cal_trylock()) {
+                if (atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_TSC && fc_cal_reader_poll())
+                    force = 1;
+                fc_cal_unlock();
+            }
+            if (now - fc_sync_last_poll() >= poll_ns / 2)
+                fc_sync_poll(now);
         }
         /* adjtimex changed the kernel's rate: recalibrate now, whichever poll
          * saw it (a reader's, calibrating one CPU's line or in status, may

@@ -58,7 +58,11 @@ struct fc_meta {
     int64_t floor_ns;     /* mode system: no MONOTONIC read returns less */
     uint64_t epoch;
     int64_t published_mono_ns;
-    uint64_t sync_generation; /* the kernel's rate settings the line was built for (sync.c) */
+    /* The last look at the kernel that found the line within its bound
+     * (its publication, or a reader's poll): unseen rate changes are
+     * charged from here (sync.c), as no adjtimex poll can rule out a change
+     * made and undone meanwhile.  Written with the line, by its writer. */
+    int64_t checked_mono_ns;
     uint64_t uncut_span;  /* a line republished with its end cut short: the soft_span it had
                              (0: not cut), which readers may have used before the cut showed */
 } __attribute__((aligned(64)));

@@ -4,10 +4,12 @@
  * Why it matters here: fastclock tracks the kernel's CLOCK_MONOTONIC, whose
  * rate adjtimex may change at any moment (a time daemon, or root by hand).
  * Between two calibrations a line can drift from the kernel by (rate
- * change) x (age).  Only a poll of adjtimex shows such a change, so every
- * line's bound charges, from the last poll that still saw the line's
- * settings, for the largest rate change adjtimex permits whether or not
- * anything steers the kernel (fc_sync_exposure_ns):
+ * change) x (age).  A poll of adjtimex shows a change that stands, but not
+ * one made and undone since the last poll; only a look at the kernel shows
+ * that.  So every line's bound charges, from the last look that found the
+ * line within its bound of the kernel (its publication, or a reader's
+ * poll: fc_meta.checked_mono_ns), for the largest rate change adjtimex
+ * permits whether or not anything steers the kernel (fc_sync_exposure_ns):
  *   - the frequency, within +-500 ppm: up to 1000 ppm between two
  *     settings, charged at 1500 ppm (half again, as margin);
  *   - the tick, within +-10% of 10000 us (USER_HZ 100): from the tick last
@@ -15,16 +17,15 @@
  *     (an age counted on either clock): 1/9 at the nominal tick; and half
  *     again, as margin (a tick change shows in CLOCK_MONOTONIC at once,
  *     measured on Linux 6.18; see fc_sync_unseen_rate).
- * So the bound is about 0.17 x the time since the last poll: the poll
- * interval sets it (readers: every 1 ms of reading, calibration.c
- * fc_track_poll; the thread: every 10 ms, calibrator.c).  A change made and
- * undone between two polls shows in no setting: a reader's poll first
- * checks where its line is against the kernel and recalibrates if it is
- * off beyond the bound the poll would leave (a process idle for seconds
- * meets such a change at its first read), but a read between two polls
- * can be outside the bound by up to the change's rate x one poll interval
- * (100 us for a 10% tick held 1 ms).  (Not covered either: an ntpd-style PLL offset,
- * ADJ_OFFSET with STA_PLL, slews at up to offset/4 per second; its effect
+ * So the bound is about 0.17 x the time since the line's last look: the
+ * poll interval sets it (readers: every 1 ms of reading, calibration.c
+ * fc_track_poll, which looks at the line, then polls adjtimex; the thread:
+ * the global line every 10 ms, calibrator.c).  A look that finds the line
+ * off beyond the bound it would leave recalibrates instead.  The bound of
+ * one line never counts from a poll that did not look at it: another CPU's
+ * line, a status call, the thread's poll in tsc-percpu.  (Not covered: an
+ * ntpd-style PLL offset, ADJ_OFFSET with STA_PLL, slews at up to offset/4
+ * per second; its effect
  * starts at the next second boundary and shows as offset != 0 at the next
  * poll, which then counts as steering.)
  *
@@ -68,7 +69,6 @@ static struct {
      * swallow one another reader needs to see (calibration restarts its
      * history on any new generation). */
     _Atomic uint64_t generation;
-    _Atomic int64_t clean_before_mono; /* the last poll that still saw the previous generation */
     _Atomic int polling;               /* one poll at a time (try-lock; others skip) */
     _Atomic double last_change;        /* size of the last change, as a rate fraction */
     _Atomic int64_t last_change_mono;
@@ -154,9 +154,6 @@ static int sync_poll_locked(int64_t now)
                 d = (d < 0 ? -d : d) + MAXFREQ_PPM * 1e-6;
             atomic_store_explicit(&sync_state.last_change, d < 0 ? -d : d, memory_order_relaxed);
             atomic_store_explicit(&sync_state.last_change_mono, now, memory_order_relaxed);
-            atomic_store_explicit(&sync_state.clean_before_mono,
-                                  atomic_load_explicit(&sync_state.sampled_mono, memory_order_relaxed),
-                                  memory_order_relaxed);
         }
     }
     if (changed || offset != 0)
@@ -176,8 +173,7 @@ static int sync_poll_locked(int64_t now)
     atomic_store_explicit(&sync_state.status, tx.status, memory_order_relaxed);
     /* The settings before the generation: whoever sees the new generation
      * also sees the settings that made it (calibration rescales its rate by
-     * them).  The generation before sampled_mono: nobody may take this poll
-     * as clean for the old generation (fc_sync_exposure_ns). */
+     * them). */
     if (changed)
         atomic_fetch_add_explicit(&sync_state.generation, 1, memory_order_seq_cst);
     atomic_store_explicit(&sync_state.sampled_mono, now, memory_order_release);
@@ -262,41 +258,16 @@ double fc_sync_recent_change(int64_t now)
 }
 
 /*
- * The error a line may have picked up from kernel rate changes it was not
- * built for.  Up to the last poll that still saw the line's generation the
- * kernel's settings were the line's; after it, adjtimex may have changed
- * the frequency and the tick at any moment, by as much as it permits (see
- * the top of this file), whether or not a daemon runs: a change nobody has
- * polled yet is exactly the one the bound cannot know about.
+ * The error a line may have picked up from kernel rate changes since it
+ * was last found within its bound of the kernel: adjtimex may have changed
+ * the frequency and the tick at any moment since, by as much as it permits
+ * (see the top of this file), whether or not a daemon runs.  A poll does
+ * not end this: it sees the settings now, not a change made and undone
+ * since the last one, which only a look at the kernel shows.
  */
-int64_t fc_sync_exposure_ns(uint64_t line_generation, int64_t published_mono, int64_t now)
+int64_t fc_sync_exposure_ns(int64_t checked_mono, int64_t now)
 {
-    if (!atomic_load_explicit(&sync_state.known, memory_order_acquire)) {
-        /* Never polled: nothing to charge yet.  Refused: no poll ever saw
-         * the settings, so the whole age of the line is exposed. */
-        if (!atomic_load_explicit(&sync_state.unavailable, memory_order_acquire) || now <= published_mono)
-            return 0;
-        return (int64_t)((double)(now - published_mono) * fc_sync_unseen_rate()) + 1;
-    }
-    /* sampled_mono first: the poller stores it after the generation, so a
-     * new poll seen here comes with its generation. */
-    int64_t sampled = atomic_load_explicit(&sync_state.sampled_mono, memory_order_acquire);
-    uint64_t gen = atomic_load_explicit(&sync_state.generation, memory_order_acquire);
-    int64_t clean;
-    if (gen == line_generation)
-        clean = sampled;
-    else if (gen == line_generation + 1)
-        clean = atomic_load_explicit(&sync_state.clean_before_mono, memory_order_relaxed);
-    else
-        clean = published_mono;
-    /* A poll that sees the next change may already have moved
-     * clean_before_mono to its own sample before bumping the generation
-     * again: never count as clean a moment at or after the sample seen. */
-    if (gen != line_generation && clean >= sampled)
-        clean = published_mono;
-    if (clean < published_mono)
-        clean = published_mono;
-    int64_t exposed = now - clean;
+    int64_t exposed = now - checked_mono;
     if (exposed <= 0)
         return 0;
     return (int64_t)((double)exposed * fc_sync_unseen_rate()) + 1;

@@ -35,9 +35,9 @@ uint64_t fc_sync_generation(void);
 double fc_sync_last_change(void);
 /* That size if the change was seen in the last few seconds, else 0. */
 double fc_sync_recent_change(int64_t mono_now_ns);
-/* Error a line built at line_generation, published at published_mono, may
- * have picked up by now from rate changes not yet seen (see sync.c). */
-int64_t fc_sync_exposure_ns(uint64_t line_generation, int64_t published_mono, int64_t now);
+/* Error a line last found within its bound of the kernel at `checked_mono`
+ * may have picked up by now from rate changes (see sync.c). */
+int64_t fc_sync_exposure_ns(int64_t checked_mono, int64_t now);
 /* The largest rate change adjtimex permits from the settings last seen
  * (frequency and tick), as a fraction: what exposure charges per ns. */
 double fc_sync_unseen_rate(void);
