@@ -525,7 +525,7 @@ static int64_t meta_bound_seen(const struct fc_meta *m, int64_t mono_now)
 
 int64_t fc_meta_bound(const struct fc_meta *m, int64_t mono_now)
 {
-    return meta_bound_seen(m, mono_now) + fc_sync_exposure_ns(m->checked_mono_ns, mono_now);
+    return meta_bound_seen(m, mono_now) + fc_sync_exposure_ns(m->checked_mono_ns, m->tick_us, mono_now);
 }
 
 /*
@@ -946,6 +946,7 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
         m.epoch = cm->epoch + 1;
         m.published_mono_ns = s->mono;
         m.checked_mono_ns = s->mono; /* fitted to the kernel's samples up to here */
+        m.tick_us = cs->settings_known ? cs->set_tick : 0;
 
         /* The guard must still be ahead when readers can see the new line.
          * A check of the counter before publishing cannot promise that: the
@@ -1092,7 +1093,9 @@ int fc_track_poll(const struct fc_track *t)
         int64_t hi = fixed_to_ns(line_fixed(cur, (int64_t)(c1 + fc_counter_step() - cur->base_tsc))) - k;
         if (hi < -b || lo > b)
             return 1;
-        looked = on > 0; /* within its bound at k: exposure counts from here (fc_meta_bound) */
+        /* The whole bracket within the bound (a preempted, wide one proves
+         * nothing): exposure counts from k (fc_meta_bound). */
+        looked = on > 0 && lo >= -b && hi <= b;
     }
     int64_t last = fc_sync_last_poll();
     if (k - last >= FC_READER_POLL_NS) {
@@ -1103,21 +1106,23 @@ int fc_track_poll(const struct fc_track *t)
         return 1;
     struct fc_line l = *cur;
     struct fc_meta m = *cm;
-    if (looked)
-        m.checked_mono_ns = k;
     /* The fast span runs a poll interval past the look (else past the last
      * poll), so that reads look again within 1 ms of reading; not where
      * every read takes the slow path by design, nor on a CPU this thread
-     * has left (the next reader there polls). */
+     * has left (the next reader there polls).  The look counts with the
+     * span it extends: a per-CPU line's bound is counted up to its fast
+     * span's end (percpu.c), which must not lie before the look. */
     uint64_t now = 0;
-    int here = !slow_path_only(t);
-    if (here && t->cpu < 0) {
+    int spans = !slow_path_only(t), here = spans;
+    if (spans && t->cpu < 0) {
         now = fc_now_counter(1);
-    } else if (here) {
+    } else if (spans) {
         uint32_t aux;
         now = fc_now_counter_aux(&aux);
         here = FC_AUX_CPU(aux) == t->cpu;
     }
+    if (looked && (here || !spans))
+        m.checked_mono_ns = k;
     if (here) {
         uint64_t used = now - cur->base_tsc;
         if (used >= cm->soft_span)

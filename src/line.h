@@ -63,6 +63,7 @@ struct fc_meta {
      * charged from here (sync.c), as no adjtimex poll can rule out a change
      * made and undone meanwhile.  Written with the line, by its writer. */
     int64_t checked_mono_ns;
+    long tick_us;         /* the adjtimex tick its rate was measured or rescaled under (0: not known) */
     uint64_t uncut_span;  /* a line republished with its end cut short: the soft_span it had
                              (0: not cut), which readers may have used before the cut showed */
 } __attribute__((aligned(64)));

@@ -72,10 +72,8 @@ static struct {
     _Atomic int polling;               /* one poll at a time (try-lock; others skip) */
     _Atomic double last_change;        /* size of the last change, as a rate fraction */
     _Atomic int64_t last_change_mono;
-    /* adjtimex refused (a seccomp filter, systemd's ProtectClock): nothing
-     * is seen, so every line is charged from its publication; polls still
-     * back off from the last attempt, answered or not. */
-    _Atomic int unavailable;
+    /* The last attempt, answered or refused (a seccomp filter, systemd's
+     * ProtectClock): polls back off from it either way. */
     _Atomic int64_t attempted_mono;
 } sync_state;
 
@@ -92,8 +90,7 @@ static int kernel_adjtimex(struct timex *tx)
  * One poller at a time: two interleaved polls would each compare with the
  * other's result (one sees the old settings, the other the new) and count
  * changes back and forth, with sampled_mono going back.  A poll that finds
- * another running skips: that one's result is as fresh as its own would be,
- * and exposure never counts from a poll that did not happen.
+ * another running skips: that one's result is as fresh as its own would be.
  */
 /* Set while this thread polls (before the try, as calibration.c's
  * cal_held_here), for a fork child. */
@@ -124,11 +121,8 @@ static int sync_poll_locked(int64_t now)
     memset(&tx, 0, sizeof tx);
     atomic_store_explicit(&sync_state.attempted_mono, now, memory_order_relaxed);
     int state = kernel_adjtimex(&tx);
-    if (state < 0) {
-        atomic_store_explicit(&sync_state.unavailable, 1, memory_order_release);
-        return 0;
-    }
-    atomic_store_explicit(&sync_state.unavailable, 0, memory_order_relaxed);
+    if (state < 0)
+        return 0; /* refused: nothing seen; attempted_mono paces the next try */
     long offset = (tx.status & STA_PLL) ? tx.offset : 0;
     struct timex ss;
     memset(&ss, 0, sizeof ss);
@@ -265,30 +259,37 @@ double fc_sync_recent_change(int64_t now)
  * not end this: it sees the settings now, not a change made and undone
  * since the last one, which only a look at the kernel shows.
  */
-int64_t fc_sync_exposure_ns(int64_t checked_mono, int64_t now)
+int64_t fc_sync_exposure_ns(int64_t checked_mono, long tick_us, int64_t now)
 {
     int64_t exposed = now - checked_mono;
     if (exposed <= 0)
         return 0;
-    return (int64_t)((double)exposed * fc_sync_unseen_rate()) + 1;
+    return (int64_t)((double)exposed * fc_sync_unseen_rate(tick_us)) + 1;
 }
 
 /* The largest rate change adjtimex could make now, as a fraction. */
-double fc_sync_unseen_rate(void)
+double fc_sync_unseen_rate(long tick)
 {
     /* 1000 ppm between two frequency settings, and half again as margin
      * (1.26x was measured once on Linux 6.18 in a KVM guest, before the
      * slope across an unseen change was found to be ours: see below). */
     double a = 3.0 * MAXFREQ_PPM * 1e-6;
-    /* The tick, from where it is to the far end of what adjtimex accepts. */
-    long tick = atomic_load_explicit(&sync_state.tick, memory_order_relaxed);
-    if (tick < MIN_TICK_US || tick > MAX_TICK_US)
-        tick = NOMINAL_TICK_US;
+    /* The tick, from the line's to the far end of what adjtimex accepts
+     * (the line's, not the one last seen: a line built at 9000 after which
+     * 10000 was seen, then 11000 unseen, runs 2/9 off).  Not known (adjtimex
+     * refused, or never answered): from either end to the other. */
+    long up, down;
+    if (tick < MIN_TICK_US || tick > MAX_TICK_US) {
+        tick = MIN_TICK_US;
+        up = down = MAX_TICK_US - MIN_TICK_US;
+    } else {
+        up = MAX_TICK_US - tick;
+        down = tick - MIN_TICK_US;
+    }
     /* As a fraction of the slower of the two rates: an age may be counted
      * on the line (the old rate) or on the kernel's clock (where it answers
      * ordered reads, as in tsc-percpu), and a drop from 10000 to 9000 puts
      * the line ahead by 1/9 of every kernel ns (1/10 of every line ns). */
-    long up = MAX_TICK_US - tick, down = tick - MIN_TICK_US;
     double rise = (double)up / (double)tick, drop = (double)down / (double)MIN_TICK_US;
     /* And half again, kept as margin.  (It was once measured as the
      * kernel's catch-up: lazy tsc-percpu, 10000 -> 9000 after 11000 -> 10000

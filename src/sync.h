@@ -35,12 +35,14 @@ uint64_t fc_sync_generation(void);
 double fc_sync_last_change(void);
 /* That size if the change was seen in the last few seconds, else 0. */
 double fc_sync_recent_change(int64_t mono_now_ns);
-/* Error a line last found within its bound of the kernel at `checked_mono`
- * may have picked up by now from rate changes (see sync.c). */
-int64_t fc_sync_exposure_ns(int64_t checked_mono, int64_t now);
-/* The largest rate change adjtimex permits from the settings last seen
- * (frequency and tick), as a fraction: what exposure charges per ns. */
-double fc_sync_unseen_rate(void);
+/* Error a line built for adjtimex tick `tick_us` (0: not known), last found
+ * within its bound of the kernel at `checked_mono`, may have picked up by
+ * now from rate changes (see sync.c). */
+int64_t fc_sync_exposure_ns(int64_t checked_mono, long tick_us, int64_t now);
+/* The largest rate change adjtimex permits away from tick `tick_us` (0: not
+ * known: from anywhere in its range), as a fraction: what exposure charges
+ * per ns. */
+double fc_sync_unseen_rate(long tick_us);
 /* When the last poll ran (0: never). */
 int64_t fc_sync_last_poll(void);
 void fc_sync_after_fork_child(void);

@@ -51,6 +51,8 @@ void fc_test_current_line(struct fc_test_line *out)
     out->boot_offset = l->boot_offset;
     out->floor_ns = m->floor_ns;
     out->epoch = m->epoch;
+    out->tick_us = m->tick_us;
+    out->checked_mono_ns = m->checked_mono_ns;
     out->base_ns = l->base_ns;
     out->base_frac = fc_line_base_frac(l);
 }

@@ -23,6 +23,8 @@ struct fc_test_line {
     uint64_t base_tsc, soft_span, base_frac, fast_span;
     int64_t mult, base_ns, error_bound_ns, real_offset, boot_offset, floor_ns;
     uint64_t epoch;
+    long tick_us;            /* the adjtimex tick it was built for (0: not known) */
+    int64_t checked_mono_ns; /* its last look at the kernel (sync.c) */
 };
 void fc_test_current_line(struct fc_test_line *out);
 /* The line's CLOCK_MONOTONIC value at counter value t (exact fixed point). */

@@ -24,6 +24,7 @@
 #include "fastclock_inline.h"
 extern "C" {
 #include "kernel.h"
+#include "sync.h"
 }
 #include "testing.h"
 #include "test_util.h"
@@ -2172,6 +2173,82 @@ TEST_F(Faults, TickChangedAndUndoneUnseenIsTheKernels)
         }
     }
     verdict("tick 11000 for 0.8 ms between two reads, unseen, 20 times");
+}
+
+// A line is charged for unseen tick changes from the tick it was built
+// for, not from the one last seen: a line built at 9000, after which 10000
+// is seen by a poll elsewhere and 11000 comes unseen, runs 2/9 off the
+// kernel.  Where adjtimex is refused the tick is not known: from either end
+// of its range to the other.
+TEST_F(Faults, ALineIsChargedFromItsOwnTick)
+{
+    const double fq = 3.0 * 500e-6; // the frequency's share, as sync.c charges it
+    EXPECT_GE(fc_sync_unseen_rate(9000), fq + 1.5 * 2000.0 / 9000.0);
+    EXPECT_GE(fc_sync_unseen_rate(11000), fq + 1.5 * 2000.0 / 9000.0);
+    EXPECT_NEAR(fc_sync_unseen_rate(10000), fq + 1.5 * 1000.0 / 9000.0, 1e-12);
+    EXPECT_GE(fc_sync_unseen_rate(0), fq + 1.5 * 2000.0 / 9000.0);
+
+    sim.tick_us = 9000;
+    sim_set_rate((1.0 / 2.6) * 0.9);
+    install();
+    warm_up(300, 1e6);
+    struct fc_test_line l;
+    fc_test_current_line(&l);
+    EXPECT_EQ(l.tick_us, 9000);
+    int64_t mono = int64_t(sim_mono_at(sim.tick));
+    EXPECT_GE(l.checked_mono_ns, mono - 1100000) << "the lines are looked at once per ms of reading";
+    sim.tick_us = 10000; // seen: the next read's poll recalibrates for it
+    sim_set_rate(1.0 / 2.6);
+    warm_up(10, 1e6);
+    fc_test_current_line(&l);
+    EXPECT_EQ(l.tick_us, 10000);
+
+    sim = Sim();
+    sim.adjtimex_refused = true;
+    install();
+    warm_up(300, 1e6);
+    fc_test_current_line(&l);
+    EXPECT_EQ(l.tick_us, 0) << "adjtimex refused: the tick is not known";
+}
+
+// The look that finds a line within its bound must see it whole: its
+// kernel read bracketed narrowly.  After a change made and undone unseen,
+// a look whose kernel read took 120 us (a preempted reader, a VM exit)
+// straddles the bound and proves nothing; the line keeps its exposure until
+// a look that can tell, and no read lies outside the bound around it.
+TEST_F(Faults, AWideLookProvesNothing)
+{
+    install();
+    warm_up(300, 1e6);
+    int64_t prev = fastclock_mono_ns(), worst_excess = INT64_MIN, worst_err = 0;
+    long back = 0;
+    for (int round = 0; round < 20; round++) {
+        for (int i = 0; i < 50; i++) {
+            sim_advance_ns(200e3);
+            prev = std::max(prev, fastclock_mono_ns());
+        }
+        sim_set_rate((1.0 / 2.6) * 1.1); // unseen: 50 us ahead of the line in 0.5 ms
+        sim_advance_ns(500e3);
+        sim_set_rate(1.0 / 2.6);
+        sim_advance_ns(double(10000 + round * 5000));
+        // Every simulated read looks (an injected counter leaves no fast
+        // span): this one, and the status call's, with kernel reads of 120 us.
+        sim.kernel_cost = uint64_t(120e3 / sim.rate);
+        int64_t v, e = read_err(&v);
+        int64_t b = status_now().error_bound_ns;
+        sim.kernel_cost = 52;
+        worst_err = std::max(worst_err, fctest::iabs(e));
+        worst_excess = std::max(worst_excess, fctest::iabs(e) - b);
+        back += v < prev;
+        prev = std::max(prev, v);
+    }
+    std::printf("a 120 us look after ~50 us of unseen drift, 20 times: worst error %lld ns, worst excess over the "
+                "bound %lld ns\n",
+                (long long)worst_err, (long long)worst_excess);
+    EXPECT_EQ(mode(), "tsc") << reason();
+    EXPECT_EQ(back, 0);
+    EXPECT_LE(worst_excess, 0);
+    EXPECT_GT(worst_err, 20000) << "the unseen change should have moved the line off the kernel";
 }
 
 } // namespace
