@@ -341,6 +341,14 @@ protected:
         struct fc_seam seam = sim_seam();
         fc_test_reset(&seam);
     }
+    // tsc-percpu forced on two simulated CPUs whose counters are 1e6 ticks apart.
+    bool install_percpu_two_cpus()
+    {
+        sim.cpu_offset[1] = 1000000;
+        setenv("FASTCLOCK_MODE", "percpu", 1);
+        install();
+        return mode() == "tsc-percpu";
+    }
     std::string mode()
     {
         struct fastclock_status st;
@@ -1731,10 +1739,7 @@ TEST_F(Faults, PerCpuOffsetsAndRatesWithMigration)
 TEST_F(Faults, PerCpuTickChangesStayWithinTheReportedBound)
 {
     NEEDS_PERCPU();
-    sim.cpu_offset[1] = 1000000;
-    setenv("FASTCLOCK_MODE", "percpu", 1);
-    install();
-    ASSERT_EQ(mode(), "tsc-percpu") << reason();
+    ASSERT_TRUE(install_percpu_two_cpus()) << reason();
     Rng rng;
     for (int i = 0; i < 2000; i++) {
         sim.cpu = int(rng.next() % 2);
@@ -1766,6 +1771,30 @@ TEST_F(Faults, PerCpuTickChangesStayWithinTheReportedBound)
     EXPECT_GT(worst_err, 10000) << "the tick changes should have moved the lines off the kernel";
 }
 
+// Reads judged against the bound reported around them: the worst error,
+// the worst excess over that bound, and steps back.
+struct BoundTally {
+    int64_t prev, worst_excess = INT64_MIN, worst_err = 0;
+    long back = 0;
+    explicit BoundTally(int64_t first) : prev(first) {}
+    void add(int64_t v, int64_t err, int64_t bound)
+    {
+        worst_err = std::max(worst_err, fctest::iabs(err));
+        worst_excess = std::max(worst_excess, fctest::iabs(err) - bound);
+        back += v < prev;
+        prev = std::max(prev, v);
+    }
+    // min_err: the error the scenario must have caused, or it tested nothing.
+    void verdict(const char *what, int64_t min_err)
+    {
+        std::printf("%s: worst error %lld ns, worst excess over the bound %lld ns\n", what, (long long)worst_err,
+                    (long long)worst_excess);
+        EXPECT_EQ(back, 0) << what;
+        EXPECT_LE(worst_excess, 0) << what;
+        EXPECT_GT(worst_err, min_err) << what << ": the unseen change should have moved the line off the kernel";
+    }
+};
+
 // A change made and undone between two reads, on one CPU's line, is seen
 // only by a look at the kernel -- and a poll elsewhere (the other CPU's
 // line calibrated anew, with its adjtimex poll) does not look at this line.
@@ -1773,23 +1802,19 @@ TEST_F(Faults, PerCpuTickChangesStayWithinTheReportedBound)
 TEST_F(Faults, PerCpuUnseenChangeOutlivesNoOtherCpusPoll)
 {
     NEEDS_PERCPU();
-    sim.cpu_offset[1] = 1000000;
-    setenv("FASTCLOCK_MODE", "percpu", 1);
-    install();
-    ASSERT_EQ(mode(), "tsc-percpu") << reason();
+    ASSERT_TRUE(install_percpu_two_cpus()) << reason();
     Rng rng;
     for (int i = 0; i < 2000; i++) {
         sim.cpu = i % 2;
         sim_advance_ns(100e3);
         fastclock_mono_ns();
     }
-    int64_t prev = fastclock_mono_ns(), worst_excess = INT64_MIN, worst_err = 0;
-    long back = 0;
+    BoundTally tally(fastclock_mono_ns());
     for (int round = 0; round < 60; round++) {
         for (int i = 0; i < 20; i++) { // both lines fresh, polled at irregular moments
             sim.cpu = int(rng.next() % 2);
             sim_advance_ns(double(50000 + rng.next() % 100000));
-            prev = std::max(prev, fastclock_mono_ns());
+            tally.prev = std::max(tally.prev, fastclock_mono_ns());
         }
         // Unseen: 10% faster for 0.2-0.6 ms (sim.tick_us stays 10000).
         sim_set_rate((1.0 / 2.6) * 1.1);
@@ -1801,19 +1826,11 @@ TEST_F(Faults, PerCpuUnseenChangeOutlivesNoOtherCpusPoll)
             int64_t b0 = status_now().error_bound_ns;
             int64_t v, e = read_err(&v);
             int64_t b1 = status_now().error_bound_ns;
-            worst_err = std::max(worst_err, fctest::iabs(e));
-            worst_excess = std::max(worst_excess, fctest::iabs(e) - std::max(b0, b1));
-            back += v < prev;
-            prev = std::max(prev, v);
+            tally.add(v, e, std::max(b0, b1));
         }
     }
-    std::printf("unseen 10%% for 0.2-0.6 ms, 60 times on 2 CPUs: worst error %lld ns, worst excess over the "
-                "bound %lld ns\n",
-                (long long)worst_err, (long long)worst_excess);
+    tally.verdict("unseen 10% for 0.2-0.6 ms, 60 times on 2 CPUs", 5000);
     EXPECT_EQ(mode(), "tsc-percpu") << reason();
-    EXPECT_EQ(back, 0);
-    EXPECT_LE(worst_excess, 0);
-    EXPECT_GT(worst_err, 5000) << "the unseen changes should have moved the lines off the kernel";
 }
 
 // The worst case of the above, made exactly: the kernel speeds up by the
@@ -2220,12 +2237,11 @@ TEST_F(Faults, AWideLookProvesNothing)
 {
     install();
     warm_up(300, 1e6);
-    int64_t prev = fastclock_mono_ns(), worst_excess = INT64_MIN, worst_err = 0;
-    long back = 0;
+    BoundTally tally(fastclock_mono_ns());
     for (int round = 0; round < 20; round++) {
         for (int i = 0; i < 50; i++) {
             sim_advance_ns(200e3);
-            prev = std::max(prev, fastclock_mono_ns());
+            tally.prev = std::max(tally.prev, fastclock_mono_ns());
         }
         sim_set_rate((1.0 / 2.6) * 1.1); // unseen: 50 us ahead of the line in 0.5 ms
         sim_advance_ns(500e3);
@@ -2237,18 +2253,10 @@ TEST_F(Faults, AWideLookProvesNothing)
         int64_t v, e = read_err(&v);
         int64_t b = status_now().error_bound_ns;
         sim.kernel_cost = 52;
-        worst_err = std::max(worst_err, fctest::iabs(e));
-        worst_excess = std::max(worst_excess, fctest::iabs(e) - b);
-        back += v < prev;
-        prev = std::max(prev, v);
+        tally.add(v, e, b);
     }
-    std::printf("a 120 us look after ~50 us of unseen drift, 20 times: worst error %lld ns, worst excess over the "
-                "bound %lld ns\n",
-                (long long)worst_err, (long long)worst_excess);
+    tally.verdict("a 120 us look after ~50 us of unseen drift, 20 times", 20000);
     EXPECT_EQ(mode(), "tsc") << reason();
-    EXPECT_EQ(back, 0);
-    EXPECT_LE(worst_excess, 0);
-    EXPECT_GT(worst_err, 20000) << "the unseen change should have moved the line off the kernel";
 }
 
 } // namespace
