@@ -1067,36 +1067,75 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
  * the kernel's settings, or a line past its soft span wants a
  * recalibration instead: returns 1.
  */
+enum look { LOOK_MIGRATED, LOOK_WITHIN, LOOK_OFF, LOOK_UNSURE };
+
+/* Where the line is against the kernel (*k: the kernel's MONOTONIC then):
+ * the kernel read bracketed by two counter reads, the line's values at
+ * both ends against it.  Within the bound the line has without exposure
+ * (the whole bracket: a preempted, wide one proves nothing), its exposure
+ * counts from k on (fc_meta_bound); beyond it, or straddling it even with
+ * the narrowest of three brackets while narrower than the bound (the line
+ * at its bound's edge), or the kernel unreadable, the line is off.  Unsure:
+ * every bracket too wide to tell (a busy machine: the exposure keeps
+ * growing until a look can tell), outside the line's span, or the counter
+ * going back within it. */
+static enum look look_at_line(const struct fc_track *t, const struct fc_line *cur, const struct fc_meta *cm,
+                              int64_t *k)
+{
+    uint64_t c0 = 0, c1 = 0;
+    struct timespec kts;
+    for (int i = 0; i < 3; i++) {
+        uint64_t a, z;
+        struct timespec ts;
+        int on = bracket_kernel(t->cpu, CLOCK_MONOTONIC, &a, &ts, &z);
+        if (on == 0)
+            return LOOK_MIGRATED; /* the next reader on that CPU looks */
+        if (on < 0) {
+            *k = 0; /* as fc_kernel_ns; recalibrating says what follows */
+            return LOOK_OFF;
+        }
+        if (z < a)
+            continue; /* the counter went back: the next sample says so */
+        if (c1 == 0 || z - a < c1 - c0) {
+            c0 = a;
+            c1 = z;
+            kts = ts;
+        }
+        if (c1 == 0 || (uint64_t)(c1 - cur->base_tsc) >= cm->soft_span || (int64_t)(c0 - cur->base_tsc) < 0)
+            continue;
+        *k = fc_ts_to_ns(&kts);
+        int64_t b = meta_bound_seen(cm, *k);
+        int64_t lo = fixed_to_ns(line_fixed(cur, (int64_t)(c0 - cur->base_tsc))) - *k;
+        /* A counter that steps (arm64's, when coarse) may have been up to a
+         * step past c1 when the kernel read. */
+        int64_t hi = fixed_to_ns(line_fixed(cur, (int64_t)(c1 + fc_counter_step() - cur->base_tsc))) - *k;
+        if (hi < -b || lo > b)
+            return LOOK_OFF;
+        if (lo >= -b && hi <= b)
+            return LOOK_WITHIN;
+        if (i == 2 && hi - lo <= b)
+            return LOOK_OFF; /* at its bound's edge: a fresh line costs less than a growing bound */
+    }
+    *k = c1 ? fc_ts_to_ns(&kts) : fc_kernel_ns(CLOCK_MONOTONIC);
+    return LOOK_UNSURE;
+}
+
 int fc_track_poll(const struct fc_track *t)
 {
     const struct fc_line *cur = fc_line_current(t->latch);
     const struct fc_meta *cm = fc_meta_current(t->latch);
     if (cur->mult == 0)
         return 1;
-    /* Where the line is against the kernel: within the bound it has
-     * without exposure, its exposure counts from k on.  A rate change made
-     * and undone since the last poll -- a daemon's, while nobody read --
-     * shows in neither the settings nor the generation, only here: beyond
-     * that bound, recalibrate instead. */
-    uint64_t c0, c1;
-    struct timespec kts;
-    int on = bracket_kernel(t->cpu, CLOCK_MONOTONIC, &c0, &kts, &c1);
-    if (on == 0)
-        return 0; /* migrated: the next reader on that CPU polls */
-    int64_t k = on > 0 ? fc_ts_to_ns(&kts) : 0; /* unreadable: as fc_kernel_ns */
-    int looked = 0;
-    if ((uint64_t)(c1 - cur->base_tsc) < cm->soft_span && (int64_t)(c0 - cur->base_tsc) >= 0) {
-        int64_t b = meta_bound_seen(cm, k);
-        int64_t lo = fixed_to_ns(line_fixed(cur, (int64_t)(c0 - cur->base_tsc))) - k;
-        /* A counter that steps (arm64's, when coarse) may have been up to a
-         * step past c1 when the kernel read. */
-        int64_t hi = fixed_to_ns(line_fixed(cur, (int64_t)(c1 + fc_counter_step() - cur->base_tsc))) - k;
-        if (hi < -b || lo > b)
-            return 1;
-        /* The whole bracket within the bound (a preempted, wide one proves
-         * nothing): exposure counts from k (fc_meta_bound). */
-        looked = on > 0 && lo >= -b && hi <= b;
-    }
+    /* A rate change made and undone since the last poll -- a daemon's,
+     * while nobody read -- shows in neither the settings nor the
+     * generation, only in a look at the kernel. */
+    int64_t k;
+    enum look look = look_at_line(t, cur, cm, &k);
+    if (look == LOOK_MIGRATED)
+        return 0;
+    if (look == LOOK_OFF)
+        return 1;
+    int looked = look == LOOK_WITHIN;
     int64_t last = fc_sync_last_poll();
     if (k - last >= FC_READER_POLL_NS) {
         fc_sync_poll(k);
@@ -1389,18 +1428,37 @@ static int first_line(void)
     return FC_RECAL_OK;
 }
 
-int fc_track_start(const struct fc_track *t, double rate, double rate_unc)
+void fc_rate_seed_settings(struct fc_rate_seed *seed, int64_t mono_now)
+{
+    fc_sync_poll(mono_now);
+    seed->settings_known = fc_sync_settings(&seed->freq, &seed->tick);
+}
+
+int fc_track_start(const struct fc_track *t, const struct fc_rate_seed *seed)
 {
     struct fc_sample s;
     int r = fc_cal_sample(&s, FC_SAMPLE_TRIES, t->cpu);
-    if (r != FC_SAMPLE_OK || (double)s.width * rate > FC_MAX_WIDTH_NS)
+    if (r != FC_SAMPLE_OK || (double)s.width * seed->rate > FC_MAX_WIDTH_NS)
         return -1;
-    memset(t->cs, 0, sizeof *t->cs);
-    t->cs->sync_generation = fc_sync_generation();
-    rescale_for_settings(t->cs);
-    t->cs->rate = rate;
-    t->cs->rate_unc = rate_unc > 1e-6 ? rate_unc : 1e-6; /* this CPU's rate is not measured yet */
-    history_push(t->cs, &s);
+    struct fc_cal_state *cs = t->cs;
+    memset(cs, 0, sizeof *cs);
+    cs->sync_generation = fc_sync_generation();
+    cs->rate = seed->rate;
+    double unc = seed->unc > 1e-6 ? seed->unc : 1e-6; /* this CPU's rate is not measured yet */
+    if (seed->settings_known) {
+        /* A CPU's first line may come long after the seed: the rate
+         * rescaled to the settings now, its uncertainty widened as after a
+         * change seen (three times it, as margin).  Not known: neither is
+         * the line's tick (every tick counts, sync.c). */
+        cs->settings_known = 1;
+        cs->set_tick = seed->tick;
+        cs->set_freq = seed->freq;
+        rescale_for_settings(cs);
+        if (cs->rate != seed->rate)
+            unc += 3.0 * fc_fabs(cs->rate / seed->rate - 1.0) + 1e-4;
+    }
+    cs->rate_unc = unc;
+    history_push(cs, &s);
     build_and_publish(t, &s, BUILD_FIRST);
     return 0;
 }

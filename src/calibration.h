@@ -98,9 +98,18 @@ void fc_cal_forget_timeline(void);
  * Returns 0, or -1 with a reason written to why.  The first line follows
  * from fc_cal_recalibrate at least 20 us later. */
 int fc_cal_begin(char *why, size_t why_size);
-/* With the track's lock held: first line of a track, from one sample and a
- * known rate (per-CPU tracks start from the global rate). */
-int fc_track_start(const struct fc_track *t, double rate, double rate_unc);
+/* A rate measured before a track starts (every CPU's first line starts from
+ * one CPU's), with the kernel's adjtimex settings it was measured under. */
+struct fc_rate_seed {
+    double rate, unc;
+    int settings_known;
+    long tick, freq;
+};
+/* For a seed just measured: poll adjtimex and note its settings. */
+void fc_rate_seed_settings(struct fc_rate_seed *seed, int64_t mono_now);
+/* With the track's lock held: first line of a track, from one sample and
+ * the seed's rate, rescaled to the settings now. */
+int fc_track_start(const struct fc_track *t, const struct fc_rate_seed *seed);
 
 enum fc_recal_result {
     FC_RECAL_OK = 0,

@@ -38,7 +38,7 @@
 #define RETRY_AFTER_GIVE_UP_NS (15LL * FC_NS_PER_SEC)
 #define MAX_SLOTS 4096
 
-static double seed_rate, seed_unc;
+static struct fc_rate_seed seed; /* one CPU's rate, at setup */
 /* Slots a test's reset retired (fc_percpu_reset_for_tests). */
 static struct fc_cpu_slot *retired;
 static int retired_n;
@@ -107,8 +107,9 @@ static int measure_seed(char *why, size_t why_size)
         double rate = (double)(s1.mono - s0.mono) / (double)(s1.t - s0.t);
         if (!(rate > 0) || rate > 1e6)
             continue;
-        seed_rate = rate;
-        seed_unc = ((double)s0.width + (double)s1.width) * rate * 0.5 / (double)(s1.mono - s0.mono);
+        seed.rate = rate;
+        seed.unc = ((double)s0.width + (double)s1.width) * rate * 0.5 / (double)(s1.mono - s0.mono);
+        fc_rate_seed_settings(&seed, s1.mono);
         return 0;
     }
     fc_buf_str(&b, "could not measure the counter's rate on one CPU (the thread migrated or was "
@@ -185,7 +186,7 @@ static void calibrate_slot(struct fc_cpu_slot *sl, int cpu)
         state = FC_SLOT_EMPTY;
     }
     if (state == FC_SLOT_EMPTY) {
-        if (fc_track_start(&t, seed_rate, seed_unc) == 0) {
+        if (fc_track_start(&t, &seed) == 0) {
             sl->failing_since = 0;
             atomic_store_explicit(&sl->state, FC_SLOT_OK, memory_order_release);
             return;
@@ -322,7 +323,7 @@ void fc_percpu_set_floor(int64_t floor_ns)
 
 double fc_percpu_seed_rate(void)
 {
-    return seed_rate;
+    return seed.rate;
 }
 
 int64_t fc_percpu_interval_ns(void)
@@ -435,5 +436,5 @@ void fc_percpu_reset_for_tests(void)
     atomic_store(&fc_percpu_switch_floor, 0);
     fc_percpu_tls_last = 0;
     fc_percpu_tls_slot = 0;
-    seed_rate = seed_unc = 0;
+    memset(&seed, 0, sizeof seed);
 }

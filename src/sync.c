@@ -11,12 +11,15 @@
  * poll: fc_meta.checked_mono_ns), for the largest rate change adjtimex
  * permits whether or not anything steers the kernel (fc_sync_exposure_ns):
  *   - the frequency, within +-500 ppm: up to 1000 ppm between two
- *     settings, charged at 1500 ppm (half again, as margin);
- *   - the tick, within +-10% of 10000 us (USER_HZ 100): from the tick last
- *     seen to the far end of that range, as a fraction of the slower rate
- *     (an age counted on either clock): 1/9 at the nominal tick; and half
- *     again, as margin (a tick change shows in CLOCK_MONOTONIC at once,
- *     measured on Linux 6.18; see fc_sync_unseen_rate).
+ *     settings, charged at 1500 ppm (half again; an adjtime(3) slew of 500
+ *     ppm on top of the widest frequency change uses that half up, and the
+ *     tick's margin below covers it);
+ *   - the tick, within +-10% of 10000 us (USER_HZ 100): from the tick the
+ *     line was built for to the far end of that range, as a fraction of the
+ *     slower rate (an age counted on either clock): 1/9 at the nominal
+ *     tick, 2/9 where the line's tick is not known; and half again, as
+ *     margin (a tick change shows in CLOCK_MONOTONIC at once, measured on
+ *     Linux 6.18; see fc_sync_unseen_rate).
  * So the bound is about 0.17 x the time since the line's last look: the
  * poll interval sets it (readers: every 1 ms of reading, calibration.c
  * fc_track_poll, which looks at the line, then polls adjtimex; the thread:

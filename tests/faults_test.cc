@@ -1833,6 +1833,32 @@ TEST_F(Faults, PerCpuUnseenChangeOutlivesNoOtherCpusPoll)
     EXPECT_EQ(mode(), "tsc-percpu") << reason();
 }
 
+// Every CPU's first line starts from the rate measured on one CPU at the
+// switch; a CPU first read long after, under other adjtimex settings, gets
+// that rate rescaled to them (tick 9000 then, 10000 now: 11% apart).
+TEST_F(Faults, PerCpuFirstLineRescalesTheSeedToTheSettingsNow)
+{
+    NEEDS_PERCPU();
+    sim.tick_us = 9000;
+    sim_set_rate((1.0 / 2.6) * 0.9);
+    ASSERT_TRUE(install_percpu_two_cpus()) << reason();
+    sim.cpu = 0;
+    warm_up(200, 1e6); // CPU 0 only: CPU 1 has no line yet
+    sim.tick_us = 10000; // seen by CPU 0's next poll
+    sim_set_rate(1.0 / 2.6);
+    warm_up(50, 1e6);
+    sim.cpu = 1; // its first line now
+    int64_t worst = 0;
+    for (int i = 0; i < 40; i++) {
+        sim_advance_ns(25e3);
+        worst = std::max(worst, fctest::iabs(read_err()));
+    }
+    std::printf("CPU 1's first millisecond, seed taken at tick 9000, read at 10000: worst error %lld ns\n",
+                (long long)worst);
+    EXPECT_LT(worst, 2000) << "the seed's rate was not rescaled to the settings now (11% off)";
+    EXPECT_EQ(mode(), "tsc-percpu") << reason();
+}
+
 // The worst case of the above, made exactly: the kernel speeds up by the
 // most adjtimex allows (tick 9000 -> 11000) just after a poll, so a line
 // falls behind until its fast span ends.  Near that end the line's own
@@ -2238,6 +2264,7 @@ TEST_F(Faults, AWideLookProvesNothing)
     install();
     warm_up(300, 1e6);
     BoundTally tally(fastclock_mono_ns());
+    int same_line = 0;
     for (int round = 0; round < 20; round++) {
         for (int i = 0; i < 50; i++) {
             sim_advance_ns(200e3);
@@ -2249,13 +2276,21 @@ TEST_F(Faults, AWideLookProvesNothing)
         sim_advance_ns(double(10000 + round * 5000));
         // Every simulated read looks (an injected counter leaves no fast
         // span): this one, and the status call's, with kernel reads of 120 us.
+        struct fc_test_line before, after;
+        fc_test_current_line(&before);
         sim.kernel_cost = uint64_t(120e3 / sim.rate);
         int64_t v, e = read_err(&v);
         int64_t b = status_now().error_bound_ns;
         sim.kernel_cost = 52;
+        fc_test_current_line(&after);
+        if (after.epoch == before.epoch) { // the same line: the looks must not have counted
+            EXPECT_EQ(after.checked_mono_ns, before.checked_mono_ns) << "round " << round;
+            same_line++;
+        }
         tally.add(v, e, b);
     }
     tally.verdict("a 120 us look after ~50 us of unseen drift, 20 times", 20000);
+    EXPECT_GT(same_line, 0) << "every wide look was followed by a new line: nothing was tested";
     EXPECT_EQ(mode(), "tsc") << reason();
 }
 
