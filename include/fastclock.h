@@ -136,7 +136,8 @@ struct fastclock_status {
     int      cpus_calibrated;     /* tsc-percpu: CPUs with their own line */
     int64_t  kernel_maxerror_ns;  /* adjtimex maxerror now (-1 unknown) */
     int64_t  kernel_esterror_ns;  /* adjtimex esterror (-1 unknown) */
-    int64_t  max_warp_cycles;     /* start-up cross-CPU warp check: largest warp, -1 if not run */
+    int64_t  max_warp_cycles;     /* cross-CPU warp check: largest warp seen beyond its slack (a lower
+                                     bound), -1 if not run */
     double   read_ns;             /* fastclock_mono_ns, measured with the first line (0: not measured) */
     double   kernel_read_ns;      /* the kernel's clock_gettime(CLOCK_MONOTONIC), measured alongside */
     const char *real_source;      /* who answers fastclock_real_ns (and the other ordered wall clocks):

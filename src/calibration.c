@@ -1208,24 +1208,28 @@ static struct {
 static int64_t warp_max_cycles = -1;
 static int warp_cpu_a, warp_cpu_b;
 /* MONOTONIC_RAW ns per counter tick, measured between two samples on one
- * CPU (so that no offset between CPUs' counters leaks into it): from an
- * anchor sample to a later one on its CPU at least 50 ms on.  The anchor
- * moves on after 10 s (to a sample on its CPU, or to any CPU if its CPU is
- * no longer sampled), so the rate follows a counter that changed; it
- * starts over after a suspend (RAW stood still, the counter may not have)
+ * CPU (so that no offset between CPUs' counters leaks into it): from a
+ * CPU's anchor sample to a later one on that CPU at least 50 ms on.  Every
+ * CPU keeps an anchor, so the rate is known once any CPU has two samples
+ * that far apart (with one anchor for all, readers whose samples fell on
+ * the other CPU left it unknown, and the check compared on MONOTONIC,
+ * where a tick changed and undone unseen looks like a warp).  An anchor
+ * moves on after 10 s, so the rate follows a counter that changed; all
+ * start over after a suspend (RAW stood still, the counter may not have)
  * and when the counter changed its rate (warp_raw_forget).  0: not known. */
 #define WARP_RAW_SPAN_NS 50000000LL
 #define WARP_RAW_MOVE_NS (10LL * FC_NS_PER_SEC)
 static struct {
-    int cpu; /* -1: none */
-    struct fc_sample at; /* the anchor */
+    struct {
+        int cpu1;            /* its CPU + 1; 0: none */
+        struct fc_sample at; /* the anchor */
+    } anchor[WARP_SLOTS];
     double rate, unc;
-} warp_raw = {.cpu = -1};
+} warp_raw;
 
 static void warp_raw_forget(void)
 {
     memset(&warp_raw, 0, sizeof warp_raw);
-    warp_raw.cpu = -1;
 }
 
 static void warp_forget(void)
@@ -1246,23 +1250,23 @@ static void warp_raw_note(const struct fc_sample *s, int cpu)
 {
     if (!s->raw_ok || !s->offsets_ok)
         return;
-    const struct fc_sample *a = &warp_raw.at;
-    if (warp_raw.cpu < 0 || suspend_between(s, a) || (int64_t)(s->raw_t - a->raw_t) <= 0) {
-        warp_raw_forget();
-        warp_raw.cpu = cpu;
-        warp_raw.at = *s;
+    int slot = cpu % WARP_SLOTS;
+    const struct fc_sample *a = &warp_raw.anchor[slot].at;
+    if (warp_raw.anchor[slot].cpu1 != cpu + 1 || (int64_t)(s->raw_t - a->raw_t) <= 0 || suspend_between(s, a)) {
+        if (warp_raw.anchor[slot].cpu1 == cpu + 1)
+            warp_raw_forget(); /* a suspend (or a counter reset): every anchor is from before it */
+        warp_raw.anchor[slot].cpu1 = cpu + 1;
+        warp_raw.anchor[slot].at = *s;
         return;
     }
     int64_t since = s->raw - a->raw;
-    if (cpu == warp_raw.cpu && since >= WARP_RAW_SPAN_NS) {
+    if (since >= WARP_RAW_SPAN_NS) {
         double span = (double)(s->raw_t - a->raw_t);
         warp_raw.rate = (double)since / span;
         warp_raw.unc = ((double)(s->raw_width + a->raw_width) + 2.0 * (double)fc_counter_step()) / span + 1e-9;
     }
-    if (since >= WARP_RAW_MOVE_NS) {
-        warp_raw.cpu = cpu;
-        warp_raw.at = *s;
-    }
+    if (since >= WARP_RAW_MOVE_NS)
+        warp_raw.anchor[slot].at = *s;
 }
 
 /* Returns 1 when s (taken on cpu) shows the counters apart. */
@@ -1274,7 +1278,12 @@ static int warp_note(const struct fc_cal_state *cs, const struct fc_sample *s, i
      * its rate is not what any sample says until then.  Compare nothing. */
     if (fc_sync_recent_change(s->mono) > 0)
         return 0;
-    double rate = cs->rate, allow_rate = cs->rate_unc + FC_UNSEEN_RATE + fc_sync_rate_allowance();
+    /* On MONOTONIC, the kernel's rate may have moved between the two
+     * samples by as much as adjtimex permits, unseen (sync.c): such a pair
+     * tells only a warp beyond that, which RAW, once its rate is measured,
+     * tells to within microseconds. */
+    double rate = cs->rate, allow_rate = cs->rate_unc + FC_UNSEEN_RATE + fc_sync_rate_allowance() +
+                                         fc_sync_unseen_rate(cs->settings_known ? cs->set_tick : 0);
     const double raw_rate = warp_raw.rate, raw_allow = 2.0 * warp_raw.unc + FC_UNSEEN_RATE;
     for (int i = 0; i < WARP_SLOTS; i++) {
         const struct fc_sample *e = &warp_seen[i].s;

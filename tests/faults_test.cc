@@ -783,7 +783,11 @@ TEST_F(Faults, LazyCalibratorFindsAWarpBetweenCpus)
     fastclock_status(&st);
     EXPECT_STREQ(st.mode, "tsc-percpu") << st.reason;
     EXPECT_NE(std::string(st.reason).find("lazy calibrator"), std::string::npos) << st.reason;
-    EXPECT_GT(st.max_warp_cycles, 900000);
+    // What the pair that found it shows beyond its slack: on MONOTONIC (no
+    // RAW rate measured yet) the slack holds the largest unseen adjtimex
+    // change, so the figure is a lower bound; never above the real 1e6.
+    EXPECT_GT(st.max_warp_cycles, 100000);
+    EXPECT_LE(st.max_warp_cycles, 1000000 + 2000);
     // Counters in step: compared, nothing found, still one line.
     sim = Sim();
     install();
