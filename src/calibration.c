@@ -1057,15 +1057,16 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
  * kernel (sync.c): 85 ms for a lazy line looked at only at its calibrations
  * (up to 0.5 s apart), ~1.7 ms with the thread's 10 ms looks.  So a line's
  * fast span ends one poll interval (1 ms) after its last look; the reader
- * that gets there takes the lock and calls this: a kernel read bracketed by
- * two counter reads (the line looked at), one adjtimex poll (two system calls,
+ * that gets there takes the lock and calls this: a look at the line (a
+ * kernel read bracketed by two counter reads, up to three times:
+ * look_at_line), one adjtimex poll (two system calls,
  * ~3.5 us in all in a KVM guest where adjtimex costs 1.6 us: 0.35% of a CPU
  * for a process that reads the clock all the time, nothing for one that
  * does not), then the same line republished with its fast span running to
  * the next poll.  The line's values do not change, so readers on either
- * copy agree.  No line, a line off the kernel beyond its bound, a change of
- * the kernel's settings, or a line past its soft span wants a
- * recalibration instead: returns 1.
+ * copy agree.  No line, a line off the kernel beyond its bound (or at its
+ * edge, or the kernel unreadable), a change of the kernel's settings, or a
+ * line past its soft span wants a recalibration instead: returns 1.
  */
 enum look { LOOK_MIGRATED, LOOK_WITHIN, LOOK_OFF, LOOK_UNSURE };
 
@@ -1117,7 +1118,7 @@ static enum look look_at_line(const struct fc_track *t, const struct fc_line *cu
             return LOOK_OFF; /* at its bound's edge: a fresh line costs less than a growing bound */
     }
     *k = c1 ? fc_ts_to_ns(&kts) : fc_kernel_ns(CLOCK_MONOTONIC);
-    return LOOK_UNSURE;
+    return *k ? LOOK_UNSURE : LOOK_OFF; /* 0: the kernel unreadable after all */
 }
 
 int fc_track_poll(const struct fc_track *t)
@@ -1166,7 +1167,10 @@ int fc_track_poll(const struct fc_track *t)
         uint64_t used = now - cur->base_tsc;
         if (used >= cm->soft_span)
             return 1;
+        /* (k may be older than the last poll where the look was unsure.) */
         int64_t left_ns = looked ? FC_READER_POLL_NS : last + FC_READER_POLL_NS - k;
+        if (left_ns > FC_READER_POLL_NS)
+            left_ns = FC_READER_POLL_NS;
         if (left_ns < FC_READER_POLL_NS / 16)
             left_ns = FC_READER_POLL_NS / 16;
         uint64_t span = used + (uint64_t)((double)left_ns / line_rate(cur));
@@ -1214,7 +1218,8 @@ static int warp_cpu_a, warp_cpu_b;
  * that far apart (with one anchor for all, readers whose samples fell on
  * the other CPU left it unknown, and the check compared on MONOTONIC,
  * where a tick changed and undone unseen looks like a warp).  An anchor
- * moves on after 10 s, so the rate follows a counter that changed; all
+ * moves on at its CPU's first sample 10 s on, so the rate follows a
+ * counter that changed; all
  * start over after a suspend (RAW stood still, the counter may not have)
  * and when the counter changed its rate (warp_raw_forget).  0: not known. */
 #define WARP_RAW_SPAN_NS 50000000LL
@@ -1278,12 +1283,15 @@ static int warp_note(const struct fc_cal_state *cs, const struct fc_sample *s, i
      * its rate is not what any sample says until then.  Compare nothing. */
     if (fc_sync_recent_change(s->mono) > 0)
         return 0;
-    /* On MONOTONIC, the kernel's rate may have moved between the two
-     * samples by as much as adjtimex permits, unseen (sync.c): such a pair
-     * tells only a warp beyond that, which RAW, once its rate is measured,
-     * tells to within microseconds. */
-    double rate = cs->rate, allow_rate = cs->rate_unc + FC_UNSEEN_RATE + fc_sync_rate_allowance() +
-                                         fc_sync_unseen_rate(cs->settings_known ? cs->set_tick : 0);
+    double rate = cs->rate, allow_rate = cs->rate_unc + FC_UNSEEN_RATE + fc_sync_rate_allowance();
+    /* Where both samples have RAW but its rate is not measured yet, the pair
+     * is compared on MONOTONIC with the largest unseen adjtimex change in its
+     * slack (sync.c): it tells only a warp beyond that, and RAW, measured
+     * soon, tells the rest to within microseconds.  Without RAW the slack
+     * stays tight: a tick changed and undone unseen may then pass for a warp
+     * -- per-CPU lines, slower but right -- where a wide slack would let a
+     * real warp pass for good. */
+    const double pending_allow = allow_rate + fc_sync_unseen_rate(cs->settings_known ? cs->set_tick : 0);
     const double raw_rate = warp_raw.rate, raw_allow = 2.0 * warp_raw.unc + FC_UNSEEN_RATE;
     for (int i = 0; i < WARP_SLOTS; i++) {
         const struct fc_sample *e = &warp_seen[i].s;
@@ -1293,12 +1301,13 @@ static int warp_note(const struct fc_cal_state *cs, const struct fc_sample *s, i
         /* Counter ticks the kernel's time says passed, against the ticks
          * seen: on MONOTONIC_RAW where both samples have it and its rate is
          * measured (a tick or frequency changed and undone between two polls,
-         * or an offset slewed, moves MONOTONIC by up to 10% of the gap, and
+         * or an offset slewed, moves MONOTONIC by up to 1/9 of the gap, and
          * RAW not at all), else on MONOTONIC. */
         const int by_raw = raw_rate > 0 && s->raw_ok && e->raw_ok;
         if (by_raw)
             atomic_fetch_add_explicit(&stats.warp_raw_compares, 1, memory_order_relaxed);
-        const double r = by_raw ? raw_rate : rate, allow = by_raw ? raw_allow : allow_rate;
+        const double r = by_raw ? raw_rate : rate;
+        const double allow = by_raw ? raw_allow : s->raw_ok && e->raw_ok ? pending_allow : allow_rate;
         const double dt_ns = by_raw ? (double)(s->raw - e->raw) : (double)(s->mono - e->mono);
         const int64_t ticks = by_raw ? (int64_t)(s->raw_t - e->raw_t) : (int64_t)(s->t - e->t);
         const uint64_t widths = by_raw ? s->raw_width + e->raw_width : s->width + e->width;

@@ -122,10 +122,11 @@ int fc_track_recalibrate(const struct fc_track *t);
 int fc_cal_recalibrate(void); /* the global track; publishes the first line when due */
 /* With the track's lock held, its fast span run out (or the thread's 10 ms
  * look): look at the line against the kernel, poll adjtimex (at most once a
- * millisecond), and republish the line checked now, its fast span a poll
- * interval on.  Returns 1 when the line wants recalibrating instead (off
- * the kernel beyond its bound, the kernel's settings changed, or past its
- * soft span). */
+ * millisecond), and republish the line, checked now where the look could
+ * tell, its fast span a poll interval on.  Returns 1 when the line wants
+ * recalibrating instead (off the kernel beyond its bound or at its edge,
+ * the kernel unreadable, the kernel's settings changed, or past its soft
+ * span). */
 int fc_track_poll(const struct fc_track *t);
 /* The global track's (mode tsc, lock held). */
 int fc_cal_reader_poll(void);

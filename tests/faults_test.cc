@@ -84,6 +84,7 @@ struct Sim {
     long ss_offset_us = 0;      // an adjtime(3) slew still to run
     uint64_t away_per_read = 0; // the reader is preempted this long before each counter read
     bool coarse_fails = false;  // the kernel's _COARSE clocks cannot be read
+    bool raw_fails = false;     // nor its MONOTONIC_RAW
     // The writer is preempted this long between two of its own counter reads
     // (not inside a sample's bracket, whose second read follows a kernel
     // read), and meanwhile another thread reads MONOTONIC: `other_reads`.
@@ -218,7 +219,8 @@ int sim_gettime(clockid_t id, timespec *ts)
     }
     sim.kernel_reads++;
     sim.last_was_counter = false;
-    if (sim.coarse_fails && (id == CLOCK_MONOTONIC_COARSE || id == CLOCK_REALTIME_COARSE)) {
+    if ((sim.coarse_fails && (id == CLOCK_MONOTONIC_COARSE || id == CLOCK_REALTIME_COARSE)) ||
+        (sim.raw_fails && id == CLOCK_MONOTONIC_RAW)) {
         errno = EINVAL;
         return -1;
     }
@@ -788,6 +790,21 @@ TEST_F(Faults, LazyCalibratorFindsAWarpBetweenCpus)
     // change, so the figure is a lower bound; never above the real 1e6.
     EXPECT_GT(st.max_warp_cycles, 100000);
     EXPECT_LE(st.max_warp_cycles, 1000000 + 2000);
+    // Without RAW the pairs are compared on MONOTONIC with the tight slack
+    // (a wide one would let a warp under 1/6 of the gap pass for good): the
+    // whole warp is seen.
+    sim = Sim();
+    sim.cpu_offset[1] = 1000000;
+    sim.raw_fails = true;
+    install();
+    for (int i = 0; i < 400 && mode() == "tsc"; i++) {
+        sim.cpu = int((uint32_t(i) * 2654435761u) >> 31);
+        sim_advance_ns(2e6);
+        fastclock_mono_ns();
+    }
+    fastclock_status(&st);
+    EXPECT_STREQ(st.mode, "tsc-percpu") << "no RAW: " << st.reason;
+    EXPECT_GT(st.max_warp_cycles, 900000) << "no RAW";
     // Counters in step: compared, nothing found, still one line.
     sim = Sim();
     install();
