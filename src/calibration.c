@@ -503,6 +503,13 @@ static void rescale_for_settings(struct fc_cal_state *cs)
     cs->set_tick = tick;
 }
 
+/* The adjtimex tick the track's rate was measured or rescaled under (0:
+ * not known): what unseen tick changes are charged from (sync.c). */
+static long rate_tick(const struct fc_cal_state *cs)
+{
+    return cs->settings_known ? cs->set_tick : 0;
+}
+
 /* ------------------------------------------------------------------ lines */
 
 static __int128 line_fixed(const struct fc_line *l, int64_t d)
@@ -946,7 +953,7 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
         m.epoch = cm->epoch + 1;
         m.published_mono_ns = s->mono;
         m.checked_mono_ns = s->mono; /* fitted to the kernel's samples up to here */
-        m.tick_us = cs->settings_known ? cs->set_tick : 0;
+        m.tick_us = rate_tick(cs);
 
         /* The guard must still be ahead when readers can see the new line.
          * A check of the counter before publishing cannot promise that: the
@@ -1102,7 +1109,7 @@ static enum look look_at_line(const struct fc_track *t, const struct fc_line *cu
             c1 = z;
             kts = ts;
         }
-        if (c1 == 0 || (uint64_t)(c1 - cur->base_tsc) >= cm->soft_span || (int64_t)(c0 - cur->base_tsc) < 0)
+        if ((uint64_t)(c1 - cur->base_tsc) >= cm->soft_span || (int64_t)(c0 - cur->base_tsc) < 0)
             continue;
         *k = fc_ts_to_ns(&kts);
         int64_t b = meta_bound_seen(cm, *k);
@@ -1291,7 +1298,7 @@ static int warp_note(const struct fc_cal_state *cs, const struct fc_sample *s, i
      * stays tight: a tick changed and undone unseen may then pass for a warp
      * -- per-CPU lines, slower but right -- where a wide slack would let a
      * real warp pass for good. */
-    const double pending_allow = allow_rate + fc_sync_unseen_rate(cs->settings_known ? cs->set_tick : 0);
+    const double pending_allow = allow_rate + fc_sync_unseen_rate(rate_tick(cs));
     const double raw_rate = warp_raw.rate, raw_allow = 2.0 * warp_raw.unc + FC_UNSEEN_RATE;
     for (int i = 0; i < WARP_SLOTS; i++) {
         const struct fc_sample *e = &warp_seen[i].s;
