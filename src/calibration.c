@@ -503,6 +503,21 @@ static void rescale_for_settings(struct fc_cal_state *cs)
     cs->set_tick = tick;
 }
 
+/* How unsure the rate is after the kernel's rate changed by `change`
+ * (relative), rescaled or not: three times the change, as margin (above),
+ * plus 100 ppm for the ticks over which the kernel applies it. */
+static double unc_after_change(double change)
+{
+    return 3.0 * change + 1e-4;
+}
+
+static void widen_for_change(struct fc_cal_state *cs, double change)
+{
+    double unc = unc_after_change(change);
+    if (cs->rate_unc < unc)
+        cs->rate_unc = unc;
+}
+
 /* The adjtimex tick the track's rate was measured or rescaled under (0:
  * not known): what unseen tick changes are charged from (sync.c). */
 static long rate_tick(const struct fc_cal_state *cs)
@@ -1473,14 +1488,14 @@ int fc_track_start(const struct fc_track *t, const struct fc_rate_seed *seed)
     if (seed->settings_known) {
         /* A CPU's first line may come long after the seed: the rate
          * rescaled to the settings now, its uncertainty widened as after a
-         * change seen (three times it, as margin).  Not known: neither is
-         * the line's tick (every tick counts, sync.c). */
+         * change seen.  Not known: neither is the line's tick (every tick
+         * counts, sync.c). */
         cs->settings_known = 1;
         cs->set_tick = seed->tick;
         cs->set_freq = seed->freq;
         rescale_for_settings(cs);
         if (cs->rate != seed->rate)
-            unc += 3.0 * fc_fabs(cs->rate / seed->rate - 1.0) + 1e-4;
+            unc += unc_after_change(fc_fabs(cs->rate / seed->rate - 1.0));
     }
     cs->rate_unc = unc;
     history_push(cs, &s);
@@ -1556,8 +1571,7 @@ int fc_track_recalibrate(const struct fc_track *t)
          * the rate before it, under the new settings. */
         if (cs->jump_ref > 0 && before > 0)
             cs->jump_ref *= cs->rate / before;
-        double change = 3.0 * fc_sync_last_change() + 1e-4; /* x3: margin (rescale_for_settings) */
-        cs->rate_unc = cs->rate_unc > change ? cs->rate_unc : change;
+        widen_for_change(cs, fc_sync_last_change());
     }
 
     if (cs->n == 0) {
@@ -1639,8 +1653,7 @@ int fc_track_recalibrate(const struct fc_track *t)
          * or frequency, applied over the following ticks) is not the counter. */
         double kernel_change = fc_sync_recent_change(s.mono);
         if (kernel_change > 0 && jump <= 2.0 * kernel_change + 2e-3) {
-            double change = 3.0 * kernel_change + 1e-4;
-            cs->rate_unc = cs->rate_unc > change ? cs->rate_unc : change;
+            widen_for_change(cs, kernel_change);
         } else if (jump > 0.05 || (jump > 1e-3 && note_reset_and_check(cs, s.mono))) {
             if (t->cpu < 0)
                 return track_failure(t, "the counter's rate keeps changing against CLOCK_MONOTONIC "

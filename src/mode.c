@@ -612,7 +612,6 @@ static void decide(void)
             fc_mode_enter(FC_MODE_SYSTEM, msg, 0);
             return;
         }
-        fc_sync_poll(fc_kernel_ns(CLOCK_MONOTONIC));
         if (pref == PREF_PERCPU)
             fc_buf_str(&b, "FASTCLOCK_MODE=percpu: ");
         if (distrusted) {

@@ -97,7 +97,9 @@ FC_INLINE int fc_percpu_read_fast(enum fc_kind kind, int64_t *out)
     return 0;
 }
 
-/* Allocates the per-CPU lines and checks that TSC_AUX names the CPU.
+/* Allocates the per-CPU lines, checks that TSC_AUX names the CPU and
+ * measures the rate every CPU's first line starts from, with the kernel's
+ * adjtimex settings (a sync poll: status and bounds need no other).
  * Async-signal-safe (mmap, getcpu).  0, or -1 with the reason in why. */
 int fc_percpu_setup(char *why, size_t why_size);
 /* The read path of mode tsc-percpu: the inline read, else the slow one. */
