@@ -1362,6 +1362,18 @@ int64_t fc_cal_lazy_warp(int *cpu_a, int *cpu_b)
 
 /* ------------------------------------------------------------------ entry points */
 
+/* The first line's baseline starts at s, with the kernel's rate settings
+ * read beside it: a change before the second sample then shows, and
+ * first_line starts over rather than take the slope across it (a mix of
+ * two rates, with an uncertainty from the bracket widths alone). */
+static void begin_baseline(struct fc_cal_state *cs, const struct fc_sample *s)
+{
+    cs->n = 0;
+    history_push(cs, s);
+    fc_sync_poll(s->mono);
+    cs->sync_generation = fc_sync_generation();
+}
+
 /* The decision's sample: checks that the counter and the kernel can be read
  * together, and keeps the sample as the start of the history. */
 int fc_cal_begin(char *why, size_t why_size)
@@ -1400,7 +1412,7 @@ int fc_cal_begin(char *why, size_t why_size)
     }
     memset(cs, 0, sizeof *cs);
     if (r == FC_SAMPLE_OK) {
-        history_push(cs, &s0);
+        begin_baseline(cs, &s0);
         cs->decided = s0;
     }
     /* Until the first line: look again once the baseline can be measured. */
@@ -1419,7 +1431,7 @@ static int first_line(void)
     struct fc_sample s1;
     if (cs->n == 0) { /* the decision's sample was noisy: take it now */
         if (fc_cal_sample(&s1, FC_SAMPLE_TRIES, -1) == FC_SAMPLE_OK)
-            history_push(cs, &s1);
+            begin_baseline(cs, &s1);
         return FC_RECAL_SKIPPED;
     }
     const struct fc_sample s0 = cs->hist[0];
@@ -1434,6 +1446,12 @@ static int first_line(void)
             return global_failed("calibration cannot converge: reads of the kernel clock are too slow "
                                  "or too often interrupted");
         }
+        return FC_RECAL_SKIPPED;
+    }
+    fc_sync_poll(s1.mono);
+    if (fc_sync_generation() != cs->sync_generation) {
+        /* adjtimex changed the kernel's rate since s0: measure from here. */
+        begin_baseline(cs, &s1);
         return FC_RECAL_SKIPPED;
     }
     double measured = (double)(s1.mono - s0.mono) / (double)(s1.t - s0.t);
@@ -1460,8 +1478,6 @@ static int first_line(void)
     cs->rate = measured;
     cs->rate_unc = (w0 + w1) * 0.5 / (double)(s1.mono - s0.mono) + 1e-9;
     __atomic_store_n(&fc_latch.read_flags, fc_counter_choose(measured), __ATOMIC_RELAXED); /* readers load it racily */
-    fc_sync_poll(s1.mono);
-    cs->sync_generation = fc_sync_generation();
     rescale_for_settings(cs); /* records the settings the rate was measured under */
     history_push(cs, &s1);
     build_and_publish(&fc_global_track, &s1, BUILD_FIRST);

@@ -2315,6 +2315,41 @@ TEST_F(Faults, AWideLookProvesNothing)
     EXPECT_EQ(mode(), "tsc") << reason();
 }
 
+// adjtimex moves the tick from 9000 to 11000 us between the decision's
+// sample and the first line's (a lazy process reads once, then 6 ms
+// later): a slope across the two would mix the rates, 10% off the new
+// one with an uncertainty from the bracket widths alone (10 us off within
+// 0.1 ms, inside the bound only by the charge for unseen changes).  The
+// first line measures from after the change; no read leaves its bound,
+// none goes back, and the mode stays tsc.
+TEST_F(Faults, FirstLineDoesNotSpanATickChange)
+{
+    sim.tick_us = 9000;
+    sim_set_rate((1.0 / 2.6) * 0.9);
+    install();
+    BoundTally tally(fastclock_mono_ns()); // the decision, and the first sample
+    sim_advance_ns(3e6);
+    sim.tick_us = 11000;
+    sim_set_rate((1.0 / 2.6) * 1.1);
+    sim_advance_ns(3e6);
+    struct fc_test_line first;
+    first.mult = 0;
+    for (int i = 0; i < 400; i++) {
+        int64_t v, e = read_err(&v);
+        tally.add(v, e, status_now().error_bound_ns);
+        if (first.mult == 0)
+            fc_test_current_line(&first);
+        sim_advance_ns(50e3);
+    }
+    ASSERT_NE(first.mult, 0) << "no line in 20 ms of reads";
+    double slope = double(fc_test_line_eval(&first, first.base_tsc + 1000000) -
+                          fc_test_line_eval(&first, first.base_tsc)) / 1e6;
+    EXPECT_NEAR(slope / sim.rate, 1.0, 1e-3) << "the first line's rate spans the change";
+    EXPECT_EQ(first.tick_us, 11000);
+    tally.verdict("the tick changed between the first line's two samples", -1);
+    EXPECT_EQ(mode(), "tsc") << reason();
+}
+
 } // namespace
 
 // ---- real machine: a stalled calibrator, the switch to per-CPU lines -------
