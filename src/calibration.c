@@ -1362,18 +1362,6 @@ int64_t fc_cal_lazy_warp(int *cpu_a, int *cpu_b)
 
 /* ------------------------------------------------------------------ entry points */
 
-/* The first line's baseline starts at s, with the kernel's rate settings
- * read beside it: a change before the second sample then shows, and
- * first_line starts over rather than take the slope across it (a mix of
- * two rates, with an uncertainty from the bracket widths alone). */
-static void begin_baseline(struct fc_cal_state *cs, const struct fc_sample *s)
-{
-    cs->n = 0;
-    history_push(cs, s);
-    fc_sync_poll(s->mono);
-    cs->sync_generation = fc_sync_generation();
-}
-
 /* The decision's sample: checks that the counter and the kernel can be read
  * together, and keeps the sample as the start of the history. */
 int fc_cal_begin(char *why, size_t why_size)
@@ -1383,6 +1371,11 @@ int fc_cal_begin(char *why, size_t why_size)
     fc_buf_init(&b, why, why_size);
     atomic_store_explicit(&boot_offset_kept, BOOT_OFFSET_NONE, memory_order_relaxed);
     atomic_store_explicit(&raw_misses, 0, memory_order_relaxed); /* a new decision tries RAW again */
+    /* The adjtimex settings before the first sample: a change after this
+     * poll shows at the first line's, which then starts its baseline over
+     * rather than measure a slope across two rates. */
+    fc_sync_poll(fc_kernel_ns(CLOCK_MONOTONIC));
+    uint64_t generation = fc_sync_generation();
     struct fc_sample s0;
     uint64_t c0 = fc_now_counter(1);
     int64_t k0 = fc_kernel_ns(CLOCK_MONOTONIC);
@@ -1411,8 +1404,9 @@ int fc_cal_begin(char *why, size_t why_size)
         return -1;
     }
     memset(cs, 0, sizeof *cs);
+    cs->sync_generation = generation;
     if (r == FC_SAMPLE_OK) {
-        begin_baseline(cs, &s0);
+        history_push(cs, &s0);
         cs->decided = s0;
     }
     /* Until the first line: look again once the baseline can be measured. */
@@ -1424,15 +1418,29 @@ int fc_cal_begin(char *why, size_t why_size)
  * FC_FIRST_BASELINE_NS after the first gives the rate (uncertainty ~ bracket
  * width / baseline, ~1e-3; the bound says so and the next calibrations, 100 us
  * apart and doubling, shrink it).  The counter instruction is chosen here,
- * before any reader can use the counter. */
+ * before any reader can use the counter.
+ *
+ * Both samples lie between two adjtimex polls that found the same settings
+ * (the first before the decision's sample or a restart's, the second after
+ * this one): a slope across a change would mix two rates, with an
+ * uncertainty from the bracket widths alone.  A change starts the baseline
+ * over; after two such restarts (a daemon that steers several times a
+ * second, a lazy process that reads less often) the baseline is the
+ * shortest, measured within one call, so the first line still comes. */
 static int first_line(void)
 {
     struct fc_cal_state *cs = fc_global_track.cs;
     struct fc_sample s1;
-    if (cs->n == 0) { /* the decision's sample was noisy: take it now */
-        if (fc_cal_sample(&s1, FC_SAMPLE_TRIES, -1) == FC_SAMPLE_OK)
-            begin_baseline(cs, &s1);
-        return FC_RECAL_SKIPPED;
+    if (cs->n == 0) { /* the decision's sample was noisy, or the settings changed: take it now */
+        fc_sync_poll(fc_kernel_ns(CLOCK_MONOTONIC)); /* one in progress elsewhere: its count shows later */
+        cs->sync_generation = fc_sync_generation();
+        if (fc_cal_sample(&s1, FC_SAMPLE_TRIES, -1) != FC_SAMPLE_OK)
+            return FC_RECAL_SKIPPED;
+        history_push(cs, &s1);
+        if (cs->baseline_restarts < 2)
+            return FC_RECAL_SKIPPED;
+        while (fc_kernel_ns(CLOCK_MONOTONIC) - s1.mono < FC_FIRST_BASELINE_NS)
+            fc_cpu_relax();
     }
     const struct fc_sample s0 = cs->hist[0];
     if (fc_kernel_ns(CLOCK_MONOTONIC) - s0.mono < FC_FIRST_BASELINE_NS)
@@ -1446,12 +1454,6 @@ static int first_line(void)
             return global_failed("calibration cannot converge: reads of the kernel clock are too slow "
                                  "or too often interrupted");
         }
-        return FC_RECAL_SKIPPED;
-    }
-    fc_sync_poll(s1.mono);
-    if (fc_sync_generation() != cs->sync_generation) {
-        /* adjtimex changed the kernel's rate since s0: measure from here. */
-        begin_baseline(cs, &s1);
         return FC_RECAL_SKIPPED;
     }
     double measured = (double)(s1.mono - s0.mono) / (double)(s1.t - s0.t);
@@ -1474,6 +1476,18 @@ static int first_line(void)
         }
         return FC_RECAL_SKIPPED;
     }
+    /* Another poll in progress may have seen a change it has not counted
+     * yet: look again at the next read. */
+    if (fc_sync_poll(s1.mono) < 0)
+        return FC_RECAL_SKIPPED;
+    uint64_t generation = fc_sync_generation();
+    if (generation != cs->sync_generation) {
+        /* adjtimex changed the kernel's rate since before s0 (s1 may
+         * predate the change): a new baseline from the next sample. */
+        cs->n = 0;
+        cs->baseline_restarts++;
+        return FC_RECAL_SKIPPED;
+    }
     cs->noisy_in_a_row = 0;
     cs->rate = measured;
     cs->rate_unc = (w0 + w1) * 0.5 / (double)(s1.mono - s0.mono) + 1e-9;
@@ -1484,10 +1498,11 @@ static int first_line(void)
     return FC_RECAL_OK;
 }
 
-void fc_rate_seed_settings(struct fc_rate_seed *seed, int64_t mono_now)
+int fc_rate_seed_settings(struct fc_rate_seed *seed, int64_t mono_now)
 {
-    fc_sync_poll(mono_now);
+    int polled = fc_sync_poll(mono_now);
     seed->settings_known = fc_sync_settings(&seed->freq, &seed->tick);
+    return polled;
 }
 
 int fc_track_start(const struct fc_track *t, const struct fc_rate_seed *seed)

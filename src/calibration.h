@@ -64,6 +64,7 @@ struct fc_cal_state {
     long set_tick, set_freq;
     uint64_t calibrations;
     struct fc_sample decided; /* the global track's sample at the decision (width 0: none) */
+    int baseline_restarts;    /* the first line's baseline started over for an adjtimex change */
 };
 
 /* A line and its writer: the global one, or one per CPU in tsc-percpu mode. */
@@ -105,8 +106,9 @@ struct fc_rate_seed {
     int settings_known;
     long tick, freq;
 };
-/* For a seed just measured: poll adjtimex and note its settings. */
-void fc_rate_seed_settings(struct fc_rate_seed *seed, int64_t mono_now);
+/* For a seed just measured: poll adjtimex and note its settings; returns
+ * the poll's result (fc_sync_poll: -1 where another poll was in progress). */
+int fc_rate_seed_settings(struct fc_rate_seed *seed, int64_t mono_now);
 /* With the track's lock held: first line of a track, from one sample and
  * the seed's rate, rescaled to the settings now. */
 int fc_track_start(const struct fc_track *t, const struct fc_rate_seed *seed);

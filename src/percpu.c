@@ -33,6 +33,7 @@
 #include "calibration.h"
 #include "fmt.h"
 #include "kernel.h"
+#include "sync.h"
 #include "warp.h"
 
 #define RETRY_AFTER_GIVE_UP_NS (15LL * FC_NS_PER_SEC)
@@ -87,12 +88,16 @@ static struct fc_track track_of(struct fc_cpu_slot *sl, int cpu)
 }
 
 /* Measure the counter's rate on one CPU (the first line of every CPU starts
- * from it): two samples 50 us apart, both on the same CPU. */
+ * from it): two samples 50 us apart, both on the same CPU, between two
+ * adjtimex polls that found the same settings (a slope across a change
+ * would mix two rates, with an uncertainty from the bracket widths alone). */
 static int measure_seed(char *why, size_t why_size)
 {
     struct fc_buf b;
     fc_buf_init(&b, why, why_size);
     for (int attempt = 0; attempt < 20; attempt++) {
+        fc_sync_poll(fc_kernel_ns(CLOCK_MONOTONIC));
+        uint64_t generation = fc_sync_generation();
         uint32_t aux;
         fc_now_counter_aux(&aux);
         int cpu = FC_AUX_CPU(aux);
@@ -107,13 +112,16 @@ static int measure_seed(char *why, size_t why_size)
         double rate = (double)(s1.mono - s0.mono) / (double)(s1.t - s0.t);
         if (!(rate > 0) || rate > 1e6)
             continue;
-        seed.rate = rate;
-        seed.unc = ((double)s0.width + (double)s1.width) * rate * 0.5 / (double)(s1.mono - s0.mono);
-        fc_rate_seed_settings(&seed, s1.mono);
+        struct fc_rate_seed m;
+        m.rate = rate;
+        m.unc = ((double)s0.width + (double)s1.width) * rate * 0.5 / (double)(s1.mono - s0.mono);
+        if (fc_rate_seed_settings(&m, s1.mono) < 0 || fc_sync_generation() != generation)
+            continue;
+        seed = m;
         return 0;
     }
     fc_buf_str(&b, "could not measure the counter's rate on one CPU (the thread migrated or was "
-                   "preempted in every attempt)");
+                   "preempted in every attempt, or adjtimex changed the kernel's rate)");
     return -1;
 }
 

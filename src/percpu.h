@@ -98,8 +98,9 @@ FC_INLINE int fc_percpu_read_fast(enum fc_kind kind, int64_t *out)
 }
 
 /* Allocates the per-CPU lines, checks that TSC_AUX names the CPU and
- * measures the rate every CPU's first line starts from, with the kernel's
- * adjtimex settings (a sync poll: status and bounds need no other).
+ * measures the rate every CPU's first line starts from, between two
+ * adjtimex polls that found the same settings (so the sync state that
+ * status and bounds read is fresh).  Lines set up before: 0 at once.
  * Async-signal-safe (mmap, getcpu).  0, or -1 with the reason in why. */
 int fc_percpu_setup(char *why, size_t why_size);
 /* The read path of mode tsc-percpu: the inline read, else the slow one. */

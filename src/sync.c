@@ -107,7 +107,7 @@ int fc_sync_poll(int64_t now)
     if (!atomic_compare_exchange_strong_explicit(&sync_state.polling, &expected, 1, memory_order_acquire,
                                                  memory_order_relaxed)) {
         polling_here = outer;
-        return 0;
+        return -1;
     }
     int saved = errno; /* a refused adjtimex must not show through a successful read */
     int changed = sync_poll_locked(now);
@@ -313,9 +313,12 @@ int64_t fc_sync_last_poll(void)
 void fc_sync_after_fork_child(void)
 {
     /* A poll in another thread at the fork never finishes in the child; one
-     * on this thread (fork from a handler that interrupted it) goes on. */
-    if (!polling_here)
-        atomic_store_explicit(&sync_state.polling, 0, memory_order_relaxed);
+     * on this thread (fork from a handler that interrupted it) goes on.  The
+     * one that never finishes may have stored new settings without raising
+     * the generation, and the child's next poll would find nothing changed:
+     * count it as a change (at worst a needless restart of every history). */
+    if (!polling_here && atomic_exchange_explicit(&sync_state.polling, 0, memory_order_relaxed))
+        atomic_fetch_add_explicit(&sync_state.generation, 1, memory_order_relaxed);
 }
 
 void fc_sync_forget(void)

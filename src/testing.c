@@ -131,3 +131,8 @@ uint64_t fc_test_warp_raw_compares(void)
     fc_cal_stats(&s);
     return s.warp_raw_compares;
 }
+
+double fc_test_percpu_seed_rate(void)
+{
+    return fc_percpu_seed_rate();
+}

@@ -58,6 +58,8 @@ struct fc_test_routes {
 void fc_test_get_routes(struct fc_test_routes *out);
 /* How many pairs of CPUs the lazy warp check compared on MONOTONIC_RAW. */
 uint64_t fc_test_warp_raw_compares(void);
+/* The rate every CPU's first line starts from in tsc-percpu (ns per tick). */
+double fc_test_percpu_seed_rate(void);
 
 #ifdef __cplusplus
 }

@@ -103,6 +103,10 @@ struct Sim {
     // now (0: never): `other` runs there, with in_other_read set.
     int other_at = 0;
     std::function<void()> other;
+    // Once the simulated MONOTONIC reaches change_at_ns (0: never), `change`
+    // runs, at that kernel read: an adjtimex change in mid-measurement.
+    double change_at_ns = 0;
+    std::function<void()> change;
     bool in_fork_child = false;
     int child_failures = 0;   // bit mask, the child's exit status
     int64_t child_floor = 0;  // no read in the child may return less
@@ -225,6 +229,10 @@ int sim_gettime(clockid_t id, timespec *ts)
         return -1;
     }
     sim.tick += sim.kernel_cost / 2;
+    if (sim.change_at_ns > 0 && sim_mono_at(sim.tick) >= sim.change_at_ns) {
+        sim.change_at_ns = 0;
+        sim.change();
+    }
     int64_t m = sim_mono(), v;
     const uint64_t at = sim.tick;
     sim.tick += sim.kernel_cost - sim.kernel_cost / 2;
@@ -2348,6 +2356,81 @@ TEST_F(Faults, FirstLineDoesNotSpanATickChange)
     EXPECT_EQ(first.tick_us, 11000);
     tally.verdict("the tick changed between the first line's two samples", -1);
     EXPECT_EQ(mode(), "tsc") << reason();
+}
+
+// A daemon that steers the kernel several times a second (phc2sys) and a
+// lazy process that reads every 5 ms: every baseline of two reads spans a
+// change.  After two restarts the first line measures its baseline within
+// one call (20 us), and comes.
+TEST_F(Faults, FirstLineComesUnderADaemonThatSteersAtEveryRead)
+{
+    install();
+    fastclock_mono_ns(); // the decision
+    struct fc_test_line l;
+    l.mult = 0;
+    int reads = 0;
+    for (; reads < 20 && l.mult == 0; reads++) {
+        sim_advance_ns(5e6);
+        sim.freq_scaled += 65536; // +1 ppm
+        sim_set_rate(sim.rate * (1 + 1e-6));
+        fastclock_mono_ns();
+        fc_test_current_line(&l);
+    }
+    ASSERT_NE(l.mult, 0) << "no first line in 20 reads, each after a change";
+    EXPECT_LE(reads, 4);
+    double slope = double(fc_test_line_eval(&l, l.base_tsc + 1000000) - fc_test_line_eval(&l, l.base_tsc)) / 1e6;
+    EXPECT_NEAR(slope / sim.rate, 1.0, 2e-3);
+    EXPECT_EQ(mode(), "tsc") << reason();
+}
+
+// The rate every CPU's first line starts from in tsc-percpu is measured
+// over 50 us; adjtimex moves the tick from 10000 to 11000 us in the middle.
+// A slope across the change would be 5% off the new rate with an
+// uncertainty from the bracket widths alone; the seed is measured again.
+TEST_F(Faults, PerCpuSeedDoesNotSpanATickChange)
+{
+    NEEDS_PERCPU();
+    sim.change_at_ns = sim_mono_at(sim.tick) + 25e3;
+    sim.change = [] {
+        sim.tick_us = 11000;
+        sim_set_rate((1.0 / 2.6) * 1.1);
+    };
+    ASSERT_TRUE(install_percpu_two_cpus()) << reason();
+    EXPECT_EQ(sim.change_at_ns, 0) << "the change did not come during the decision";
+    EXPECT_NEAR(fc_test_percpu_seed_rate() / sim.rate, 1.0, 1e-3) << "the seed spans the change";
+}
+
+// A poll in another thread at the fork never finishes in the child; it
+// may have stored new settings without counting the change.  The child
+// counts one, so no line of its own keeps a rate from before it.
+TEST_F(Faults, ForkDuringAnotherThreadsPollCountsAsAChange)
+{
+    static std::atomic<int> in_poll{0}, release{0};
+    struct fc_seam seam = sim_seam();
+    seam.adjtimex = [](struct timex *tx) {
+        if (in_poll.load() == 0) {
+            in_poll.store(1);
+            while (!release.load())
+                std::this_thread::yield();
+        }
+        return sim_adjtimex(tx);
+    };
+    in_poll = 0;
+    release = 0;
+    fc_test_reset(&seam);
+    uint64_t before = fc_sync_generation();
+    std::thread poller([] { fc_sync_poll(0); });
+    while (!in_poll.load())
+        std::this_thread::yield();
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(fc_sync_generation() > before ? 0 : 1);
+    release = 1;
+    poller.join();
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "the child did not count the unfinished poll as a change";
 }
 
 } // namespace
