@@ -1439,8 +1439,11 @@ static int first_line(void)
         history_push(cs, &s1);
         if (cs->baseline_restarts < 2)
             return FC_RECAL_SKIPPED;
-        while (fc_kernel_ns(CLOCK_MONOTONIC) - s1.mono < FC_FIRST_BASELINE_NS)
+        int64_t now = fc_kernel_ns(CLOCK_MONOTONIC);
+        while (now >= s1.mono && now - s1.mono < FC_FIRST_BASELINE_NS) { /* below: the read failed */
             fc_cpu_relax();
+            now = fc_kernel_ns(CLOCK_MONOTONIC);
+        }
     }
     const struct fc_sample s0 = cs->hist[0];
     if (fc_kernel_ns(CLOCK_MONOTONIC) - s0.mono < FC_FIRST_BASELINE_NS)
@@ -1476,9 +1479,15 @@ static int first_line(void)
         }
         return FC_RECAL_SKIPPED;
     }
-    /* Another poll in progress may have seen a change it has not counted
-     * yet: look again at the next read. */
-    if (fc_sync_poll(s1.mono) < 0)
+    /* Another thread's poll in progress may have seen a change it has not
+     * counted yet: it lasts a microsecond, so wait for it (bounded: its
+     * thread may be preempted; then the next read looks again). */
+    int polled = fc_sync_poll(s1.mono);
+    for (int i = 0; polled < 0 && i < 2000; i++) {
+        fc_cpu_relax();
+        polled = fc_sync_poll(s1.mono);
+    }
+    if (polled < 0)
         return FC_RECAL_SKIPPED;
     uint64_t generation = fc_sync_generation();
     if (generation != cs->sync_generation) {

@@ -104,10 +104,12 @@ static int measure_seed(char *why, size_t why_size)
         struct fc_sample s0, s1;
         if (fc_cal_sample(&s0, 8, cpu) != 0)
             continue;
-        int64_t start = s0.mono;
-        while (fc_kernel_ns(CLOCK_MONOTONIC) - start < 50000)
+        int64_t now = fc_kernel_ns(CLOCK_MONOTONIC);
+        while (now >= s0.mono && now - s0.mono < 50000) { /* below: the read failed */
             fc_cpu_relax();
-        if (fc_cal_sample(&s1, 8, cpu) != 0 || s1.t <= s0.t)
+            now = fc_kernel_ns(CLOCK_MONOTONIC);
+        }
+        if (now - s0.mono < 50000 || fc_cal_sample(&s1, 8, cpu) != 0 || s1.t <= s0.t)
             continue;
         double rate = (double)(s1.mono - s0.mono) / (double)(s1.t - s0.t);
         if (!(rate > 0) || rate > 1e6)

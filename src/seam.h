@@ -39,7 +39,9 @@ struct fc_seam {
                                                named points of a publication (a test preempts it
                                                there): "build" (sampled, nothing built yet),
                                                "cut" (each try that guards the old line),
-                                               "seen", "published" */
+                                               "seen", "published"; and by an adjtimex poll
+                                               at "poll-stored" (a change found and stored,
+                                               not yet counted in the generation) */
 };
 
 /* The one instance (seam.c), installed only by fc_test_reset (testing.c). */

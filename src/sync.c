@@ -72,7 +72,13 @@ static struct {
      * swallow one another reader needs to see (calibration restarts its
      * history on any new generation). */
     _Atomic uint64_t generation;
-    _Atomic int polling;               /* one poll at a time (try-lock; others skip) */
+    /* One poll at a time (a try-lock; others skip): the poller's token,
+     * the address of its thread's poll_token (0: none), so that a fork
+     * child and a handler nested in a poll can tell whose it is. */
+    _Atomic uintptr_t polling;
+    /* Set by a poll that found a change, from its last_change to its
+     * generation: a fork child whose poller is gone counts that change. */
+    _Atomic int change_uncounted;
     _Atomic double last_change;        /* size of the last change, as a rate fraction */
     _Atomic int64_t last_change_mono;
     /* The last attempt, answered or refused (a seccomp filter, systemd's
@@ -95,26 +101,26 @@ static int kernel_adjtimex(struct timex *tx)
  * changes back and forth, with sampled_mono going back.  A poll that finds
  * another running skips: that one's result is as fresh as its own would be.
  */
-/* Set while this thread polls (before the try, as calibration.c's
- * cal_held_here), for a fork child. */
-static __thread int polling_here __attribute__((tls_model("initial-exec")));
+/* This thread's poll token: its address is unique among live threads and
+ * stays this thread's in a fork child. */
+static __thread char poll_token __attribute__((tls_model("initial-exec")));
+
+static uintptr_t my_token(void) { return (uintptr_t)&poll_token; }
 
 int fc_sync_poll(int64_t now)
 {
-    int expected = 0, outer = polling_here;
-    polling_here = 1;
-    atomic_signal_fence(memory_order_seq_cst);
-    if (!atomic_compare_exchange_strong_explicit(&sync_state.polling, &expected, 1, memory_order_acquire,
-                                                 memory_order_relaxed)) {
-        polling_here = outer;
-        return -1;
+    uintptr_t expected = 0;
+    if (!atomic_compare_exchange_strong_explicit(&sync_state.polling, &expected, my_token(),
+                                                 memory_order_acquire, memory_order_relaxed)) {
+        /* A handler nested in this thread's own poll cannot wait for it: as
+         * before there was any poll (its count shows when the handler
+         * returns).  Another thread's: the caller may wait for it. */
+        return expected == my_token() ? 0 : -1;
     }
     int saved = errno; /* a refused adjtimex must not show through a successful read */
     int changed = sync_poll_locked(now);
     errno = saved;
     atomic_store_explicit(&sync_state.polling, 0, memory_order_release);
-    atomic_signal_fence(memory_order_seq_cst);
-    polling_here = outer;
     return changed;
 }
 
@@ -151,6 +157,7 @@ static int sync_poll_locked(int64_t now)
                 d = (d < 0 ? -d : d) + MAXFREQ_PPM * 1e-6;
             atomic_store_explicit(&sync_state.last_change, d < 0 ? -d : d, memory_order_relaxed);
             atomic_store_explicit(&sync_state.last_change_mono, now, memory_order_relaxed);
+            atomic_store_explicit(&sync_state.change_uncounted, 1, memory_order_relaxed);
         }
     }
     if (changed || offset != 0)
@@ -171,8 +178,12 @@ static int sync_poll_locked(int64_t now)
     /* The settings before the generation: whoever sees the new generation
      * also sees the settings that made it (calibration rescales its rate by
      * them). */
-    if (changed)
+    if (changed && fc_seam.writer_step)
+        fc_seam.writer_step("poll-stored");
+    if (changed) {
         atomic_fetch_add_explicit(&sync_state.generation, 1, memory_order_seq_cst);
+        atomic_store_explicit(&sync_state.change_uncounted, 0, memory_order_relaxed);
+    }
     atomic_store_explicit(&sync_state.sampled_mono, now, memory_order_release);
     atomic_store_explicit(&sync_state.known, 1, memory_order_release);
     return changed;
@@ -314,16 +325,22 @@ void fc_sync_after_fork_child(void)
 {
     /* A poll in another thread at the fork never finishes in the child; one
      * on this thread (fork from a handler that interrupted it) goes on.  The
-     * one that never finishes may have stored new settings without raising
-     * the generation, and the child's next poll would find nothing changed:
-     * count it as a change (at worst a needless restart of every history). */
-    if (!polling_here && atomic_exchange_explicit(&sync_state.polling, 0, memory_order_relaxed))
+     * one that never finishes may have found a change and stored its
+     * settings without counting it, and the child's next poll would find
+     * nothing changed: count it.  (One cut short before it found the change
+     * left the old settings, and the child's own poll finds it.) */
+    uintptr_t owner = atomic_load_explicit(&sync_state.polling, memory_order_relaxed);
+    if (owner == 0 || owner == my_token())
+        return;
+    if (atomic_exchange_explicit(&sync_state.change_uncounted, 0, memory_order_relaxed))
         atomic_fetch_add_explicit(&sync_state.generation, 1, memory_order_relaxed);
+    atomic_store_explicit(&sync_state.polling, 0, memory_order_relaxed);
 }
 
 void fc_sync_forget(void)
 {
-    if (!polling_here) /* a poll this thread is in (fork from a handler) goes on */
+    /* a poll this thread is in (fork from a handler) goes on */
+    if (atomic_load_explicit(&sync_state.polling, memory_order_relaxed) != my_token())
         memset(&sync_state, 0, sizeof sync_state);
 }
 

@@ -21,10 +21,11 @@ struct fc_sync_snapshot {
 };
 
 /* Reads adjtimex now (through the seam in tests) and updates the cache.
- * Returns 1 if something that changes the kernel's rate changed, 0 if not,
- * and -1 where another poll was in progress (its result, possibly a change,
- * may not show yet in the generation: a caller that must not miss a change
- * tries again later). */
+ * Returns 1 if something that changes the kernel's rate changed, 0 if not
+ * (also in a handler nested in this thread's own poll, which cannot wait
+ * for it), and -1 where another thread's poll was in progress (its result,
+ * possibly a change, may not show yet in the generation: a caller that must
+ * not miss a change tries again later). */
 int fc_sync_poll(int64_t mono_now_ns);
 /* The cached state extrapolated to mono_now_ns. */
 void fc_sync_get(int64_t mono_now_ns, struct fc_sync_snapshot *out);

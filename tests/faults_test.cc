@@ -2384,53 +2384,124 @@ TEST_F(Faults, FirstLineComesUnderADaemonThatSteersAtEveryRead)
 }
 
 // The rate every CPU's first line starts from in tsc-percpu is measured
-// over 50 us; adjtimex moves the tick from 10000 to 11000 us in the middle.
-// A slope across the change would be 5% off the new rate with an
-// uncertainty from the bracket widths alone; the seed is measured again.
+// over 50 us; adjtimex moves the tick from 10000 to 11000 us 25 us after
+// the seed's first poll, between its two samples.  A slope across the
+// change would be 5% off the new rate with an uncertainty from the bracket
+// widths alone; the seed is measured again.
+long seed_calls_at_change;
 TEST_F(Faults, PerCpuSeedDoesNotSpanATickChange)
 {
     NEEDS_PERCPU();
-    sim.change_at_ns = sim_mono_at(sim.tick) + 25e3;
+    sim.cpu_offset[1] = 1000000;
+    setenv("FASTCLOCK_MODE", "percpu", 1);
+    struct fc_seam seam = sim_seam();
+    seam.adjtimex = [](struct timex *tx) {
+        if (sim.adjtimex_calls == 0) // the seed's first poll
+            sim.change_at_ns = sim_mono_at(sim.tick) + 25e3;
+        return sim_adjtimex(tx);
+    };
+    seed_calls_at_change = -1;
     sim.change = [] {
+        seed_calls_at_change = sim.adjtimex_calls;
         sim.tick_us = 11000;
         sim_set_rate((1.0 / 2.6) * 1.1);
     };
-    ASSERT_TRUE(install_percpu_two_cpus()) << reason();
-    EXPECT_EQ(sim.change_at_ns, 0) << "the change did not come during the decision";
+    fc_test_reset(&seam);
+    ASSERT_EQ(mode(), "tsc-percpu") << reason();
+    EXPECT_EQ(seed_calls_at_change, 2) << "the change came after the seed's first poll (two adjtimex calls), "
+                                          "before its second";
     EXPECT_NEAR(fc_test_percpu_seed_rate() / sim.rate, 1.0, 1e-3) << "the seed spans the change";
 }
 
-// A poll in another thread at the fork never finishes in the child; it
-// may have stored new settings without counting the change.  The child
-// counts one, so no line of its own keeps a rate from before it.
-TEST_F(Faults, ForkDuringAnotherThreadsPollCountsAsAChange)
+// A poll another thread has in progress may have read a change it has not
+// counted yet: the first line waits for it rather than measure across the
+// change (here the poll is held inside adjtimex while the tick moves from
+// 10000 to 11000 between the first line's two samples).
+std::atomic<int> poll_held{0}, poll_release{0};
+int held_adjtimex(struct timex *tx)
 {
-    static std::atomic<int> in_poll{0}, release{0};
+    if (poll_held.load() == 1) {
+        poll_held.store(2);
+        while (!poll_release.load())
+            std::this_thread::yield();
+    }
+    return sim_adjtimex(tx);
+}
+TEST_F(Faults, FirstLineWaitsForAPollInProgress)
+{
     struct fc_seam seam = sim_seam();
-    seam.adjtimex = [](struct timex *tx) {
-        if (in_poll.load() == 0) {
-            in_poll.store(1);
-            while (!release.load())
-                std::this_thread::yield();
-        }
-        return sim_adjtimex(tx);
-    };
-    in_poll = 0;
-    release = 0;
+    seam.adjtimex = held_adjtimex;
+    poll_held = 0;
+    poll_release = 0;
     fc_test_reset(&seam);
-    uint64_t before = fc_sync_generation();
+    fastclock_mono_ns(); // the decision, and the first sample
+    sim_advance_ns(3e6);
+    poll_held = 1;
     std::thread poller([] { fc_sync_poll(0); });
-    while (!in_poll.load())
+    while (poll_held.load() != 2)
+        std::this_thread::yield();
+    sim.tick_us = 11000; // the held poll reads it when released
+    sim_set_rate((1.0 / 2.6) * 1.1);
+    struct fc_test_line first;
+    first.mult = 0;
+    for (int i = 0; i < 10; i++) { // reads while the poll is held
+        sim_advance_ns(300e3);
+        fastclock_mono_ns();
+        if (first.mult == 0)
+            fc_test_current_line(&first);
+    }
+    poll_release = 1;
+    poller.join();
+    for (int i = 0; i < 40 && first.mult == 0; i++) {
+        sim_advance_ns(300e3);
+        fastclock_mono_ns();
+        fc_test_current_line(&first);
+    }
+    ASSERT_NE(first.mult, 0) << "no line";
+    double slope = double(fc_test_line_eval(&first, first.base_tsc + 1000000) -
+                          fc_test_line_eval(&first, first.base_tsc)) / 1e6;
+    EXPECT_NEAR(slope / sim.rate, 1.0, 1e-3) << "the first line spans the change the held poll had not counted";
+}
+
+// A poll in another thread at the fork never finishes in the child; if it
+// had found a change and stored its settings without counting it, the
+// child's own polls would find nothing changed.  The child counts it.
+std::atomic<int> stored_held{0}, stored_release{0};
+void hold_at_poll_stored(const char *where)
+{
+    if (std::strcmp(where, "poll-stored") != 0)
+        return;
+    stored_held.store(1);
+    while (!stored_release.load())
+        std::this_thread::yield();
+}
+TEST_F(Faults, ForkDuringAnotherThreadsPollCountsItsChange)
+{
+    install();
+    fc_sync_poll(0); // the settings known: tick 10000
+    uint64_t before = fc_sync_generation();
+    sim.tick_us = 11000;
+    stored_held = 0;
+    stored_release = 0;
+    fc_seam.writer_step = hold_at_poll_stored;
+    std::thread poller([] { fc_sync_poll(0); });
+    while (!stored_held.load())
         std::this_thread::yield();
     pid_t pid = fork();
-    if (pid == 0)
-        _exit(fc_sync_generation() > before ? 0 : 1);
-    release = 1;
+    if (pid == 0) {
+        bool counted = fc_sync_generation() > before;
+        fc_seam.writer_step = nullptr;
+        fc_sync_poll(0); // finds 11000 stored: nothing new
+        _exit(counted && fc_sync_generation() == before + 1 ? 0 : 1);
+    }
+    stored_release = 1;
     poller.join();
+    fc_seam.writer_step = nullptr;
     int status = 0;
     ASSERT_EQ(waitpid(pid, &status, 0), pid);
     ASSERT_TRUE(WIFEXITED(status));
-    EXPECT_EQ(WEXITSTATUS(status), 0) << "the child did not count the unfinished poll as a change";
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "the child did not count the change its parent's poll had stored";
+    EXPECT_EQ(fc_sync_generation(), before + 1);
 }
 
 } // namespace
