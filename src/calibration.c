@@ -1479,13 +1479,17 @@ static int first_line(void)
         }
         return FC_RECAL_SKIPPED;
     }
-    /* Another thread's poll in progress may have seen a change it has not
-     * counted yet: it lasts a microsecond, so wait for it (bounded: its
-     * thread may be preempted; then the next read looks again). */
+    /* A poll in progress may have seen a change it has not counted yet.
+     * Another thread's lasts a microsecond: wait up to 20 us for it (its
+     * thread may be preempted; then a later read looks again).  This
+     * thread's own, under a signal handler: the next read. */
     int polled = fc_sync_poll(s1.mono);
-    for (int i = 0; polled < 0 && i < 2000; i++) {
+    for (int64_t until = s1.mono + 20000; polled == FC_SYNC_POLL_BUSY;) {
+        int64_t now = fc_kernel_ns(CLOCK_MONOTONIC);
+        if (now < s1.mono || now > until)
+            break;
         fc_cpu_relax();
-        polled = fc_sync_poll(s1.mono);
+        polled = fc_sync_poll(now);
     }
     if (polled < 0)
         return FC_RECAL_SKIPPED;

@@ -117,7 +117,10 @@ static int measure_seed(char *why, size_t why_size)
         struct fc_rate_seed m;
         m.rate = rate;
         m.unc = ((double)s0.width + (double)s1.width) * rate * 0.5 / (double)(s1.mono - s0.mono);
-        if (fc_rate_seed_settings(&m, s1.mono) < 0 || fc_sync_generation() != generation)
+        /* Another thread's poll in progress: measured again (a handler
+         * nested in this thread's own poll cannot wait for it: a change it
+         * found now is charged as an unseen one, as before polls were). */
+        if (fc_rate_seed_settings(&m, s1.mono) == FC_SYNC_POLL_BUSY || fc_sync_generation() != generation)
             continue;
         seed = m;
         return 0;

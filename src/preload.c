@@ -384,10 +384,11 @@ SHIM_API int clock_gettime(clockid_t id, struct timespec *ts)
         if (FC_LIKELY(vdso != 0) && (unsigned)id < 32 && ((SERVED_IDS >> id) & 1))
             return fc_vdso_result(vdso(id, ts));
     }
-    /* The coarse clocks first: where the kernel's answer them, they cost a
+    /* The coarse clocks first: where the kernel answers them, they cost a
      * few ns, and every test before the jump would show; one compare more
      * on the way to the fine clocks, which cost 30, does not. */
-    if ((unsigned)id - CLOCK_REALTIME_COARSE <= CLOCK_MONOTONIC_COARSE - CLOCK_REALTIME_COARSE) {
+    _Static_assert(CLOCK_MONOTONIC_COARSE == CLOCK_REALTIME_COARSE + 1, "one range test for both");
+    if ((unsigned)id - CLOCK_REALTIME_COARSE <= 1) {
         gettime_fn direct = atomic_load_explicit(&fc_coarse.direct, memory_order_relaxed);
         if (FC_LIKELY(direct != 0))
             return direct(id, ts); /* the kernel's coarse clocks: never fail with a valid buffer */

@@ -109,14 +109,14 @@ static uintptr_t my_token(void) { return (uintptr_t)&poll_token; }
 
 int fc_sync_poll(int64_t now)
 {
-    uintptr_t expected = 0;
-    if (!atomic_compare_exchange_strong_explicit(&sync_state.polling, &expected, my_token(),
-                                                 memory_order_acquire, memory_order_relaxed)) {
-        /* A handler nested in this thread's own poll cannot wait for it: as
-         * before there was any poll (its count shows when the handler
-         * returns).  Another thread's: the caller may wait for it. */
-        return expected == my_token() ? 0 : -1;
-    }
+    /* Looked at before the try: a waiting caller must not take the line
+     * away from the poller it waits for. */
+    uintptr_t owner = atomic_load_explicit(&sync_state.polling, memory_order_relaxed);
+    if (owner == 0) /* a failed try leaves the owner in `owner` */
+        atomic_compare_exchange_strong_explicit(&sync_state.polling, &owner, my_token(), memory_order_acquire,
+                                                memory_order_relaxed);
+    if (owner != 0)
+        return owner == my_token() ? FC_SYNC_POLL_MINE : FC_SYNC_POLL_BUSY;
     int saved = errno; /* a refused adjtimex must not show through a successful read */
     int changed = sync_poll_locked(now);
     errno = saved;
@@ -158,6 +158,7 @@ static int sync_poll_locked(int64_t now)
             atomic_store_explicit(&sync_state.last_change, d < 0 ? -d : d, memory_order_relaxed);
             atomic_store_explicit(&sync_state.last_change_mono, now, memory_order_relaxed);
             atomic_store_explicit(&sync_state.change_uncounted, 1, memory_order_relaxed);
+            atomic_signal_fence(memory_order_seq_cst); /* the flag before the settings: a fork child */
         }
     }
     if (changed || offset != 0)
@@ -182,6 +183,7 @@ static int sync_poll_locked(int64_t now)
         fc_seam.writer_step("poll-stored");
     if (changed) {
         atomic_fetch_add_explicit(&sync_state.generation, 1, memory_order_seq_cst);
+        atomic_signal_fence(memory_order_seq_cst);
         atomic_store_explicit(&sync_state.change_uncounted, 0, memory_order_relaxed);
     }
     atomic_store_explicit(&sync_state.sampled_mono, now, memory_order_release);

@@ -21,11 +21,14 @@ struct fc_sync_snapshot {
 };
 
 /* Reads adjtimex now (through the seam in tests) and updates the cache.
- * Returns 1 if something that changes the kernel's rate changed, 0 if not
- * (also in a handler nested in this thread's own poll, which cannot wait
- * for it), and -1 where another thread's poll was in progress (its result,
- * possibly a change, may not show yet in the generation: a caller that must
- * not miss a change tries again later). */
+ * Returns 1 if something that changes the kernel's rate changed, 0 if not;
+ * where a poll was in progress, whose result (possibly a change) may not
+ * show in the generation yet: FC_SYNC_POLL_BUSY (another thread's: a caller
+ * that must not miss a change waits a moment or tries again later) or
+ * FC_SYNC_POLL_MINE (this thread's, under a signal handler nested in it:
+ * it cannot be waited for). */
+#define FC_SYNC_POLL_BUSY (-1)
+#define FC_SYNC_POLL_MINE (-2)
 int fc_sync_poll(int64_t mono_now_ns);
 /* The cached state extrapolated to mono_now_ns. */
 void fc_sync_get(int64_t mono_now_ns, struct fc_sync_snapshot *out);

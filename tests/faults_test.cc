@@ -2413,6 +2413,18 @@ TEST_F(Faults, PerCpuSeedDoesNotSpanATickChange)
     EXPECT_NEAR(fc_test_percpu_seed_rate() / sim.rate, 1.0, 1e-3) << "the seed spans the change";
 }
 
+// Waits up to 10 s for cond (another thread's progress); false if it never came.
+bool eventually(const std::function<bool()> &cond)
+{
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!cond()) {
+        if (std::chrono::steady_clock::now() > deadline)
+            return false;
+        std::this_thread::yield();
+    }
+    return true;
+}
+
 // A poll another thread has in progress may have read a change it has not
 // counted yet: the first line waits for it rather than measure across the
 // change (here the poll is held inside adjtimex while the tick moves from
@@ -2438,8 +2450,11 @@ TEST_F(Faults, FirstLineWaitsForAPollInProgress)
     sim_advance_ns(3e6);
     poll_held = 1;
     std::thread poller([] { fc_sync_poll(0); });
-    while (poll_held.load() != 2)
-        std::this_thread::yield();
+    if (!eventually([] { return poll_held.load() == 2; })) {
+        poll_release = 1;
+        poller.join();
+        FAIL() << "the other thread's poll never reached adjtimex";
+    }
     sim.tick_us = 11000; // the held poll reads it when released
     sim_set_rate((1.0 / 2.6) * 1.1);
     struct fc_test_line first;
@@ -2465,7 +2480,9 @@ TEST_F(Faults, FirstLineWaitsForAPollInProgress)
 
 // A poll in another thread at the fork never finishes in the child; if it
 // had found a change and stored its settings without counting it, the
-// child's own polls would find nothing changed.  The child counts it.
+// child's own polls would find nothing changed.  The child counts it --
+// and only then: one cut short before it found anything counts nothing,
+// and the child's own poll finds the change.
 std::atomic<int> stored_held{0}, stored_release{0};
 void hold_at_poll_stored(const char *where)
 {
@@ -2485,8 +2502,11 @@ TEST_F(Faults, ForkDuringAnotherThreadsPollCountsItsChange)
     stored_release = 0;
     fc_seam.writer_step = hold_at_poll_stored;
     std::thread poller([] { fc_sync_poll(0); });
-    while (!stored_held.load())
-        std::this_thread::yield();
+    if (!eventually([] { return stored_held.load() == 1; })) {
+        stored_release = 1;
+        poller.join();
+        FAIL() << "the other thread's poll never found the change";
+    }
     pid_t pid = fork();
     if (pid == 0) {
         bool counted = fc_sync_generation() > before;
@@ -2502,6 +2522,31 @@ TEST_F(Faults, ForkDuringAnotherThreadsPollCountsItsChange)
     ASSERT_TRUE(WIFEXITED(status));
     EXPECT_EQ(WEXITSTATUS(status), 0) << "the child did not count the change its parent's poll had stored";
     EXPECT_EQ(fc_sync_generation(), before + 1);
+
+    // Cut short inside adjtimex, before it read anything.
+    sim.tick_us = 10000;
+    poll_held = 1;
+    poll_release = 0;
+    fc_seam.adjtimex = held_adjtimex;
+    std::thread poller2([] { fc_sync_poll(0); });
+    if (!eventually([] { return poll_held.load() == 2; })) {
+        poll_release = 1;
+        poller2.join();
+        FAIL() << "the other thread's poll never reached adjtimex";
+    }
+    pid = fork();
+    if (pid == 0) {
+        bool untouched = fc_sync_generation() == before + 1;
+        fc_seam.adjtimex = sim_adjtimex;
+        fc_sync_poll(0); // finds 10000 against 11000 stored
+        _exit(untouched && fc_sync_generation() == before + 2 ? 0 : 1);
+    }
+    poll_release = 1;
+    poller2.join();
+    fc_seam.adjtimex = sim_adjtimex;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "a poll cut short before it found anything: counted, or the change missed";
 }
 
 } // namespace
