@@ -107,7 +107,8 @@ struct fc_rate_seed {
     long tick, freq;
 };
 /* For a seed just measured: poll adjtimex and note its settings; returns
- * the poll's result (fc_sync_poll: -1 where another poll was in progress). */
+ * the poll's result (fc_sync_poll: FC_SYNC_POLL_BUSY or _MINE where a poll
+ * was in progress). */
 int fc_rate_seed_settings(struct fc_rate_seed *seed, int64_t mono_now);
 /* With the track's lock held: first line of a track, from one sample and
  * the seed's rate, rescaled to the settings now. */

@@ -854,9 +854,16 @@ static int64_t own_bound(int mode, int64_t mono_now)
     snapshot_full(&f, 1);
     if (mode == FC_MODE_SYSTEM) /* after a fail-safe, held at the old line's ceiling (fallback_read) */
         return held_ahead(f.m.floor_ns);
-    if (mode != FC_MODE_TSC)
+    if (mode != FC_MODE_TSC || !f.l.mult)
         return 0;
-    return f.l.mult ? fc_meta_bound(&f.m, mono_now) : 0;
+    int64_t bound = fc_meta_bound(&f.m, mono_now);
+    /* A read held at the old line's end while its writer, preempted,
+     * publishes the next (calibration.c, the fallback handshake) stands
+     * still as the kernel runs on: mono_now may be such a read, and the
+     * line's bound at it does not grow with that lag.  The lag seen now is
+     * added (a kernel read after it: never less than the lag). */
+    int64_t lag = fc_kernel_ns(CLOCK_MONOTONIC) - mono_now;
+    return lag > bound ? bound + lag : bound;
 }
 
 /* The same for the ordered wall clocks (fastclock_real_ns): 0 where the

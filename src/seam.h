@@ -39,7 +39,8 @@ struct fc_seam {
                                                named points of a publication (a test preempts it
                                                there): "build" (sampled, nothing built yet),
                                                "cut" (each try that guards the old line),
-                                               "seen", "published"; and by an adjtimex poll
+                                               "publishing" (fallbacks now held at the old
+                                               line's end), "seen", "published"; and by an adjtimex poll
                                                at "poll-stored" (a change found and stored,
                                                not yet counted in the generation) */
 };

@@ -158,7 +158,7 @@ static int sync_poll_locked(int64_t now)
             atomic_store_explicit(&sync_state.last_change, d < 0 ? -d : d, memory_order_relaxed);
             atomic_store_explicit(&sync_state.last_change_mono, now, memory_order_relaxed);
             atomic_store_explicit(&sync_state.change_uncounted, 1, memory_order_relaxed);
-            atomic_signal_fence(memory_order_seq_cst); /* the flag before the settings: a fork child */
+            atomic_thread_fence(memory_order_release); /* the flag before the settings: a fork child */
         }
     }
     if (changed || offset != 0)
@@ -183,7 +183,6 @@ static int sync_poll_locked(int64_t now)
         fc_seam.writer_step("poll-stored");
     if (changed) {
         atomic_fetch_add_explicit(&sync_state.generation, 1, memory_order_seq_cst);
-        atomic_signal_fence(memory_order_seq_cst);
         atomic_store_explicit(&sync_state.change_uncounted, 0, memory_order_relaxed);
     }
     atomic_store_explicit(&sync_state.sampled_mono, now, memory_order_release);
