@@ -845,10 +845,11 @@ static int64_t own_bound(int mode, int64_t mono_now)
         return 0; /* every fine read is the kernel's own, from the first line on (routed_to_kernel) */
     if (mode == FC_MODE_PERCPU && fc_percpu_to_kernel()) /* held at the switch floor */
         return held_ahead(atomic_load_explicit(&fc_percpu_switch_floor, memory_order_relaxed));
-    if (mode == FC_MODE_PERCPU) {
+    if (mode == FC_MODE_PERCPU) { /* after a switch, reads are held at its floor too */
         struct fc_percpu_stats ps;
         fc_percpu_stats(&ps);
-        return ps.bound_ns;
+        int64_t ahead = held_ahead(atomic_load_explicit(&fc_percpu_switch_floor, memory_order_relaxed));
+        return ps.bound_ns > ahead ? ps.bound_ns : ahead;
     }
     struct fc_full f;
     snapshot_full(&f, 1);
@@ -859,10 +860,15 @@ static int64_t own_bound(int mode, int64_t mono_now)
     int64_t bound = fc_meta_bound(&f.m, mono_now);
     /* A read held at the old line's end while its writer, preempted,
      * publishes the next (calibration.c, the fallback handshake) stands
-     * still as the kernel runs on: mono_now may be such a read, and the
+     * still as the kernel runs on: mono_now may be such a read (or, where
+     * ordered reads are the kernel's, an unordered one, read here), and the
      * line's bound at it does not grow with that lag.  The lag seen now is
-     * added (a kernel read after it: never less than the lag). */
-    int64_t lag = fc_kernel_ns(CLOCK_MONOTONIC) - mono_now;
+     * added (a kernel read after both: never less than the lag).  Reads
+     * held longer, after this call, lag further. */
+    int64_t held = fc_read(FC_MONO, 0);
+    if (held > mono_now)
+        held = mono_now;
+    int64_t lag = fc_kernel_ns(CLOCK_MONOTONIC) - held;
     return lag > bound ? bound + lag : bound;
 }
 
