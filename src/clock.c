@@ -876,11 +876,14 @@ static int64_t own_bound(int mode, int64_t mono_now)
  * kernel's own clock answers them from the decision on -- its clocksource
  * is the counter (wall.h), or the counter costs too much (routed_to_kernel);
  * both are chosen before any line could have answered. */
+static int real_is_kernels(void)
+{
+    return fc_wall_route(FC_REAL, 1) != 0 || routed_to_kernel(1);
+}
+
 static int64_t real_own_bound(int mode, int64_t mono_now)
 {
-    if (fc_wall_route(FC_REAL, 1) != 0 || routed_to_kernel(1))
-        return 0;
-    return own_bound(mode, mono_now);
+    return real_is_kernels() ? 0 : own_bound(mode, mono_now);
 }
 
 FC_API int fastclock_real_bounded(int64_t *earliest_ns, int64_t *latest_ns)
@@ -1022,13 +1025,14 @@ static int status_fill(struct fastclock_status *out)
                                !fc_wall_route(FC_REAL, 1) && !(flags & FC_READ_ORDERED_KERNEL)
                            ? "line"
                            : "vdso";
-    out->error_bound_ns = own_bound(mode, now);
+    out->error_bound_ns = own_bound(mode, now); /* once: it reads the clocks, and REALTIME's is the same */
     struct fc_sync_snapshot ks;
     fresh_sync(now, &ks);
     out->kernel_synchronized = ks.known ? ks.synchronized : -1;
     out->kernel_maxerror_ns = ks.known ? ks.maxerror_ns : -1;
     out->kernel_esterror_ns = ks.known ? ks.esterror_ns : -1;
-    out->real_error_bound_ns = real_own_bound(mode, now) + (ks.known ? ks.maxerror_ns : 16LL * FC_NS_PER_SEC);
+    out->real_error_bound_ns =
+        (real_is_kernels() ? 0 : out->error_bound_ns) + (ks.known ? ks.maxerror_ns : 16LL * FC_NS_PER_SEC);
     return 0;
 }
 
