@@ -899,7 +899,15 @@ FC_API int fastclock_real_bounded(int64_t *earliest_ns, int64_t *latest_ns)
     fresh_sync(mono, &ks);
     /* Unknown kernel state: assume the worst an unsynchronised clock reports. */
     int64_t kernel_err = ks.known ? ks.maxerror_ns : 16LL * FC_NS_PER_SEC;
-    int64_t e = real_own_bound(mode, mono) + kernel_err;
+    int64_t own = real_own_bound(mode, mono);
+    if (!real_is_kernels()) {
+        /* `real` came first: it may have been held at a line's end that the
+         * reads own_bound makes no longer are (the writer done meanwhile). */
+        int64_t lag = fc_kernel_ns(CLOCK_REALTIME) - real;
+        if (lag > own)
+            own += lag;
+    }
+    int64_t e = own + kernel_err;
     *earliest_ns = real - e;
     *latest_ns = real + e;
     return ks.known && ks.synchronized ? 0 : 1;

@@ -1273,6 +1273,8 @@ TEST_F(Faults, TheBoundCoversUnorderedReadsHeldWhereOrderedOnesAreTheKernels)
         sim_advance_ns(10e6);
         fastclock_mono_ns_unordered();
     }
+    ASSERT_NE(std::string(status_now().counter).find("clock_gettime (ordered)"), std::string::npos)
+        << "the ordered route is not on: " << status_now().counter;
     sim.tick_us = 9000;
     sim_set_rate(sim.rate * 0.9);
     held_read_fn = fastclock_mono_ns_unordered;
