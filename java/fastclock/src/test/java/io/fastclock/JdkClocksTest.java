@@ -163,6 +163,23 @@ class JdkClocksTest {
     }
 
     @Test
+    void theBindingsCostScalesWithTheCpusSpeed() {
+        // An Intel Xeon guest (model 0xcf), JDK 17, two fresh JVMs beside a CPU hog:
+        // the same machine measured at two speeds.  With JNI's cost fixed, the first
+        // kept nanoTimeUnordered on the JDK (16.0 + 9 against 0.95 x 25.7) and the
+        // second gave it to fastclock (21.2 + 9 against 0.95 x 35.4).  Scaled with
+        // the unordered read (JMH there: JNI no-op 12.7 ns), both decide alike.
+        Routes slow = Routes.decide("jni", costs(30.9, 21.2, 35.1, 30.6, 35.4, 36.0), false, true, true);
+        Routes fast = Routes.decide("jni", costs(23.9, 16.0, 25.5, 19.2, 25.7, 25.8), false, true, true);
+        assertEquals(fast.answers, slow.answers);
+        assertFalse(slow.nanoTimeUnordered, slow.answers); // JMH: 1.00x System.nanoTime() through JNI
+        assertTrue(slow.currentTimeNanos, slow.answers);    // JMH: 0.84x Instant.now()
+        // A slow clocksource leaves JNI's cost where it was: the unordered read has no clocksource in it.
+        assertTrue(Routes.decide("jni", costs(21.0, 9.0, 22.0, 11.0, 600, 600)).nanoTimeUnordered);
+        assertEquals(1.0, Routes.cpuScale(costs(15.1, 9.0, 16.5, 11.6, 16.4, 16.5)), 1e-9);
+    }
+
+    @Test
     void aSlowFastclockReadLeavesInstantNowAnswering() {
         // tsc-percpu's per-CPU lookup made the unordered wall read cost 33 ns here.
         Routes r = Routes.decide("ffm", costs(24.2, 24.0, 23.8, 33.1, 23.9, 24.0));
