@@ -2495,6 +2495,19 @@ bool eventually(const std::function<bool()> &cond)
     return true;
 }
 
+// Starts an adjtimex poll on another thread and waits until it is held
+// (held() true); false, with the poll released and joined, if it never is.
+bool hold_a_poll_in_another_thread(std::thread &poller, const std::function<bool()> &held,
+                                   std::atomic<int> &release)
+{
+    poller = std::thread([] { fc_sync_poll(0); });
+    if (eventually(held))
+        return true;
+    release = 1;
+    poller.join();
+    return false;
+}
+
 // A poll another thread has in progress may have read a change it has not
 // counted yet: the first line waits for it rather than measure across the
 // change (here the poll is held inside adjtimex while the tick moves from
@@ -2519,12 +2532,9 @@ TEST_F(Faults, FirstLineWaitsForAPollInProgress)
     fastclock_mono_ns(); // the decision, and the first sample
     sim_advance_ns(3e6);
     poll_held = 1;
-    std::thread poller([] { fc_sync_poll(0); });
-    if (!eventually([] { return poll_held.load() == 2; })) {
-        poll_release = 1;
-        poller.join();
-        FAIL() << "the other thread's poll never reached adjtimex";
-    }
+    std::thread poller;
+    ASSERT_TRUE(hold_a_poll_in_another_thread(poller, [] { return poll_held.load() == 2; }, poll_release))
+        << "the other thread's poll never reached adjtimex";
     sim.tick_us = 11000; // the held poll reads it when released
     sim_set_rate((1.0 / 2.6) * 1.1);
     struct fc_test_line first;
@@ -2571,12 +2581,9 @@ TEST_F(Faults, ForkDuringAnotherThreadsPollCountsItsChange)
     stored_held = 0;
     stored_release = 0;
     fc_seam.writer_step = hold_at_poll_stored;
-    std::thread poller([] { fc_sync_poll(0); });
-    if (!eventually([] { return stored_held.load() == 1; })) {
-        stored_release = 1;
-        poller.join();
-        FAIL() << "the other thread's poll never found the change";
-    }
+    std::thread poller;
+    ASSERT_TRUE(hold_a_poll_in_another_thread(poller, [] { return stored_held.load() == 1; }, stored_release))
+        << "the other thread's poll never found the change";
     pid_t pid = fork();
     if (pid == 0) {
         bool counted = fc_sync_generation() > before;
@@ -2598,12 +2605,9 @@ TEST_F(Faults, ForkDuringAnotherThreadsPollCountsItsChange)
     poll_held = 1;
     poll_release = 0;
     fc_seam.adjtimex = held_adjtimex;
-    std::thread poller2([] { fc_sync_poll(0); });
-    if (!eventually([] { return poll_held.load() == 2; })) {
-        poll_release = 1;
-        poller2.join();
-        FAIL() << "the other thread's poll never reached adjtimex";
-    }
+    std::thread poller2;
+    ASSERT_TRUE(hold_a_poll_in_another_thread(poller2, [] { return poll_held.load() == 2; }, poll_release))
+        << "the other thread's poll never reached adjtimex";
     pid = fork();
     if (pid == 0) {
         bool untouched = fc_sync_generation() == before + 1;
