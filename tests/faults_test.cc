@@ -1283,6 +1283,119 @@ TEST_F(Faults, TheBoundCoversUnorderedReadsHeldWhereOrderedOnesAreTheKernels)
     EXPECT_EQ(mode(), "tsc") << reason();
 }
 
+// fastclock_real_bounded beside reads held while a writer publishes: its
+// interval contains the kernel's REALTIME (a kernel maxerror of 100 us,
+// the held reads 0.5-1.5 ms behind).  Two charges cover it here, either
+// alone: own_bound's for its MONOTONIC read's lag, and real_bounded's for
+// its REALTIME read's (which alone covers a writer done between the two).
+std::vector<int64_t> held_real_misses; // how far outside the interval, ns (0: inside)
+void real_bounded_while_publishing(const char *where)
+{
+    if (std::strcmp(where, "publishing") != 0)
+        return;
+    for (int i = 0; i < 3; i++) {
+        sim_advance_ns(500e3);
+        sim.in_other_read = true;
+        int64_t lo = 0, hi = 0;
+        int64_t k0 = int64_t(sim_mono_at(sim.tick)) + sim.real_off;
+        fastclock_real_bounded(&lo, &hi);
+        int64_t k1 = int64_t(sim_mono_at(sim.tick)) + sim.real_off;
+        sim.in_other_read = false;
+        // Every kernel REALTIME during the call lies in [k0, k1]: the
+        // interval must meet it.
+        held_real_misses.push_back(lo > k1 ? lo - k1 : hi < k0 ? k0 - hi : 0);
+    }
+}
+TEST_F(Faults, RealBoundedContainsTheKernelsTimeWhileReadsAreHeld)
+{
+    sim.synced = true;
+    sim.maxerror_us = 100;
+    sim.esterror_us = 10;
+    install();
+    warm_up(200, 10e6);
+    int64_t lo, hi;
+    ASSERT_EQ(fastclock_real_bounded(&lo, &hi), 0);
+    ASSERT_LT(hi - lo, 2 * 1000000) << "the interval must be narrower than the lag, or nothing is tested";
+    sim.tick_us = 9000; // the next line is shallower: the old one is cut at a pivot ahead
+    sim_set_rate(sim.rate * 0.9);
+    held_real_misses.clear();
+    held_reads.clear();
+    fc_seam.writer_step = [](const char *where) {
+        if (std::strcmp(where, "publishing") != 0)
+            return;
+        sim.in_other_read = true;
+        int64_t v = fastclock_real_ns();
+        sim.in_other_read = false;
+        held_reads.push_back({v - (int64_t(sim_mono_at(sim.true_tick_of_last_read)) + sim.real_off), 0});
+        real_bounded_while_publishing(where);
+        sim.in_other_read = true;
+        v = fastclock_real_ns();
+        sim.in_other_read = false;
+        held_reads.push_back({v - (int64_t(sim_mono_at(sim.true_tick_of_last_read)) + sim.real_off), 0});
+    };
+    ASSERT_EQ(fc_test_recalibrate(), 0);
+    fc_seam.writer_step = nullptr;
+    ASSERT_EQ(held_real_misses.size(), 3u);
+    for (size_t i = 0; i < held_real_misses.size(); i++)
+        EXPECT_EQ(held_real_misses[i], 0) << "call " << i << ": the kernel's REALTIME lies outside the interval";
+    ASSERT_EQ(held_reads.size(), 2u);
+    EXPECT_LT(held_reads[1].first, held_reads[0].first - 1000000)
+        << "REALTIME reads were not held while the writer published: nothing was tested";
+    EXPECT_EQ(mode(), "tsc") << reason();
+}
+
+// A signal handler that interrupts this thread's own adjtimex poll, after
+// it read a tick change it has not counted yet, and reads the clock: the
+// first line cannot wait for that poll (it is this thread's), nor measure
+// across the change it may hide.  The handler's read builds no line and
+// returns at once; the first line comes after the poll, at the new rate.
+bool nested_armed = false;
+long nested_kernel_reads = -1;
+struct fc_test_line nested_line;
+int adjtimex_then_nested_read(struct timex *tx)
+{
+    int r = sim_adjtimex(tx);
+    if (nested_armed) {
+        nested_armed = false;
+        long k = sim.kernel_reads;
+        fastclock_mono_ns(); // the "handler"
+        nested_kernel_reads = sim.kernel_reads - k;
+        fc_test_current_line(&nested_line);
+    }
+    return r;
+}
+TEST_F(Faults, FirstLineIsNotBuiltInsideThisThreadsOwnPoll)
+{
+    struct fc_seam seam = sim_seam();
+    seam.adjtimex = adjtimex_then_nested_read;
+    nested_armed = false;
+    nested_kernel_reads = -1;
+    fc_test_reset(&seam);
+    fastclock_mono_ns(); // the decision, and the first sample
+    sim_advance_ns(3e6);
+    sim.tick_us = 11000;
+    sim_set_rate((1.0 / 2.6) * 1.1);
+    nested_line.mult = 1;
+    nested_armed = true;
+    fc_sync_poll(sim_mono()); // this thread's poll, interrupted inside adjtimex
+    ASSERT_GE(nested_kernel_reads, 0) << "the poll never reached adjtimex";
+    EXPECT_EQ(nested_line.mult, 0) << "the handler built the first line across the change its thread's poll "
+                                       "had read but not counted";
+    EXPECT_LT(nested_kernel_reads, 100) << "the handler waited for its own thread's poll";
+    struct fc_test_line first;
+    first.mult = 0;
+    for (int i = 0; i < 40 && first.mult == 0; i++) {
+        sim_advance_ns(300e3);
+        fastclock_mono_ns();
+        fc_test_current_line(&first);
+    }
+    ASSERT_NE(first.mult, 0) << "no line";
+    double slope = double(fc_test_line_eval(&first, first.base_tsc + 1000000) -
+                          fc_test_line_eval(&first, first.base_tsc)) / 1e6;
+    EXPECT_NEAR(slope / sim.rate, 1.0, 1e-3) << "the first line spans the change";
+    EXPECT_EQ(mode(), "tsc") << reason();
+}
+
 // A cut that showed too late (the writer away past the guard) is never
 // lengthened by the next try: fallbacks past it may have returned the
 // kernel's time, here ahead of the old line (a line behind the kernel by
@@ -2481,6 +2594,31 @@ TEST_F(Faults, PerCpuSeedDoesNotSpanATickChange)
     EXPECT_EQ(seed_calls_at_change, 2) << "the change came after the seed's first poll (two adjtimex calls), "
                                           "before its second";
     EXPECT_NEAR(fc_test_percpu_seed_rate() / sim.rate, 1.0, 1e-3) << "the seed spans the change";
+}
+
+// A switch to tsc-percpu holds every read at the global line's ceiling
+// until the kernel passes it (never below what the line gave).  Here the
+// line ran ~30 us ahead of a slower kernel: the reads just after the
+// switch are ahead of the kernel by at least that, and the bound reported
+// beside them covers it, though each CPU's new line is close to the kernel.
+TEST_F(Faults, TheBoundCoversPerCpuReadsHeldAtTheSwitchFloor)
+{
+    NEEDS_PERCPU();
+    line_ahead_of_a_slower_kernel();
+    int64_t before, ahead = read_err(&before);
+    ASSERT_GT(ahead, 20000) << "the line is not ahead of the kernel: nothing would be held";
+    fc_test_switch_to_percpu("test: pretend the warp check failed");
+    ASSERT_EQ(mode(), "tsc-percpu") << reason();
+    BoundTally tally(before);
+    for (int i = 0; i < 20; i++) {
+        // The bound first: a held read's error only shrinks as the kernel
+        // runs on, and status's own kernel reads take time (~100 ns here).
+        int64_t b = status_now().error_bound_ns;
+        int64_t v, e = read_err(&v);
+        tally.add(v, e, b);
+        sim_advance_ns(1e3);
+    }
+    tally.verdict("per-CPU reads held at the switch floor", 15000);
 }
 
 // Waits up to 10 s for cond (another thread's progress); false if it never came.
