@@ -1029,10 +1029,9 @@ static int status_fill(struct fastclock_status *out)
         out->calibrator = "none";
         out->counter_hz = 1e9;
     }
-    out->real_source = (mode == FC_MODE_TSC || (mode == FC_MODE_PERCPU && !fc_percpu_to_kernel())) &&
-                               !fc_wall_route(FC_REAL, 1) && !(flags & FC_READ_ORDERED_KERNEL)
-                           ? "line"
-                           : "vdso";
+    out->real_source =
+        (mode == FC_MODE_TSC || (mode == FC_MODE_PERCPU && !fc_percpu_to_kernel())) && !real_is_kernels() ? "line"
+                                                                                                        : "vdso";
     out->error_bound_ns = own_bound(mode, now); /* once: it reads the clocks, and REALTIME's is the same */
     struct fc_sync_snapshot ks;
     fresh_sync(now, &ks);
