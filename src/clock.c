@@ -104,14 +104,10 @@ __attribute__((noinline)) int64_t fc_new_second(enum fc_kind kind, int64_t ns)
 {
     int64_t sec = ns / FC_NS_PER_SEC - (ns % FC_NS_PER_SEC < 0);
     struct fc_sec_cache *c = &fc_sec_cache[kind];
-    /* Invalid while the pair changes: a signal handler that interrupts this
-     * between the two stores would otherwise pair the new second with the
-     * old base, which its recheck of sec_ns cannot see. */
-    c->sec_ns = INT64_MIN;
-    atomic_signal_fence(memory_order_seq_cst);
+    /* A signal handler between the two stores may leave a torn pair: the
+     * reader checks that the pair belongs together (clock.h). */
     c->sec = sec;
-    atomic_signal_fence(memory_order_seq_cst);
-    c->sec_ns = sec * FC_NS_PER_SEC;
+    c->sec_ns = (int64_t)((uint64_t)sec * (uint64_t)FC_NS_PER_SEC);
     return sec;
 }
 static _Atomic uint64_t fallback_reads;

@@ -24,10 +24,11 @@ FC_HIDDEN void fc_clock_reset_for_tests(void);
  * after the counter read that costs as much as the rest of a read.  Each
  * thread remembers, per timeline, the second it last returned and that
  * second in ns, so most splits are one subtraction and a compare.
- * Thread-local, so nothing shared is written.  A signal handler may rewrite
- * the pair between our loads: sec_ns is loaded before and after sec, and a
- * change sends this split to the division (the handler runs to completion,
- * so equal loads mean sec belongs to them).
+ * Thread-local, so nothing shared is written.  A signal handler may split
+ * a new second between any two of our loads or stores, so a pair may be
+ * torn (one second with another's ns, left even after both have returned):
+ * the reader uses a pair only if sec * 10^9 == sec_ns.  That multiply needs
+ * only the two loads, not the counter, so it runs beside the read.
  */
 struct fc_sec_cache {
     int64_t sec;
@@ -40,12 +41,9 @@ FC_HIDDEN int64_t fc_new_second(enum fc_kind kind, int64_t ns);
 FC_INLINE int fc_split_seconds_cached(enum fc_kind kind, int64_t ns, int64_t *sec_out, int64_t *rem_ns)
 {
     struct fc_sec_cache *c = &fc_sec_cache[kind];
-    int64_t base = c->sec_ns;
-    atomic_signal_fence(memory_order_seq_cst);
-    int64_t sec = c->sec;
-    atomic_signal_fence(memory_order_seq_cst);
-    uint64_t rem = (uint64_t)ns - (uint64_t)base; /* unsigned: base may be INT64_MIN (being written) */
-    if (FC_UNLIKELY(rem >= (uint64_t)FC_NS_PER_SEC || base != c->sec_ns))
+    int64_t base = c->sec_ns, sec = c->sec;
+    uint64_t rem = (uint64_t)ns - (uint64_t)base; /* unsigned: no overflow, and below base is far */
+    if (FC_UNLIKELY(rem >= (uint64_t)FC_NS_PER_SEC || (uint64_t)sec * (uint64_t)FC_NS_PER_SEC != (uint64_t)base))
         return 0;
     *sec_out = sec;
     *rem_ns = (int64_t)rem;

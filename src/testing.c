@@ -136,3 +136,9 @@ double fc_test_percpu_seed_rate(void)
 {
     return fc_percpu_seed_rate();
 }
+
+void fc_test_set_real_second_cache(int64_t sec, int64_t sec_ns)
+{
+    fc_sec_cache[FC_REAL].sec = sec;
+    fc_sec_cache[FC_REAL].sec_ns = sec_ns;
+}

@@ -695,6 +695,26 @@ TEST_F(Faults, RealtimeStepsAreFollowedAtOnce)
     EXPECT_EQ(std::string(st.mode), "tsc");
 }
 
+// A signal handler that splits a new second while this thread is between
+// the two stores of its own split leaves this thread's second cache as
+// (the handler's second, this thread's second in ns): second 60 paired
+// with 59 s.  Once REALTIME is back in second 59 (a step back, a leap
+// second's repeat), a read must not take that pair: it returns second 59.
+TEST_F(Faults, ATornSecondCacheIsNeverUsed)
+{
+    install();
+    warm_up(200, 10e6);
+    struct timespec ts;
+    ASSERT_EQ(fastclock_gettime(CLOCK_REALTIME, &ts), 0);
+    int64_t s = int64_t(ts.tv_sec) + 1; // a second ahead of the one it is in
+    fc_test_set_real_second_cache(s + 1, s * 1000000000LL);
+    sim.real_off += 1500000000LL - int64_t(ts.tv_nsec); // REALTIME now in second s, mid-way
+    ASSERT_EQ(fastclock_gettime(CLOCK_REALTIME, &ts), 0);
+    EXPECT_EQ(int64_t(ts.tv_sec), s) << "the cache's second was used with another second's base";
+    EXPECT_GE(ts.tv_nsec, 0);
+    EXPECT_LT(ts.tv_nsec, 1000000000L);
+}
+
 TEST_F(Faults, CounterJumpingBackwardsFallsBackWithoutGoingBack)
 {
     install();
