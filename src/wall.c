@@ -77,19 +77,22 @@ int64_t fc_wall_refresh(enum fc_kind kind)
     }
     struct fc_wall_cache *c = &fc_wall_cache;
     for (int i = 0; i < 8; i++) {
-        struct timespec m1, r, m2;
-        if (f(CLOCK_MONOTONIC_COARSE, &m1) != 0 || f(CLOCK_REALTIME_COARSE, &r) != 0 ||
-            f(CLOCK_MONOTONIC_COARSE, &m2) != 0)
+        struct timespec m1, r, m2, tai, rt;
+        if (f(CLOCK_MONOTONIC_COARSE, &m1) != 0 || f(CLOCK_REALTIME_COARSE, &r) != 0)
+            break;
+        /* TAI - REALTIME is whole seconds; one fine pair pins it, read inside
+         * the update check: a leap second's update changes it and
+         * REALTIME - MONOTONIC at once, and the two must be of one update. */
+        int tai_ok = kind == FC_TAI && f(CLOCK_TAI, &tai) == 0 && f(CLOCK_REALTIME, &rt) == 0;
+        if (f(CLOCK_MONOTONIC_COARSE, &m2) != 0)
             break;
         int64_t mono = fc_ts_to_ns(&m1), real = fc_ts_to_ns(&r);
         if (mono != fc_ts_to_ns(&m2))
             continue; /* an update came in between */
         int64_t off = real - mono;
         if (kind == FC_TAI) {
-            /* TAI - REALTIME is whole seconds; one fine pair pins it. */
-            struct timespec tai, rt;
             int64_t secs = 0;
-            if (f(CLOCK_TAI, &tai) == 0 && f(CLOCK_REALTIME, &rt) == 0) {
+            if (tai_ok) {
                 int64_t d = fc_ts_to_ns(&tai) - fc_ts_to_ns(&rt);
                 secs = (d >= 0 ? d + FC_NS_PER_SEC / 2 : d - FC_NS_PER_SEC / 2) / FC_NS_PER_SEC;
             }

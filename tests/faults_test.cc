@@ -695,6 +695,38 @@ TEST_F(Faults, RealtimeStepsAreFollowedAtOnce)
     EXPECT_EQ(std::string(st.mode), "tsc");
 }
 
+// A leap second lands inside a thread's refresh of its TAI offset, after
+// the coarse pair's update check and before the fine TAI - REALTIME pair:
+// the offset must not join REALTIME - MONOTONIC from before the leap with
+// the whole seconds from after it (TAI 1 s ahead).  The leap comes with a
+// timekeeping update, as in the kernel: MONOTONIC_COARSE moves on too.
+bool leap_armed = false;
+int leap_before_fine_tai(clockid_t id, timespec *ts)
+{
+    if (leap_armed && id == CLOCK_TAI) {
+        leap_armed = false;
+        int64_t m = sim_mono();
+        sim_advance_ns(double(4000000 - m % 4000000) + 1000); // the tick that applies it
+        sim.real_off -= 1000000000LL;                          // 23:59:60: REALTIME repeats a second
+        sim.tai_off += 1000000000LL;                           // TAI runs on
+    }
+    return sim_gettime(id, ts);
+}
+TEST_F(Faults, TaiIsRightWhenALeapSecondLandsInItsRefresh)
+{
+    struct fc_seam seam = sim_seam();
+    seam.kernel_gettime = leap_before_fine_tai;
+    fc_test_reset(&seam);
+    warm_up(200, 10e6);
+    leap_armed = true;
+    struct timespec tai;
+    ASSERT_EQ(fastclock_gettime(CLOCK_TAI, &tai), 0); // this thread's first TAI read: a refresh
+    ASSERT_FALSE(leap_armed) << "the refresh read no fine TAI: nothing was tested";
+    int64_t want = int64_t(sim_mono_at(sim.last_counter - uint64_t(sim.ctr_offset))) + sim.real_off + sim.tai_off;
+    EXPECT_LE(fctest::iabs(int64_t(tai.tv_sec) * 1000000000LL + tai.tv_nsec - want), 1000)
+        << "TAI is " << (int64_t(tai.tv_sec) * 1000000000LL + tai.tv_nsec - want) << " ns off";
+}
+
 // A signal handler that splits a new second while this thread is between
 // the two stores of its own split leaves this thread's second cache as
 // (the handler's second, this thread's second in ns): second 60 paired
