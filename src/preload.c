@@ -73,6 +73,8 @@ const int fc_default_lazy = 1;
 #define FC_PRELOAD_CONSTRUCTED 2  /* the shim's constructor has run */
 #define FC_PRELOAD_UNORDERED 4    /* FASTCLOCK_UNORDERED=1: fine clocks skip the counter fence */
 #define FC_PRELOAD_PASS 8         /* mode system from the start: every call goes to libc */
+#define FC_PRELOAD_COARSE_SETTLED 16 /* the coarse clocks' path is set: the kernel's directly, from
+                                        memory, or the decided mode's (a thread told) */
 
 typedef int (*gettime_fn)(clockid_t, struct timespec *);
 typedef int (*gettimeofday_fn)(struct timeval *, void *);
@@ -451,6 +453,10 @@ SHIM_API int fastclock_preload_state(void)
         s |= FC_PRELOAD_UNORDERED;
     if (flags & SHIM_PASS)
         s |= FC_PRELOAD_PASS;
+    if (atomic_load_explicit(&coarse_asked, memory_order_relaxed) ||
+        atomic_load_explicit(&fc_coarse.direct, memory_order_relaxed) ||
+        atomic_load_explicit(&fc_coarse.mono, memory_order_relaxed))
+        s |= FC_PRELOAD_COARSE_SETTLED;
     return s;
 }
 

@@ -97,6 +97,7 @@ static int (*shim_status)(struct fastclock_status *);
 #define FC_PRELOAD_LOADED 1
 #define FC_PRELOAD_CONSTRUCTED 2
 #define FC_PRELOAD_UNORDERED 4
+#define FC_PRELOAD_COARSE_SETTLED 16
 
 static void need_shim(void)
 {
@@ -465,6 +466,38 @@ static int cmd_errno_first(void)
     int e = errno;
     need_shim();
     CHECK(r == 0 && e == 4242, "the first read returned %d and changed errno to %d", r, e);
+    return failures != 0;
+}
+
+/* A program that reads only the coarse clocks (a logger's timestamps, a
+ * cache's clock): those reads alone settle the shim's coarse path -- the
+ * kernel's coarse clocks directly where no thread will tick, from memory
+ * once a thread has decided and ticks -- so they do not pay the undecided
+ * path for ever; and no value goes back.  Nothing else here reads the
+ * time (fastclock_status would decide). */
+static int cmd_coarse_only(void)
+{
+    need_shim();
+    struct timespec ts;
+    int64_t prev_mono = 0, prev_real = INT64_MIN;
+    long settled_at = -1, back = 0, failed = 0;
+    for (long i = 0; i < 200000 && settled_at < 0; i++) {
+        failed += clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0;
+        back += ts_ns(&ts) < prev_mono;
+        prev_mono = ts_ns(&ts);
+        failed += clock_gettime(CLOCK_REALTIME_COARSE, &ts) != 0;
+        back += ts_ns(&ts) < prev_real; /* no step expected in a second */
+        prev_real = ts_ns(&ts);
+        if (shim_state() & FC_PRELOAD_COARSE_SETTLED)
+            settled_at = i;
+        if (i % 1000 == 999)
+            usleep(1000); /* a calibrator thread decides a millisecond after the first read */
+    }
+    CHECK(failed == 0, "%ld coarse reads failed", failed);
+    CHECK(back == 0, "%ld coarse reads went back", back);
+    CHECK(settled_at >= 0, "200000 coarse reads (over 200 ms) never settled the coarse path");
+    if (settled_at >= 0)
+        printf("coarse path settled after %ld pairs of reads\n", settled_at + 1);
     return failures != 0;
 }
 
@@ -917,9 +950,10 @@ int main(int argc, char **argv)
     else if (strcmp(cmd, "init-race") == 0) rc = cmd_init_race(argc > 2 ? atoi(argv[2]) : 20);
     else if (strcmp(cmd, "init-race-child") == 0) rc = cmd_init_race_child();
     else if (strcmp(cmd, "status") == 0) rc = cmd_status();
+    else if (strcmp(cmd, "coarse-only") == 0) rc = cmd_coarse_only();
     else {
         fprintf(stderr, "usage: shim_check interpose|spy tsc|spy system|accuracy S|threads S|passthrough|"
-                        "errno-first|fork|exec|spawn|signals S|signal-first|early|closed-fds|init-race N\n");
+                        "errno-first|fork|exec|spawn|signals S|signal-first|early|closed-fds|init-race N|coarse-only\n");
         return 2;
     }
     if (rc == 1 && failures)
