@@ -260,6 +260,22 @@ void sim_set_rate(double r)
 
 void sim_advance_ns(double ns) { sim.tick += uint64_t(ns / sim.rate); }
 
+// A line's slope: kernel ns per counter tick, over a million ticks.
+double line_slope(const struct fc_test_line &l)
+{
+    return double(fc_test_line_eval(&l, l.base_tsc + 1000000) - fc_test_line_eval(&l, l.base_tsc)) / 1e6;
+}
+
+// Reads every 300 us until a line shows in *l (at most 40 reads).
+void read_until_a_line(struct fc_test_line *l)
+{
+    for (int i = 0; i < 40 && l->mult == 0; i++) {
+        sim_advance_ns(300e3);
+        fastclock_mono_ns();
+        fc_test_current_line(l);
+    }
+}
+
 // The other reads made while the writer was away (sim.other_reads): each no
 // earlier than the one before, and none above the new line `after` at its
 // counter (a read of the new line came later, at a counter of at least r's).
@@ -350,6 +366,15 @@ protected:
     {
         struct fc_seam seam = sim_seam();
         fc_test_reset(&seam);
+    }
+    // The simulation with a time daemon that keeps the kernel synchronised
+    // and reports these errors.
+    void install_synced(long maxerror_us, long esterror_us)
+    {
+        sim.synced = true;
+        sim.maxerror_us = maxerror_us;
+        sim.esterror_us = esterror_us;
+        install();
     }
     // tsc-percpu forced on two simulated CPUs whose counters are 1e6 ticks apart.
     bool install_percpu_two_cpus()
@@ -1360,10 +1385,7 @@ void real_bounded_while_publishing(const char *where)
 }
 TEST_F(Faults, RealBoundedContainsTheKernelsTimeWhileReadsAreHeld)
 {
-    sim.synced = true;
-    sim.maxerror_us = 100;
-    sim.esterror_us = 10;
-    install();
+    install_synced(100, 10);
     warm_up(200, 10e6);
     int64_t lo, hi;
     ASSERT_EQ(fastclock_real_bounded(&lo, &hi), 0);
@@ -1436,14 +1458,9 @@ TEST_F(Faults, FirstLineIsNotBuiltInsideThisThreadsOwnPoll)
     EXPECT_LT(nested_kernel_reads, 100) << "the handler waited for its own thread's poll";
     struct fc_test_line first;
     first.mult = 0;
-    for (int i = 0; i < 40 && first.mult == 0; i++) {
-        sim_advance_ns(300e3);
-        fastclock_mono_ns();
-        fc_test_current_line(&first);
-    }
+    read_until_a_line(&first);
     ASSERT_NE(first.mult, 0) << "no line";
-    double slope = double(fc_test_line_eval(&first, first.base_tsc + 1000000) -
-                          fc_test_line_eval(&first, first.base_tsc)) / 1e6;
+    double slope = line_slope(first);
     EXPECT_NEAR(slope / sim.rate, 1.0, 1e-3) << "the first line spans the change";
     EXPECT_EQ(mode(), "tsc") << reason();
 }
@@ -2226,10 +2243,7 @@ TEST_F(Faults, NtpFrequencyFlipsEveryHalfSecond)
     // kselftest change_skew: a daemon flips the kernel's frequency between
     // +500 and -500 ppm every 0.5 s.  adjtimex shows it, so the bound widens
     // and calibrations come every 10 ms.
-    sim.synced = true;
-    sim.maxerror_us = 2000;
-    sim.esterror_us = 50;
-    install();
+    install_synced(2000, 50);
     ASSERT_EQ(mode(), "tsc");
     int64_t prev = fastclock_mono_ns(), worst = 0, worst_bound = 0;
     long back = 0, over = 0, reads = 0;
@@ -2335,10 +2349,7 @@ TEST_F(Faults, ShortSuspendWithARunningCounterNeverGoesBack)
 
 TEST_F(Faults, RealBoundedContainsTheKernelsTime)
 {
-    sim.synced = true;
-    sim.maxerror_us = 5000;
-    sim.esterror_us = 100;
-    install();
+    install_synced(5000, 100);
     warm_up(100, 10e6);
     int64_t lo, hi;
     ASSERT_EQ(fastclock_real_bounded(&lo, &hi), 0);
@@ -2585,8 +2596,7 @@ TEST_F(Faults, FirstLineDoesNotSpanATickChange)
         sim_advance_ns(50e3);
     }
     ASSERT_NE(first.mult, 0) << "no line in 20 ms of reads";
-    double slope = double(fc_test_line_eval(&first, first.base_tsc + 1000000) -
-                          fc_test_line_eval(&first, first.base_tsc)) / 1e6;
+    double slope = line_slope(first);
     EXPECT_NEAR(slope / sim.rate, 1.0, 1e-3) << "the first line's rate spans the change";
     EXPECT_EQ(first.tick_us, 11000);
     tally.verdict("the tick changed between the first line's two samples", -1);
@@ -2613,7 +2623,7 @@ TEST_F(Faults, FirstLineComesUnderADaemonThatSteersAtEveryRead)
     }
     ASSERT_NE(l.mult, 0) << "no first line in 20 reads, each after a change";
     EXPECT_LE(reads, 4);
-    double slope = double(fc_test_line_eval(&l, l.base_tsc + 1000000) - fc_test_line_eval(&l, l.base_tsc)) / 1e6;
+    double slope = line_slope(l);
     EXPECT_NEAR(slope / sim.rate, 1.0, 2e-3);
     EXPECT_EQ(mode(), "tsc") << reason();
 }
@@ -2737,14 +2747,9 @@ TEST_F(Faults, FirstLineWaitsForAPollInProgress)
     }
     poll_release = 1;
     poller.join();
-    for (int i = 0; i < 40 && first.mult == 0; i++) {
-        sim_advance_ns(300e3);
-        fastclock_mono_ns();
-        fc_test_current_line(&first);
-    }
+    read_until_a_line(&first);
     ASSERT_NE(first.mult, 0) << "no line";
-    double slope = double(fc_test_line_eval(&first, first.base_tsc + 1000000) -
-                          fc_test_line_eval(&first, first.base_tsc)) / 1e6;
+    double slope = line_slope(first);
     EXPECT_NEAR(slope / sim.rate, 1.0, 1e-3) << "the first line spans the change the held poll had not counted";
 }
 
