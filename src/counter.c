@@ -8,9 +8,11 @@
  *
  * Both lfence;rdtsc and rdtscp keep the counter read behind every earlier
  * load, which is the cross-thread guarantee (tests/guarantees_test.cc proves
- * it with a check_tsc_warp-style test, whichever is chosen).  The kernel's
+ * it with a check_tsc_warp-style test, whichever is chosen) -- where lfence
+ * waits for earlier instructions, which older AMD families promise only
+ * under a kernel setting a guest cannot see (cpu.h).  The kernel's
  * rdtsc_ordered() prefers rdtscp where the CPU has it; so do we, unless
- * lfence;rdtsc is clearly cheaper.  The kernel's clock wins only when it
+ * lfence;rdtsc is clearly cheaper and certainly ordered.  The kernel's clock wins only when it
  * costs under half of an ordered counter read -- a counter that traps in a
  * VM, say -- never on a close call, so the same machine makes the same
  * choice every time; and the unordered reads too when it costs under half
@@ -189,6 +191,11 @@ static uint32_t seam_route(uint32_t flags)
  * 50 fresh processes on a machine where they cost the same.
  */
 
+int fc_counter_prefer_rdtscp(int has_rdtscp, int lfence_orders, double rdtscp_over_lfence)
+{
+    return has_rdtscp && (!lfence_orders || rdtscp_over_lfence <= RDTSCP_MARGIN);
+}
+
 uint32_t fc_counter_choose(double ns_per_tick)
 {
     if (fc_seam.counter)
@@ -217,7 +224,15 @@ uint32_t fc_counter_choose(double ns_per_tick)
     uint32_t flags = 0;
     const uint64_t *ordered = lfence;
     uint64_t best_o = best_l;
-    if (has_rdtscp && paired_ratio(rdtscp, lfence, CHOOSE_ROUNDS, best_p, best_l) <= RDTSCP_MARGIN) {
+#if defined(__x86_64__)
+    int lfence_orders = !has_rdtscp || (fc_seam.cpu ? fc_cpu_lfence_orders_rdtsc_for(fc_seam.cpu->vendor,
+                                                                                     fc_seam.cpu->family)
+                                                    : fc_cpu_lfence_orders_rdtsc());
+#else
+    int lfence_orders = 1; /* isb orders the counter read */
+#endif
+    if (fc_counter_prefer_rdtscp(has_rdtscp, lfence_orders,
+                                 has_rdtscp ? paired_ratio(rdtscp, lfence, CHOOSE_ROUNDS, best_p, best_l) : 0)) {
         flags |= FC_READ_RDTSCP;
         ordered = rdtscp;
         best_o = best_p;

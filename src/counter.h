@@ -235,6 +235,10 @@ static inline __attribute__((always_inline)) uint64_t fc_counter_fenced(uint32_t
 /* counter.c: the ordered read's instruction (FC_READ_* of line.h), chosen
  * by measuring it against the kernel's clock (whose cost it keeps). */
 uint32_t fc_counter_choose(double ns_per_tick);
+/* Its rule for the instruction: rdtscp where the CPU has it, unless
+ * lfence;rdtsc is certainly ordered here (lfence_orders) and clearly
+ * cheaper (rdtscp costs over 1.10x it, as a paired median ratio). */
+int fc_counter_prefer_rdtscp(int has_rdtscp, int lfence_orders, double rdtscp_over_lfence);
 /* Counter ticks for 16 calls of fn, best of a few batches; and the cost of a
  * whole read that a caller measured with it, kept for fastclock_status. */
 uint64_t fc_counter_time_calls(int64_t (*fn)(void));

@@ -124,6 +124,20 @@ int fc_cpu_has_rdtscp(void)
     return (r[3] >> 27) & 1;
 }
 
+int fc_cpu_lfence_orders_rdtsc(void)
+{
+    uint32_t r[4];
+    char vendor[13];
+    cpuid(0, 0, r);
+    memcpy(vendor + 0, &r[1], 4);
+    memcpy(vendor + 4, &r[3], 4);
+    memcpy(vendor + 8, &r[2], 4);
+    vendor[12] = 0;
+    cpuid(1, 0, r);
+    unsigned base = (r[0] >> 8) & 0xf;
+    return fc_cpu_lfence_orders_rdtsc_for(vendor, base == 0xf ? base + ((r[0] >> 20) & 0xff) : base);
+}
+
 int fc_cpu_counter_self_synced(void)
 {
     return 0;
@@ -161,6 +175,11 @@ int fc_cpu_has_rdtscp(void)
     return 0; /* no instruction reads the counter and names the CPU */
 }
 
+int fc_cpu_lfence_orders_rdtsc(void)
+{
+    return 1; /* the ordered read is isb;mrs (or the self-synchronised view) */
+}
+
 int fc_cpu_counter_self_synced(void)
 {
     int saved = errno; /* getauxval sets ENOENT where the kernel gives no AT_HWCAP2 */
@@ -187,12 +206,24 @@ int fc_cpu_has_rdtscp(void)
     return 0;
 }
 
+int fc_cpu_lfence_orders_rdtsc(void)
+{
+    return 1;
+}
+
 int fc_cpu_counter_self_synced(void)
 {
     return 0;
 }
 
 #endif
+
+int fc_cpu_lfence_orders_rdtsc_for(const char *vendor, unsigned family)
+{
+    if (strcmp(vendor, "AuthenticAMD") != 0)
+        return 1; /* Intel's lfence waits for every earlier instruction; Hygon is family 18h */
+    return family == 0xf || family == 0x11 || family >= 0x17;
+}
 
 const char *fc_hypervisor_name(const char *sig)
 {

@@ -32,6 +32,15 @@ void fc_cpu_probe_trust(struct fc_cpu_info *info);
 /* CPUID.80000001H:EDX[27], asked only when rdtscp matters (one CPUID). */
 int fc_cpu_has_rdtscp(void);
 
+/* Whether lfence keeps rdtsc behind every earlier instruction on this CPU
+ * (vendor and family as CPUID gives them): always on Intel, and on AMD
+ * families 0Fh, 11h and from 17h (Zen, Hygon) on; on AMD 10h and 12h-16h
+ * only once the kernel has set DE_CFG[1], which a hypervisor may not
+ * honour and user space cannot see -- there rdtscp orders the read. */
+int fc_cpu_lfence_orders_rdtsc_for(const char *vendor, unsigned family);
+/* The same for this CPU (two CPUIDs; 1 on arm64, whose ordered read is isb). */
+int fc_cpu_lfence_orders_rdtsc(void);
+
 /* arm64: the CPU has CNTVCTSS_EL0, the self-synchronised counter view
  * (FEAT_ECV, getauxval(AT_HWCAP2) & HWCAP2_ECV); 0 elsewhere. */
 int fc_cpu_counter_self_synced(void);

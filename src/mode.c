@@ -592,6 +592,23 @@ static void decide(void)
         }
     } else if (strcmp(cs.current, FC_COUNTER_CLOCKSOURCE) == 0) {
         trust = "the kernel uses it as its clocksource";
+    } else if (fc_word_in_list(cs.available, "jiffies") || fc_word_in_list(cs.available, "refined-jiffies")) {
+        /* The kernel leaves clocksources unfit for high resolution out of
+         * the list -- jiffies, and a counter its watchdog marked unstable --
+         * only while the tick is in one-shot mode (highres or nohz): jiffies
+         * listed means it lists everything, and being listed says nothing
+         * of its trust in the counter it does not use. */
+        if (pref == PREF_AUTO) {
+            fc_buf_str(&b, "cannot tell whether the kernel trusts the " FC_COUNTER_NAME ": it uses ");
+            fc_buf_str(&b, cs.current[0] ? cs.current : "another clocksource");
+            fc_buf_str(&b, ", and its list of available clocksources (");
+            fc_buf_str(&b, cs.available);
+            fc_buf_str(&b, ") is unfiltered (jiffies is listed: the tick is not in one-shot mode), so it would "
+                           "list a counter it marked unstable too; set FASTCLOCK_MODE=tsc to use it anyway");
+            fc_mode_enter(FC_MODE_SYSTEM, msg, 0);
+            return;
+        }
+        trust = "the kernel's opinion of the " FC_COUNTER_NAME " is unknown (its clocksource list is unfiltered)";
     } else {
         fc_buf_str(&tb, "the kernel lists it as a stable clocksource (it currently uses ");
         fc_buf_str(&tb, cs.current[0] ? cs.current : "an unknown clocksource");

@@ -20,9 +20,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "counter.h"
 #include "fastclock_inline.h"
 extern "C" {
+#include "counter.h"
+#include "cpu.h"
 #include "kernel.h"
 #include "sync.h"
 }
@@ -35,8 +36,10 @@ extern "C" {
 #define CS FC_COUNTER_CLOCKSOURCE
 #if defined(__aarch64__)
 #define OTHER_CS "jiffies"
+#define OTHER_HRES_CS "arch_mem_counter" // a second clocksource fit for high resolution
 #else
 #define OTHER_CS "hpet"
+#define OTHER_HRES_CS "hpet"
 #endif
 
 // tsc-percpu needs rdtscp to know which CPU's counter it read; arm64 has no
@@ -958,10 +961,55 @@ TEST_F(Faults, TickChangesNeverStepBackLazily)
 
 TEST_F(Faults, TrustedTscUsedEvenWhenTheKernelReadsHpet)
 {
-    root = sysroot(OTHER_CS, CS " " OTHER_CS " acpi_pm");
+    root = sysroot(OTHER_HRES_CS, CS " " OTHER_HRES_CS " acpi_pm"); // (jiffies would not be listed)
     install();
     EXPECT_EQ(mode(), "tsc");
-    EXPECT_NE(reason().find(OTHER_CS), std::string::npos) << reason();
+    EXPECT_NE(reason().find(OTHER_HRES_CS), std::string::npos) << reason();
+}
+
+// Booted with the tick in periodic mode (highres=off nohz=off), the kernel
+// lists every clocksource, jiffies and a TSC its watchdog marked unstable
+// among them: a listed TSC the kernel does not use is then no sign of its
+// trust.  One it uses is.
+TEST_F(Faults, AnUnfilteredClocksourceListDoesNotVouchForTheCounter)
+{
+    root = sysroot(OTHER_HRES_CS, CS " " OTHER_HRES_CS " acpi_pm jiffies");
+    install();
+    EXPECT_EQ(mode(), "system");
+    EXPECT_NE(reason().find("unfiltered"), std::string::npos) << reason();
+    setenv("FASTCLOCK_MODE", "tsc", 1);
+    install();
+    EXPECT_EQ(mode(), "tsc") << reason();
+    unsetenv("FASTCLOCK_MODE");
+    root = sysroot(CS, CS " " OTHER_CS " acpi_pm refined-jiffies jiffies");
+    install();
+    EXPECT_EQ(mode(), "tsc") << reason();
+}
+
+// lfence;rdtsc is chosen only where lfence certainly orders the read: not
+// on AMD families 10h and 12h-16h, where that needs a kernel setting
+// (DE_CFG[1]) that a hypervisor may not honour and user space cannot see;
+// and only where it is clearly cheaper than rdtscp.
+TEST(CounterChoice, LfenceIsChosenOnlyWhereItOrdersTheRead)
+{
+    EXPECT_TRUE(fc_cpu_lfence_orders_rdtsc_for("GenuineIntel", 6));
+    EXPECT_TRUE(fc_cpu_lfence_orders_rdtsc_for("HygonGenuine", 0x18));
+    EXPECT_TRUE(fc_cpu_lfence_orders_rdtsc_for("AuthenticAMD", 0x19)); // Zen 3
+    EXPECT_TRUE(fc_cpu_lfence_orders_rdtsc_for("AuthenticAMD", 0x17)); // Zen
+    EXPECT_TRUE(fc_cpu_lfence_orders_rdtsc_for("AuthenticAMD", 0x0f)); // K8: always serialising
+    EXPECT_TRUE(fc_cpu_lfence_orders_rdtsc_for("AuthenticAMD", 0x11));
+    for (unsigned f : {0x10u, 0x12u, 0x14u, 0x15u, 0x16u})
+        EXPECT_FALSE(fc_cpu_lfence_orders_rdtsc_for("AuthenticAMD", f)) << std::hex << f;
+    EXPECT_TRUE(fc_counter_prefer_rdtscp(1, 0, 1.5)) << "lfence unordered: rdtscp however dear";
+    EXPECT_FALSE(fc_counter_prefer_rdtscp(1, 1, 1.5)) << "lfence;rdtsc ordered and a third cheaper";
+    EXPECT_TRUE(fc_counter_prefer_rdtscp(1, 1, 1.05)) << "within the margin: the kernel's preference";
+    EXPECT_FALSE(fc_counter_prefer_rdtscp(0, 0, 0)) << "no rdtscp: lfence;rdtsc is all there is";
+#if defined(__x86_64__)
+    uint32_t flags = fc_counter_choose(1.0);
+    if (!fc_cpu_lfence_orders_rdtsc()) {
+        EXPECT_TRUE(flags & FC_READ_RDTSCP) << "this CPU's lfence may not order rdtsc";
+    }
+#endif
 }
 
 TEST_F(Faults, UnreadableSysfsIsSystemUnlessForced)
