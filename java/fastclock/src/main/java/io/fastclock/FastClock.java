@@ -18,7 +18,10 @@ import java.util.concurrent.locks.LockSupport;
  * library cannot be loaded, or with {@code -Dfastclock.native=false}, every
  * method answers from pure Java instead ({@link #isNative()} is then false and
  * {@link #reason()} says why).  No method throws (but for null or short
- * arguments), and the clock methods allocate nothing.
+ * arguments), and the clock methods allocate nothing -- but where
+ * {@code Instant.now()}, the JDK's counterpart, answers {@link #currentTimeNanos()}
+ * and the methods built on it ({@code status()} says so: {@code answers=}): it
+ * builds an {@code Instant}, which escape analysis may or may not remove.
  *
  * <p>Never slower than the JDK: each fine clock is answered by fastclock only
  * where, measured in this process at start-up, it costs at most 0.95x its JDK
@@ -128,13 +131,23 @@ public final class FastClock {
      * native library for the JVM's life) nor clears the caller's interrupt.
      */
     private static Map<String, String> awaitFirstLine(Map<String, String> st) {
-        for (int i = 0; i < 50; i++) {
-            if ("system".equals(st.get("mode")) || kernelAnswersFineReads(st) || parseDouble(st.get("calibrations")) > 0)
-                return st;
-            for (int r = 0; r < 64; r++)
-                Jni.monoNs();
-            LockSupport.parkNanos(1_000_000L);
-            st = parseStatus(Jni.status());
+        // Against a deadline, with the interrupt flag put aside meanwhile: on an
+        // interrupted thread parkNanos returns at once, and the wait would shrink to
+        // nothing (the routes then measured on the kernel's reads, for the JVM's life).
+        boolean interrupted = Thread.interrupted();
+        long deadline = System.nanoTime() + 50_000_000L;
+        try {
+            while (!("system".equals(st.get("mode")) || kernelAnswersFineReads(st)
+                    || parseDouble(st.get("calibrations")) > 0) && System.nanoTime() - deadline < 0) {
+                for (int r = 0; r < 64; r++)
+                    Jni.monoNs();
+                LockSupport.parkNanos(1_000_000L);
+                interrupted |= Thread.interrupted();
+                st = parseStatus(Jni.status());
+            }
+        } finally {
+            if (interrupted)
+                Thread.currentThread().interrupt();
         }
         return st;
     }

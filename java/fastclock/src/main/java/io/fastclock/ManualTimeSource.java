@@ -90,7 +90,8 @@ public final class ManualTimeSource implements TimeSource {
     /**
      * Every read of {@link #nanoTime()} or {@link #currentTimeNanos()} (and what derives from
      * them) returns the current time, then advances by {@code step}.  {@code Duration.ZERO}
-     * turns it off.
+     * turns it off.  A read whose step would carry monotonic time past a long of ns throws
+     * {@link ArithmeticException} and leaves the clock where it was, as {@link #advanceNanos} does.
      *
      * @throws IllegalArgumentException if {@code step} is negative
      */
@@ -115,9 +116,21 @@ public final class ManualTimeSource implements TimeSource {
         return this;
     }
 
+    /**
+     * The time now, then moved on by the auto-advance step.
+     *
+     * @throws ArithmeticException if the step would carry the clock past a long of ns
+     *     (as {@link #advanceNanos} refuses it); the clock is then unchanged
+     */
     private long read() {
         long step = autoAdvanceNs;
-        return step == 0 ? nanos.get() : nanos.getAndAdd(step);
+        if (step == 0)
+            return nanos.get();
+        for (;;) { // as advanceNanos: never wraps to a time before this one
+            long cur = nanos.get();
+            if (nanos.compareAndSet(cur, Math.addExact(cur, step)))
+                return cur;
+        }
     }
 
     @Override
@@ -137,8 +150,10 @@ public final class ManualTimeSource implements TimeSource {
         if (earliestLatest.length < 2)
             throw new IllegalArgumentException("earliestLatest needs 2 elements, has " + earliestLatest.length);
         long now = currentTimeNanos(), w = halfWidthNs;
-        earliestLatest[0] = now - w;
-        earliestLatest[1] = now + w;
+        // Saturated: a half-width set wide enough to leave a long never turns the interval inside out.
+        long earliest = now - w, latest = now + w;
+        earliestLatest[0] = earliest > now ? Long.MIN_VALUE : earliest;
+        earliestLatest[1] = latest < now ? Long.MAX_VALUE : latest;
         return synchronised;
     }
 

@@ -247,11 +247,14 @@ final class Routes {
         boolean nano = !monoIsKernel && (byConstruction || j.wins(c[MONO], call, c[KERNEL_MONO]));
         boolean nanoU = !monoIsKernel && j.wins(c[MONO_UNORDERED], bare, c[KERNEL_MONO]);
         // Unordered wall reads are the kernel's only in mode system (elsewhere the line's).
-        // The kernel's call against Instant.now(), which makes the same call, is
-        // decided by the constants above, not by noise: never close.
-        boolean real = realIsKernel ? wins(c[KERNEL_REAL], call, instantNow) : j.wins(c[REAL], call, instantNow);
-        boolean realU = monoIsKernel ? wins(c[KERNEL_REAL], call, instantNow)
-                : j.wins(c[REAL_UNORDERED], bare, instantNow);
+        // The kernel's call against Instant.now(), which makes the same call through
+        // JNI and builds an Instant: the binding's cost against those two, constants
+        // alone.  The kernel's cost is on both sides; weighed with MARGIN it made a
+        // threshold on it (171 ns over FFM, 51 over JNI) that a syscall clocksource
+        // (hpet, acpi_pm: 150-850 ns) would straddle from one fresh JVM to the next.
+        boolean sameKernelCall = c[KERNEL_REAL] > 0 && call < (JNI_CALL_NS + INSTANT_NS) * scale;
+        boolean real = realIsKernel ? sameKernelCall : j.wins(c[REAL], call, instantNow);
+        boolean realU = monoIsKernel ? sameKernelCall : j.wins(c[REAL_UNORDERED], bare, instantNow);
         boolean millis = !realIsKernel && j.wins(c[REAL], call, c[KERNEL_REAL]);
         return new Routes(nano, nanoU, real, realU, millis, words(nano, nanoU, real, realU, millis),
                 describe(binding, c, scale) + (byConstruction && !monoIsKernel

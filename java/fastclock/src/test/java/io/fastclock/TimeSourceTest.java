@@ -74,6 +74,28 @@ class TimeSourceTest {
     }
 
     @Test
+    void autoAdvanceNeverWrapsMonotonicTime() {
+        // Monotonic time near the end of a long (UTC far back, so UTC itself fits):
+        // the read whose step would carry the clock past a long throws (it wrapped
+        // to a negative time before), and the clock stays where it was.
+        ManualTimeSource m = ManualTimeSource.at(Instant.EPOCH, Long.MAX_VALUE - 15).setAutoAdvance(Duration.ofNanos(10));
+        assertEquals(Long.MAX_VALUE - 15, m.nanoTime());
+        assertThrows(ArithmeticException.class, m::nanoTime);
+        assertThrows(ArithmeticException.class, m::nanoTime);
+        m.setAutoAdvance(Duration.ZERO);
+        assertEquals(Long.MAX_VALUE - 5, m.nanoTime());
+    }
+
+    @Test
+    void boundsWiderThanALongSaturate() {
+        ManualTimeSource m = ManualTimeSource.at(T0).setBounds(Duration.ofNanos(Long.MAX_VALUE), true);
+        long[] b = new long[2];
+        m.currentTimeBounds(b);
+        assertEquals(epochNs(T0) - Long.MAX_VALUE, b[0]);
+        assertEquals(Long.MAX_VALUE, b[1], "the latest saturates, never wraps below the earliest");
+    }
+
+    @Test
     void utcStepsLeaveMonotonicTimeAlone() {
         ManualTimeSource m = ManualTimeSource.at(T0, 100);
         Instant back = T0.minusSeconds(3600);
