@@ -9,8 +9,10 @@
  * Both lfence;rdtsc and rdtscp keep the counter read behind every earlier
  * load, which is the cross-thread guarantee (tests/guarantees_test.cc proves
  * it with a check_tsc_warp-style test, whichever is chosen) -- where lfence
- * waits for earlier instructions, which older AMD families promise only
- * under a kernel setting a guest cannot see (cpu.h).  The kernel's
+ * waits for earlier instructions, which most AMD families promise only
+ * under a kernel setting a guest cannot see (cpu.h).  (A CPU of those
+ * without rdtscp has lfence;rdtsc alone: the kernel's own ordered read
+ * there, too, once it has set DE_CFG.)  The kernel's
  * rdtsc_ordered() prefers rdtscp where the CPU has it; so do we, unless
  * lfence;rdtsc is clearly cheaper and certainly ordered.  The kernel's clock wins only when it
  * costs under half of an ordered counter read -- a counter that traps in a
@@ -224,15 +226,16 @@ uint32_t fc_counter_choose(double ns_per_tick)
     uint32_t flags = 0;
     const uint64_t *ordered = lfence;
     uint64_t best_o = best_l;
+    double ratio = has_rdtscp ? paired_ratio(rdtscp, lfence, CHOOSE_ROUNDS, best_p, best_l) : 0;
+    /* Asked only where lfence;rdtsc would win on cost (CPUIDs trap in a VM). */
+    int lfence_orders = 1;
 #if defined(__x86_64__)
-    int lfence_orders = !has_rdtscp || (fc_seam.cpu ? fc_cpu_lfence_orders_rdtsc_for(fc_seam.cpu->vendor,
-                                                                                     fc_seam.cpu->family)
-                                                    : fc_cpu_lfence_orders_rdtsc());
-#else
-    int lfence_orders = 1; /* isb orders the counter read */
+    if (has_rdtscp && ratio > RDTSCP_MARGIN)
+        lfence_orders = fc_seam.cpu ? fc_cpu_lfence_orders_rdtsc_for(fc_seam.cpu->vendor, fc_seam.cpu->family,
+                                                                     fc_seam.cpu->lfence_always_serializing)
+                                    : fc_cpu_lfence_orders_rdtsc();
 #endif
-    if (fc_counter_prefer_rdtscp(has_rdtscp, lfence_orders,
-                                 has_rdtscp ? paired_ratio(rdtscp, lfence, CHOOSE_ROUNDS, best_p, best_l) : 0)) {
+    if (fc_counter_prefer_rdtscp(has_rdtscp, lfence_orders, ratio)) {
         flags |= FC_READ_RDTSCP;
         ordered = rdtscp;
         best_o = best_p;

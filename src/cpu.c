@@ -133,9 +133,22 @@ int fc_cpu_lfence_orders_rdtsc(void)
     memcpy(vendor + 4, &r[3], 4);
     memcpy(vendor + 8, &r[2], 4);
     vendor[12] = 0;
-    cpuid(1, 0, r);
-    unsigned base = (r[0] >> 8) & 0xf;
-    return fc_cpu_lfence_orders_rdtsc_for(vendor, base == 0xf ? base + ((r[0] >> 20) & 0xff) : base);
+    uint32_t max_leaf = r[0];
+    if (strcmp(vendor, "AuthenticAMD") != 0 && strcmp(vendor, "HygonGenuine") != 0)
+        return 1; /* one CPUID: the rule needs no more */
+    unsigned family = 0;
+    if (max_leaf >= 1) {
+        cpuid(1, 0, r);
+        unsigned base = (r[0] >> 8) & 0xf;
+        family = base == 0xf ? base + ((r[0] >> 20) & 0xff) : base;
+    }
+    int always = 0;
+    cpuid(0x80000000, 0, r);
+    if (r[0] >= 0x80000021 && r[0] < 0x8000ffff) {
+        cpuid(0x80000021, 0, r);
+        always = (r[0] >> 2) & 1; /* LfenceAlwaysSerializing */
+    }
+    return fc_cpu_lfence_orders_rdtsc_for(vendor, family, always);
 }
 
 int fc_cpu_counter_self_synced(void)
@@ -218,11 +231,11 @@ int fc_cpu_counter_self_synced(void)
 
 #endif
 
-int fc_cpu_lfence_orders_rdtsc_for(const char *vendor, unsigned family)
+int fc_cpu_lfence_orders_rdtsc_for(const char *vendor, unsigned family, int lfence_always_serializing)
 {
-    if (strcmp(vendor, "AuthenticAMD") != 0)
-        return 1; /* Intel's lfence waits for every earlier instruction; Hygon is family 18h */
-    return family == 0xf || family == 0x11 || family >= 0x17;
+    if (strcmp(vendor, "AuthenticAMD") != 0 && strcmp(vendor, "HygonGenuine") != 0)
+        return 1; /* Intel's lfence waits for every earlier instruction */
+    return family == 0xf || family == 0x11 || lfence_always_serializing;
 }
 
 const char *fc_hypervisor_name(const char *sig)

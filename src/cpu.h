@@ -19,6 +19,7 @@ struct fc_cpu_info {
     double tsc_hz;            /* nominal frequency from CPUID, 0 if CPUID does not say */
     const char *tsc_hz_source;/* which leaf gave tsc_hz, or "" */
     uint32_t crystal_hz;      /* CPUID.15H:ECX, 0 if absent */
+    int lfence_always_serializing; /* AMD: CPUID.80000021H:EAX[2] (tests: through the seam's CPU) */
 };
 
 /* Fills *info from CPUID; on a CPU without it every field is zero/empty.
@@ -33,12 +34,15 @@ void fc_cpu_probe_trust(struct fc_cpu_info *info);
 int fc_cpu_has_rdtscp(void);
 
 /* Whether lfence keeps rdtsc behind every earlier instruction on this CPU
- * (vendor and family as CPUID gives them): always on Intel, and on AMD
- * families 0Fh, 11h and from 17h (Zen, Hygon) on; on AMD 10h and 12h-16h
- * only once the kernel has set DE_CFG[1], which a hypervisor may not
- * honour and user space cannot see -- there rdtscp orders the read. */
-int fc_cpu_lfence_orders_rdtsc_for(const char *vendor, unsigned family);
-/* The same for this CPU (two CPUIDs; 1 on arm64, whose ordered read is isb). */
+ * (vendor, family and CPUID 8000_0021h EAX[2], LfenceAlwaysSerializing):
+ * always on Intel; on AMD and Hygon only in families 0Fh and 11h or where
+ * that bit says so -- elsewhere (10h, 12h-17h, Hygon's 18h, and later
+ * families without the bit) only once the kernel has set DE_CFG[1], which
+ * a hypervisor may not honour and user space cannot see.  There rdtscp
+ * orders the read. */
+int fc_cpu_lfence_orders_rdtsc_for(const char *vendor, unsigned family, int lfence_always_serializing);
+/* The same for this CPU (one CPUID on Intel, four on AMD; 1 on arm64,
+ * whose ordered read is isb). */
 int fc_cpu_lfence_orders_rdtsc(void);
 
 /* arm64: the CPU has CNTVCTSS_EL0, the self-synchronised counter view

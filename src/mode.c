@@ -17,7 +17,10 @@
  * Cost plays no part in the mode: which instruction reads the counter, and
  * whether ordered reads go to a clearly cheaper kernel clock, is chosen
  * with the first line (calibration.c, fc_counter_choose).
- * FASTCLOCK_MODE=tsc tolerates an unreadable sysfs, but still refuses a
+ * Where the list is unfiltered (jiffies listed: the tick is not in one-shot
+ * mode, and the kernel then lists an unstable counter too), only the
+ * clocksource the kernel uses counts as trusted.  FASTCLOCK_MODE=tsc
+ * tolerates an unreadable sysfs or an unfiltered list, but still refuses a
  * non-invariant or distrusted TSC.
  */
 #define _GNU_SOURCE
