@@ -290,6 +290,14 @@ static SHIM_COLD int coarse_slow(enum fc_kind kind, clockid_t id, struct timespe
         return pass_fine(AS_TIMESPEC, id, ts);
     if (!atomic_load_explicit(&coarse_asked, memory_order_relaxed)) {
         int mode = atomic_load_explicit(&fc_mode, memory_order_acquire);
+        if (mode == FC_MODE_UNINIT || mode == FC_MODE_INITIALIZING)
+            /* Not decided: the core's read, which counts towards the
+             * decision.  Where no vDSO gave the coarse clocks a direct route
+             * (qemu-user; a kernel booted with vdso=0), or before a thread
+             * decides, a program that reads only the coarse clocks would
+             * otherwise never decide, and pay this path on every read. */
+            return stored(kind, AS_TIMESPEC, ts,
+                          kind == FC_REAL ? fastclock_real_coarse_ns() : fastclock_mono_coarse_ns());
         if (mode == FC_MODE_TSC || mode == FC_MODE_PERCPU)
             fc_coarse_request();
         if (mode != FC_MODE_UNINIT && mode != FC_MODE_INITIALIZING)

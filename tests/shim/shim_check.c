@@ -471,10 +471,11 @@ static int cmd_errno_first(void)
 
 /* A program that reads only the coarse clocks (a logger's timestamps, a
  * cache's clock): those reads alone settle the shim's coarse path -- the
- * kernel's coarse clocks directly where no thread will tick, from memory
- * once a thread has decided and ticks -- so they do not pay the undecided
- * path for ever; and no value goes back.  Nothing else here reads the
- * time (fastclock_status would decide). */
+ * vDSO's coarse clocks directly where no thread will tick, from memory
+ * once a thread has decided and ticks; and where there is no vDSO (qemu-
+ * user), the mode decided by those reads -- so they do not pay the
+ * undecided path for ever; and no value goes back.  Nothing else here
+ * reads the time (fastclock_status would decide). */
 static int cmd_coarse_only(void)
 {
     need_shim();
