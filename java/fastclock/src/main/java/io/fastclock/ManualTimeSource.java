@@ -90,7 +90,7 @@ public final class ManualTimeSource implements TimeSource {
     /**
      * Every read of {@link #nanoTime()} or {@link #currentTimeNanos()} (and what derives from
      * them) returns the current time, then advances by {@code step}.  {@code Duration.ZERO}
-     * turns it off.  A read whose step would carry monotonic time past a long of ns throws
+     * turns it off.  A read whose step would carry monotonic time or UTC past a long of ns throws
      * {@link ArithmeticException} and leaves the clock where it was, as {@link #advanceNanos} does.
      *
      * @throws IllegalArgumentException if {@code step} is negative
@@ -119,16 +119,17 @@ public final class ManualTimeSource implements TimeSource {
     /**
      * The time now, then moved on by the auto-advance step.
      *
-     * @throws ArithmeticException if the step would carry the clock past a long of ns
-     *     (as {@link #advanceNanos} refuses it); the clock is then unchanged
+     * @throws ArithmeticException if the step would carry the clock, or UTC, past a long of
+     *     ns (as {@link #advanceNanos} refuses it); the clock is then unchanged
      */
     private long read() {
         long step = autoAdvanceNs;
         if (step == 0)
             return nanos.get();
-        for (;;) { // as advanceNanos: never wraps to a time before this one
-            long cur = nanos.get();
-            if (nanos.compareAndSet(cur, Math.addExact(cur, step)))
+        for (;;) { // as advanceNanos: never wraps, nor carries UTC past a long
+            long cur = nanos.get(), next = Math.addExact(cur, step);
+            Math.addExact(next, utcOffset);
+            if (nanos.compareAndSet(cur, next))
                 return cur;
         }
     }

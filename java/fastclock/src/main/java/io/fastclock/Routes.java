@@ -17,7 +17,12 @@ import java.util.Locale;
  * more and taken from the medians ({@link #measuredAgain}).  Fastclock answers
  * only when it is predicted to cost at most {@link #MARGIN} of the JDK's
  * clock, so a measurement's jitter (a few percent) does not flip the choice
- * between fresh JVMs; in a near tie the JDK answers.
+ * between fresh JVMs; in a near tie the JDK answers.  Where both sides make
+ * the same call of the kernel's clock, constants decide instead, with no
+ * measurement at all: the JDK's clocks where the core's reads are that call
+ * (fastclock adds only the binding), and fastclock against Instant.now()
+ * for currentTimeNanos() (the same REALTIME call, through the binding
+ * against JNI plus an Instant: cheaper by construction, by a few ns).
  *
  * <p>The JDK's costs: {@code System.nanoTime()} and
  * {@code System.currentTimeMillis()} are leaf calls into clock_gettime
@@ -214,10 +219,12 @@ final class Routes {
      * same clock, so the JDK's System.nanoTime()/currentTimeMillis() answer
      * without a measurement that a near tie could flip between JVMs (it did:
      * 1 of 20 fresh JVMs, mode system, JDK 25).  Against Instant.now(), which
-     * builds an Instant on top of the same kernel call, such a read costs the
-     * kernel's call by construction (plus a load and a jump, inside MARGIN),
-     * so that cost decides, not the measured ratio: the ratio's jitter under
-     * load flipped currentTimeNanos in 3 of 20 fresh JVMs (mode system, JDK 17).
+     * builds an Instant on top of the same kernel call, such a read wins by
+     * construction where the binding costs less than Instant.now()'s JNI call
+     * and Instant together: constants decide, neither the measured ratio (its
+     * jitter under load flipped currentTimeNanos in 3 of 20 fresh JVMs, mode
+     * system, JDK 17) nor the kernel's cost (on both sides: weighed with
+     * MARGIN it made a threshold that a syscall clocksource straddles).
      */
     static Routes decide(String binding, double[] c, boolean monoIsKernel, boolean realIsKernel) {
         return decide(binding, c, monoIsKernel, realIsKernel, false);

@@ -66,11 +66,14 @@ class TimeSourceTest {
         assertThrows(ArithmeticException.class, () -> m.advance(Duration.ofDays(365L * 233)));
         assertEquals(0, m.nanoTime(), "a refused advance changes nothing");
         assertEquals(T0, m.instant());
-        // Auto-advance carries it there one read at a time: the read that would wrap throws.
+        // Auto-advance carries it there one read at a time: the read whose step would
+        // carry UTC past the end throws, for either clock, and moves nothing.
         long toTheEnd = Long.MAX_VALUE - epochNs(T0);
-        m.advanceNanos(toTheEnd - 10).setAutoAdvance(Duration.ofNanos(20));
-        assertEquals(Long.MAX_VALUE - 10, m.currentTimeNanos());
+        m.advanceNanos(toTheEnd - 30).setAutoAdvance(Duration.ofNanos(20));
+        assertEquals(Long.MAX_VALUE - 30, m.currentTimeNanos());
         assertThrows(ArithmeticException.class, m::currentTimeNanos);
+        assertThrows(ArithmeticException.class, m::nanoTime);
+        assertEquals(Long.MAX_VALUE - 10, m.setAutoAdvance(Duration.ZERO).currentTimeNanos());
     }
 
     @Test
