@@ -237,7 +237,8 @@ static inline __attribute__((always_inline)) uint64_t fc_counter_fenced(uint32_t
 uint32_t fc_counter_choose(double ns_per_tick);
 /* Its rule for the instruction: rdtscp where the CPU has it, unless
  * lfence;rdtsc is certainly ordered here (lfence_orders) and clearly
- * cheaper (rdtscp costs over 1.10x it, as a paired median ratio). */
+ * cheaper (rdtscp costs over 1.25x it, as a paired median ratio, in two
+ * measurements). */
 int fc_counter_prefer_rdtscp(int has_rdtscp, int lfence_orders, double rdtscp_over_lfence);
 /* Counter ticks for 16 calls of fn, best of a few batches; and the cost of a
  * whole read that a caller measured with it, kept for fastclock_status. */
