@@ -24,8 +24,8 @@
  * core's kernel reads, which never undercut a value already returned, keep
  * answering instead.)
  *
- * Reads.  By default the fine clocks are ordered reads (lfence; rdtsc), as
- * the vDSO's are: a read that happens after another, in any thread, is not
+ * Reads.  By default the fine clocks are ordered reads (rdtscp or lfence;
+ * rdtsc: counter.c), as the vDSO's are: a read that happens after another, in any thread, is not
  * earlier.  FASTCLOCK_UNORDERED=1 drops the fence for about half the cost,
  * and then only reads within one thread are ordered; it is opt-in because a
  * program cannot tell that its clock got weaker.
@@ -284,7 +284,7 @@ static _Atomic int coarse_asked;
 static SHIM_COLD int coarse_slow(enum fc_kind kind, clockid_t id, struct timespec *ts)
 {
     int saved = errno;
-    int pass = pass_through(); /* decides the mode if nobody has */
+    int pass = pass_through(); /* mode system from the start: libc answers (it decides nothing) */
     errno = saved;
     if (pass)
         return pass_fine(AS_TIMESPEC, id, ts);

@@ -26,9 +26,12 @@ import java.util.concurrent.locks.LockSupport;
  * <p>Never slower than the JDK: each fine clock is answered by fastclock only
  * where, measured in this process at start-up, it costs at most 0.95x its JDK
  * counterpart ({@code System.nanoTime()}, {@code System.currentTimeMillis()},
- * {@code Instant.now()}), or where it makes the same kernel call with less
- * around it (the JDK's leaf clocks, or fastclock against {@code Instant.now()}:
- * decided by construction, not measured); elsewhere by that JDK clock itself.  {@link #status()}
+ * {@code Instant.now()}); elsewhere by that JDK clock itself.  Three routes
+ * are decided by construction, not measured: the JDK's own leaf clocks answer
+ * where the core's read is the kernel's same call; fastclock answers
+ * {@code currentTimeNanos()} there (the same call, without building an
+ * Instant); and over FFM, fastclock's {@code nanoTime()} where the core's line
+ * answers (the kernel's work less its timespec split).  {@link #status()}
  * shows who answers each method ({@code answers=}) and the figures
  * ({@code answers_why=}); see {@code Routes}.
  *

@@ -17,12 +17,13 @@ import java.util.Locale;
  * more and taken from the medians ({@link #measuredAgain}).  Fastclock answers
  * only when it is predicted to cost at most {@link #MARGIN} of the JDK's
  * clock, so a measurement's jitter (a few percent) does not flip the choice
- * between fresh JVMs; in a near tie the JDK answers.  Where both sides make
- * the same call of the kernel's clock, constants decide instead, with no
- * measurement at all: the JDK's clocks where the core's reads are that call
- * (fastclock adds only the binding), and fastclock against Instant.now()
- * for currentTimeNanos() (the same REALTIME call, through the binding
- * against JNI plus an Instant: cheaper by construction, by a few ns).
+ * between fresh JVMs; in a near tie the JDK answers.  Three routes are
+ * decided by construction, with no measurement at all: the JDK's clocks
+ * where the core's reads are the kernel's same call (fastclock adds only
+ * the binding); fastclock against Instant.now() for currentTimeNanos() there
+ * (the same REALTIME call, through the binding against JNI plus an Instant:
+ * cheaper by a few ns); and over FFM, fastclock's nanoTime() where the
+ * core's line answers ordered reads (see the five-argument decide).
  *
  * <p>The JDK's costs: {@code System.nanoTime()} and
  * {@code System.currentTimeMillis()} are leaf calls into clock_gettime
