@@ -839,12 +839,13 @@ static int64_t own_bound(int mode, int64_t mono_now)
 {
     if (FC_LOAD(&fc_latch.read_flags) & FC_READ_KERNEL)
         return 0; /* every fine read is the kernel's own, from the first line on (routed_to_kernel) */
-    if (mode == FC_MODE_PERCPU && fc_percpu_to_kernel()) /* held at the switch floor */
-        return held_ahead(atomic_load_explicit(&fc_percpu_switch_floor, memory_order_relaxed));
-    if (mode == FC_MODE_PERCPU) { /* after a switch, reads are held at its floor too */
+    if (mode == FC_MODE_PERCPU) {
+        /* After a switch, reads are held at its floor until the kernel passes it. */
+        int64_t ahead = held_ahead(atomic_load_explicit(&fc_percpu_switch_floor, memory_order_relaxed));
+        if (fc_percpu_to_kernel())
+            return ahead; /* the kernel's own values otherwise */
         struct fc_percpu_stats ps;
         fc_percpu_stats(&ps);
-        int64_t ahead = held_ahead(atomic_load_explicit(&fc_percpu_switch_floor, memory_order_relaxed));
         return ps.bound_ns > ahead ? ps.bound_ns : ahead;
     }
     struct fc_full f;
@@ -877,11 +878,6 @@ static int real_is_kernels(void)
     return fc_wall_route(FC_REAL, 1) != 0 || routed_to_kernel(1);
 }
 
-static int64_t real_own_bound(int mode, int64_t mono_now)
-{
-    return real_is_kernels() ? 0 : own_bound(mode, mono_now);
-}
-
 FC_API int fastclock_real_bounded(int64_t *earliest_ns, int64_t *latest_ns)
 {
     if (!earliest_ns || !latest_ns) {
@@ -895,8 +891,9 @@ FC_API int fastclock_real_bounded(int64_t *earliest_ns, int64_t *latest_ns)
     fresh_sync(mono, &ks);
     /* Unknown kernel state: assume the worst an unsynchronised clock reports. */
     int64_t kernel_err = ks.known ? ks.maxerror_ns : 16LL * FC_NS_PER_SEC;
-    int64_t own = real_own_bound(mode, mono);
+    int64_t own = 0;
     if (!real_is_kernels()) {
+        own = own_bound(mode, mono);
         /* `real` came first: it may have been held at a line's end that the
          * reads own_bound makes no longer are (the writer done meanwhile). */
         int64_t lag = fc_kernel_ns(CLOCK_REALTIME) - real;

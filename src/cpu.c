@@ -11,6 +11,25 @@ static void cpuid(uint32_t leaf, uint32_t sub, uint32_t r[4])
     __cpuid_count(leaf, sub, r[0], r[1], r[2], r[3]);
 }
 
+/* CPUID leaf 0's vendor string into vendor[13]; returns the largest basic leaf. */
+static uint32_t cpuid_vendor(char vendor[13])
+{
+    uint32_t r[4];
+    cpuid(0, 0, r);
+    memcpy(vendor + 0, &r[1], 4);
+    memcpy(vendor + 4, &r[3], 4);
+    memcpy(vendor + 8, &r[2], 4);
+    vendor[12] = 0;
+    return r[0];
+}
+
+/* The family from CPUID leaf 1's EAX (the extended family counts from 0Fh). */
+static unsigned cpuid_family(uint32_t eax)
+{
+    unsigned base = (eax >> 8) & 0xf;
+    return base == 0xf ? base + ((eax >> 20) & 0xff) : base;
+}
+
 void fc_cpu_probe(struct fc_cpu_info *info)
 {
     uint32_t r[4];
@@ -20,15 +39,11 @@ void fc_cpu_probe(struct fc_cpu_info *info)
         return;
     info->has_cpuid = 1;
 
-    cpuid(0, 0, r);
-    uint32_t max_leaf = r[0];
-    memcpy(info->vendor + 0, &r[1], 4);
-    memcpy(info->vendor + 4, &r[3], 4);
-    memcpy(info->vendor + 8, &r[2], 4);
+    uint32_t max_leaf = cpuid_vendor(info->vendor);
 
     cpuid(1, 0, r);
     unsigned base_family = (r[0] >> 8) & 0xf, base_model = (r[0] >> 4) & 0xf;
-    info->family = base_family == 0xf ? base_family + ((r[0] >> 20) & 0xff) : base_family;
+    info->family = cpuid_family(r[0]);
     info->model = (base_family == 0x6 || base_family == 0xf)
                       ? (((r[0] >> 16) & 0xf) << 4) + base_model
                       : base_model;
@@ -128,19 +143,13 @@ int fc_cpu_lfence_orders_rdtsc(void)
 {
     uint32_t r[4];
     char vendor[13];
-    cpuid(0, 0, r);
-    memcpy(vendor + 0, &r[1], 4);
-    memcpy(vendor + 4, &r[3], 4);
-    memcpy(vendor + 8, &r[2], 4);
-    vendor[12] = 0;
-    uint32_t max_leaf = r[0];
-    if (strcmp(vendor, "AuthenticAMD") != 0 && strcmp(vendor, "HygonGenuine") != 0)
+    uint32_t max_leaf = cpuid_vendor(vendor);
+    if (!fc_cpu_vendor_is_amd(vendor))
         return 1; /* one CPUID: the rule needs no more */
     unsigned family = 0;
     if (max_leaf >= 1) {
         cpuid(1, 0, r);
-        unsigned base = (r[0] >> 8) & 0xf;
-        family = base == 0xf ? base + ((r[0] >> 20) & 0xff) : base;
+        family = cpuid_family(r[0]);
     }
     int always = 0;
     cpuid(0x80000000, 0, r);
@@ -231,9 +240,14 @@ int fc_cpu_counter_self_synced(void)
 
 #endif
 
+int fc_cpu_vendor_is_amd(const char *vendor)
+{
+    return strcmp(vendor, "AuthenticAMD") == 0 || strcmp(vendor, "HygonGenuine") == 0;
+}
+
 int fc_cpu_lfence_orders_rdtsc_for(const char *vendor, unsigned family, int lfence_always_serializing)
 {
-    if (strcmp(vendor, "AuthenticAMD") != 0 && strcmp(vendor, "HygonGenuine") != 0)
+    if (!fc_cpu_vendor_is_amd(vendor))
         return 1; /* Intel's lfence waits for every earlier instruction */
     return family == 0xf || family == 0x11 || lfence_always_serializing;
 }

@@ -41,6 +41,8 @@ int fc_cpu_has_rdtscp(void);
  * a hypervisor may not honour and user space cannot see.  There rdtscp
  * orders the read. */
 int fc_cpu_lfence_orders_rdtsc_for(const char *vendor, unsigned family, int lfence_always_serializing);
+/* AMD, or Hygon (AMD's Zen under licence): the vendors whose lfence rule differs. */
+int fc_cpu_vendor_is_amd(const char *vendor);
 /* The same for this CPU (one CPUID on Intel, four on AMD; 1 on arm64,
  * whose ordered read is isb). */
 int fc_cpu_lfence_orders_rdtsc(void);
