@@ -12,6 +12,8 @@
 #include <vector>
 #include <csignal>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <string>
 
@@ -303,21 +305,30 @@ struct fastclock_status status_now()
     return st;
 }
 
-// A fake /sys tree with the given clocksources.
+// A fake /sys tree with the given clocksources, in a new directory the
+// caller removes (remove_sysroot).
 std::string sysroot(const char *current, const char *available)
 {
     char tmpl[] = "/tmp/fc-sysfs-XXXXXX";
-    std::string root = mkdtemp(tmpl);
+    const char *made = mkdtemp(tmpl);
+    EXPECT_NE(made, nullptr) << strerror(errno);
+    if (!made)
+        return "/nonexistent-fastclock-root";
+    std::string root = made;
     std::string dir = root + "/sys/devices/system/clocksource/clocksource0";
-    std::string cmd = "mkdir -p " + dir;
-    EXPECT_EQ(system(cmd.c_str()), 0);
-    FILE *f = fopen((dir + "/current_clocksource").c_str(), "w");
-    fprintf(f, "%s\n", current);
-    fclose(f);
-    f = fopen((dir + "/available_clocksource").c_str(), "w");
-    fprintf(f, "%s \n", available);
-    fclose(f);
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir + "/current_clocksource") << current << "\n";
+    std::ofstream(dir + "/available_clocksource") << available << " \n";
     return root;
+}
+
+// Removes a tree sysroot made; a path it did not make is left alone.
+void remove_sysroot(const std::string &root)
+{
+    if (root.rfind("/tmp/fc-sysfs-", 0) == 0) {
+        std::error_code ignored;
+        std::filesystem::remove_all(root, ignored);
+    }
 }
 
 struct fc_cpu_info good_cpu()
@@ -342,14 +353,19 @@ protected:
     {
         sim = Sim();
         unsetenv("FASTCLOCK_MODE");
-        root = sysroot(CS, CS " " OTHER_CS " acpi_pm");
+        use_sysroot(sysroot(CS, CS " " OTHER_CS " acpi_pm"));
     }
     void TearDown() override
     {
         fc_test_reset(nullptr);
         unsetenv("FASTCLOCK_MODE");
-        std::string cmd = "rm -rf " + root;
-        (void)system(cmd.c_str());
+        remove_sysroot(root);
+    }
+    // This test's sysfs root from now on; the one before is removed.
+    void use_sysroot(const std::string &new_root)
+    {
+        remove_sysroot(root);
+        root = new_root;
     }
     // The simulated machine: counter, kernel, adjtimex, 8 CPUs, this CPU and sysfs.
     struct fc_seam sim_seam()
@@ -817,7 +833,7 @@ TEST_F(Faults, DistrustedButInvariantTscIsCalibratedPerCpu)
 {
     // The kernel marked the TSC unstable (it is not offered as a
     // clocksource) but CPUID says it is invariant: each CPU gets its own line.
-    root = sysroot(OTHER_CS, OTHER_CS " acpi_pm");
+    use_sysroot(sysroot(OTHER_CS, OTHER_CS " acpi_pm"));
     install();
     if (!FC_HAVE_PERCPU) {
         // arm64: no per-CPU lines; the kernel answers, and says both why.
@@ -825,7 +841,7 @@ TEST_F(Faults, DistrustedButInvariantTscIsCalibratedPerCpu)
         EXPECT_NE(reason().find("not among the available clocksources"), std::string::npos) << reason();
         EXPECT_NE(reason().find("tsc-percpu is not available on arm64"), std::string::npos) << reason();
         setenv("FASTCLOCK_MODE", "percpu", 1);
-        root = sysroot(CS, CS);
+        use_sysroot(sysroot(CS, CS));
         install();
         EXPECT_EQ(mode(), "system") << reason();
         EXPECT_EQ(reason().rfind("FASTCLOCK_MODE=percpu refused: tsc-percpu is not available on arm64", 0), 0u)
@@ -961,7 +977,7 @@ TEST_F(Faults, TickChangesNeverStepBackLazily)
 
 TEST_F(Faults, TrustedTscUsedEvenWhenTheKernelReadsHpet)
 {
-    root = sysroot(OTHER_HRES_CS, CS " " OTHER_HRES_CS " acpi_pm"); // (jiffies would not be listed)
+    use_sysroot(sysroot(OTHER_HRES_CS, CS " " OTHER_HRES_CS " acpi_pm")); // (jiffies would not be listed)
     install();
     EXPECT_EQ(mode(), "tsc");
     EXPECT_NE(reason().find(OTHER_HRES_CS), std::string::npos) << reason();
@@ -973,7 +989,7 @@ TEST_F(Faults, TrustedTscUsedEvenWhenTheKernelReadsHpet)
 // trust.  One it uses is.
 TEST_F(Faults, AnUnfilteredClocksourceListDoesNotVouchForTheCounter)
 {
-    root = sysroot(OTHER_HRES_CS, CS " " OTHER_HRES_CS " acpi_pm jiffies");
+    use_sysroot(sysroot(OTHER_HRES_CS, CS " " OTHER_HRES_CS " acpi_pm jiffies"));
     install();
     EXPECT_EQ(mode(), "system");
     EXPECT_NE(reason().find("unfiltered"), std::string::npos) << reason();
@@ -981,7 +997,7 @@ TEST_F(Faults, AnUnfilteredClocksourceListDoesNotVouchForTheCounter)
     install();
     EXPECT_EQ(mode(), "tsc") << reason();
     unsetenv("FASTCLOCK_MODE");
-    root = sysroot(CS, CS " " OTHER_CS " acpi_pm refined-jiffies jiffies");
+    use_sysroot(sysroot(CS, CS " " OTHER_CS " acpi_pm refined-jiffies jiffies"));
     install();
     EXPECT_EQ(mode(), "tsc") << reason();
 }
@@ -1031,7 +1047,7 @@ TEST(CounterChoice, LfenceIsChosenOnlyWhereItOrdersTheRead)
 
 TEST_F(Faults, UnreadableSysfsIsSystemUnlessForced)
 {
-    root = "/nonexistent-fastclock-root";
+    use_sysroot("/nonexistent-fastclock-root");
     install();
     EXPECT_EQ(mode(), "system");
     EXPECT_NE(reason().find("unreadable"), std::string::npos) << reason();
@@ -1041,7 +1057,6 @@ TEST_F(Faults, UnreadableSysfsIsSystemUnlessForced)
     struct fastclock_status st;
     fastclock_status(&st);
     EXPECT_EQ(st.forced, 1);
-    root = sysroot(CS, CS); // so TearDown removes a real dir
 }
 
 TEST_F(Faults, ForcedSystemIsHonoured)
@@ -3213,8 +3228,7 @@ struct RealMachineGuard {
     {
         fc_test_reset(nullptr);
         unsetenv("FASTCLOCK_MODE");
-        std::string cmd = "rm -rf " + root;
-        (void)system(cmd.c_str());
+        remove_sysroot(root);
     }
 };
 
