@@ -126,7 +126,8 @@ struct fastclock_status {
     uint64_t fallback_reads; /* reads answered by the kernel while in mode "tsc" */
     uint64_t realtime_steps; /* REALTIME steps followed */
     int      ordered;        /* 1: the process's default fine reads (fastclock_mono_ns, and under the
-                                preload shim clock_gettime) are ordered across threads; 0 when the
+                                preload shim clock_gettime) are ordered across threads (in
+                                tsc-percpu on its own lines: within error_bound_ns); 0 when the
                                 shim was asked for unordered reads (FASTCLOCK_UNORDERED=1) */
     int      forced;         /* 1: FASTCLOCK_MODE chose the mode */
     int64_t  real_error_bound_ns; /* bound on |fastclock_real_ns - true UTC|: error_bound_ns (0 where

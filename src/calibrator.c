@@ -23,11 +23,21 @@
  * close everything) and reuse the numbers, so nothing outside this thread
  * touches a descriptor of ours: wake-ups go through a futex, and the thread
  * reads its timerfd only after timerfd_gettime shows it is still its own
- * (armed, with an interval nobody else would choose); otherwise it makes a
- * new one and leaves the number alone.
+ * (armed, with an interval nobody else would choose); otherwise it leaves
+ * the number alone, and goes on without a timerfd.  It makes one only once,
+ * as it starts, and above the standard streams: one made later could take
+ * the number a program is about to open by the lowest-free rule (a daemon
+ * reopening stdin after closing everything).  Without one, a REALTIME step
+ * reaches the thread at its next wake-up (10 ms at most); reads never wait
+ * for it.
+ *
+ * While it waits on the timerfd, the futex's wake-ups wait for that
+ * wake-up too: a first coarse read's request for ticks (served meanwhile
+ * from the fine clock, upkeep.c), a mode change.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
@@ -96,9 +106,11 @@ void fc_calibrator_coarse_tick(void)
 #define SIGNATURE_NS 286331153l
 static struct timespec armed_interval; /* as timerfd_gettime reported it after arming */
 
-/* Arms tfd (ours) to wake on a REALTIME step; closes it and returns -1 if
- * that fails, so that a descriptor we cannot recognise is never kept. */
-static int arm_clock_set_timer(int tfd)
+/* Arms tfd to wake on a REALTIME step; returns -1 if that fails, after
+ * closing it if it is `fresh` (just made, so certainly ours): a descriptor
+ * we cannot recognise is never kept, and one that may be the program's
+ * by now is never closed. */
+static int arm_clock_set_timer(int tfd, int fresh)
 {
     struct itimerspec its, cur;
     memset(&its, 0, sizeof its);
@@ -108,7 +120,8 @@ static int arm_clock_set_timer(int tfd)
     if (timerfd_settime(tfd, TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET, &its, 0) != 0 ||
         timerfd_gettime(tfd, &cur) != 0 || (cur.it_value.tv_sec == 0 && cur.it_value.tv_nsec == 0) ||
         (cur.it_interval.tv_sec == 0 && cur.it_interval.tv_nsec == 0)) {
-        close(tfd);
+        if (fresh)
+            close(tfd);
         return -1;
     }
     armed_interval = cur.it_interval;
@@ -126,10 +139,17 @@ static int still_our_timer(int tfd)
            (cur.it_value.tv_sec != 0 || cur.it_value.tv_nsec != 0);
 }
 
+/* Our timerfd, above the standard streams (a program started with one
+ * closed would otherwise find ours there), or -1. */
 static int new_clock_set_timer(void)
 {
     int tfd = timerfd_create(CLOCK_REALTIME, TFD_CLOEXEC | TFD_NONBLOCK);
-    return tfd >= 0 ? arm_clock_set_timer(tfd) : -1;
+    if (tfd >= 0 && tfd <= STDERR_FILENO) {
+        int high = fcntl(tfd, F_DUPFD_CLOEXEC, STDERR_FILENO + 1);
+        close(tfd);
+        tfd = high;
+    }
+    return tfd >= 0 ? arm_clock_set_timer(tfd, 1) : -1;
 }
 
 /* A warp found but not yet acted on: the switch needs the writer's lock,
@@ -237,13 +257,14 @@ static void *calibrator_main(void *arg)
             timeout_ns = 0;
 
         int force = 0;
-        if (tfd < 0)
-            tfd = new_clock_set_timer();
         if (tfd >= 0) {
             struct pollfd pfd = {.fd = tfd, .events = POLLIN};
             struct timespec to = {.tv_sec = timeout_ns / FC_NS_PER_SEC, .tv_nsec = timeout_ns % FC_NS_PER_SEC};
             int pr = ppoll(&pfd, 1, &to, 0);
-            if (pr > 0 && (pfd.revents & (POLLIN | POLLNVAL | POLLERR))) {
+            /* Any event: a file that took the number may report only
+             * POLLHUP (a pipe whose writer left), and would wake every
+             * ppoll at once from then on. */
+            if (pr > 0 && pfd.revents) {
                 if (still_our_timer(tfd)) {
                     /* The only wake-up it has: CLOCK_REALTIME was set (or the
                      * machine resumed), read() says ECANCELED.  Recalibrate now
@@ -251,7 +272,7 @@ static void *calibrator_main(void *arg)
                     uint64_t v;
                     (void)read(tfd, &v, sizeof v);
                     force = 1;
-                    tfd = arm_clock_set_timer(tfd);
+                    tfd = arm_clock_set_timer(tfd, 0);
                 } else {
                     tfd = -1; /* the program closed it; the number is not ours to touch */
                 }

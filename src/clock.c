@@ -16,7 +16,9 @@
  * Guarantees, per flavour (tests/guarantees_test.cc proves each):
  *   ordered (fastclock_mono_ns, _real_ns, fastclock_gettime): a read that
  *     happens after another read (same thread, or ordered by a lock, an
- *     atomic, a fork) never returns a smaller MONOTONIC value, in every mode;
+ *     atomic, a fork) never returns a smaller MONOTONIC value, in every mode
+ *     but tsc-percpu on its own lines, where across threads (not within
+ *     one) it may by up to the reported error bound (fastclock.h);
  *   unordered (*_unordered): monotonic within a thread; across threads a
  *     read may come out earlier than one that happened before it by up to
  *     the CPU's out-of-order window around the counter read (measured on an
@@ -566,9 +568,10 @@ static FC_COLD int64_t coarse_slow(enum fc_kind kind)
     if (mode == FC_MODE_TSC || mode == FC_MODE_PERCPU)
         fc_coarse_request();
     if (fc_coarse_ticker_coming()) {
-        /* Its first tick is at most a millisecond away (a scheduling delay
-         * more on a busy machine): serve the clock it will publish, the
-         * fine one, through the hand-over that keeps the tick from
+        /* Its first tick comes at the thread's next wake-up (at once
+         * where it waits on its futex, within its 10 ms look at the kernel
+         * where it waits on its timerfd): serve the clock it will publish,
+         * the fine one, through the hand-over that keeps the tick from
          * publishing less (upkeep.c). */
         if (kind == FC_REAL)
             return fastclock_real_ns();

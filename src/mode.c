@@ -621,14 +621,13 @@ static void decide(void)
 
     if (distrusted || pref == PREF_PERCPU) {
         /* Invariant but not in step across CPUs (or asked for): one line per CPU. */
-        int rdtscp = FC_HAVE_PERCPU && (fc_seam.cpu ? fc_seam.cpu->has_rdtscp : fc_cpu_has_rdtscp());
-        if (!rdtscp || fc_percpu_setup(why, sizeof why) != 0) {
+        if (fc_percpu_setup(why, sizeof why) != 0) {
             fc_buf_str(&b, pref == PREF_PERCPU ? refuse : "");
             if (distrusted) {
                 fc_buf_str(&b, trust);
                 fc_buf_str(&b, ", and per-CPU calibration is not possible: ");
             }
-            fc_buf_str(&b, rdtscp ? why : FC_NO_PERCPU_REASON);
+            fc_buf_str(&b, why);
             fc_mode_enter(FC_MODE_SYSTEM, msg, 0);
             return;
         }

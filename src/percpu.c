@@ -31,12 +31,15 @@
 #include <unistd.h>
 
 #include "calibration.h"
+#include "cpu.h"
 #include "fmt.h"
 #include "kernel.h"
 #include "sync.h"
 #include "warp.h"
 
 #define RETRY_AFTER_GIVE_UP_NS (15LL * FC_NS_PER_SEC)
+/* rdtscp names CPUs 0..4095: Linux puts (node << 12) | cpu in TSC_AUX, so
+ * CPU 4096 + k would read as CPU k (on another node) and take its line. */
 #define MAX_SLOTS 4096
 
 static struct fc_rate_seed seed; /* one CPU's rate, at setup */
@@ -54,10 +57,12 @@ __thread struct fc_cpu_slot *fc_percpu_tls_slot __attribute__((tls_model("initia
  * cal_held_here; a handler nested in it restores the outer value). */
 static __thread int slot_held_here __attribute__((tls_model("initial-exec")));
 
+/* The possible CPUs' count (the largest number + 1), MAX_SLOTS + 1 for "more
+ * than rdtscp can name". */
 static int possible_cpus(void)
 {
     if (fc_seam.ncpus > 0)
-        return fc_seam.ncpus;
+        return fc_seam.ncpus > MAX_SLOTS ? MAX_SLOTS + 1 : fc_seam.ncpus;
     char buf[256];
     if (fc_read_text(fc_seam.sysroot ? fc_seam.sysroot : "", "/sys/devices/system/cpu/possible", buf,
                      sizeof buf) <= 0)
@@ -66,7 +71,7 @@ static int possible_cpus(void)
     int max = 0, cur = 0, in_num = 0;
     for (const char *p = buf;; p++) {
         if (*p >= '0' && *p <= '9') {
-            if (cur < MAX_SLOTS) /* a malformed huge number saturates, never overflows */
+            if (cur <= MAX_SLOTS) /* a malformed huge number saturates, never overflows */
                 cur = cur * 10 + (*p - '0');
             in_num = 1;
             continue;
@@ -78,7 +83,7 @@ static int possible_cpus(void)
         if (!*p)
             break;
     }
-    return max + 1 > MAX_SLOTS ? MAX_SLOTS : max + 1;
+    return max + 1 > MAX_SLOTS ? MAX_SLOTS + 1 : max + 1;
 }
 
 static struct fc_track track_of(struct fc_cpu_slot *sl, int cpu)
@@ -134,7 +139,9 @@ int fc_percpu_setup(char *why, size_t why_size)
 {
     struct fc_buf b;
     fc_buf_init(&b, why, why_size);
-    if (!FC_HAVE_PERCPU) {
+    /* Every caller asks here, so that no path runs rdtscp where it traps
+     * (a warp found in mode tsc, which needs no rdtscp, comes here too). */
+    if (!FC_HAVE_PERCPU || !(fc_seam.cpu ? fc_seam.cpu->has_rdtscp : fc_cpu_has_rdtscp())) {
         fc_buf_str(&b, FC_NO_PERCPU_REASON);
         return -1;
     }
@@ -162,6 +169,10 @@ int fc_percpu_setup(char *why, size_t why_size)
         }
     }
     int n = possible_cpus();
+    if (n > MAX_SLOTS) {
+        fc_buf_str(&b, "this machine has more than 4096 possible CPUs, which rdtscp cannot name apart");
+        return -1;
+    }
     size_t size = (size_t)n * sizeof(struct fc_cpu_slot);
     void *mem;
     if (retired && retired_n == n) {

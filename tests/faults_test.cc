@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <mutex>
 #include <string>
 
@@ -867,6 +868,46 @@ TEST_F(Faults, DistrustedButInvariantTscIsCalibratedPerCpu)
     install();
     EXPECT_EQ(mode(), "system");
     EXPECT_NE(reason().find("rdtscp"), std::string::npos) << reason();
+}
+
+// Mode tsc needs no rdtscp, but a warp found later asks for per-CPU lines,
+// which read it: on a CPU without it (a VM may hide it) the switch goes to
+// the kernel's clocks and says why, and rdtscp never runs (it would trap).
+TEST_F(Faults, AWarpOnACpuWithoutRdtscpLeavesTheClockToTheKernel)
+{
+    cpu.has_rdtscp = 0;
+    install();
+    warm_up(50, 1e6);
+    ASSERT_EQ(mode(), "tsc") << reason();
+    int64_t before = fastclock_mono_ns();
+    fc_test_switch_to_percpu("test: a warp between CPUs");
+    EXPECT_EQ(mode(), "system") << reason();
+    EXPECT_NE(reason().find("per-CPU calibration is not possible: " FC_NO_PERCPU_REASON), std::string::npos)
+        << reason();
+    EXPECT_GE(fastclock_mono_ns(), before);
+}
+
+// rdtscp names CPUs 0..4095 (TSC_AUX holds node << 12 | cpu): a machine with
+// more possible CPUs gets no per-CPU lines, since CPU 4096 + k would read
+// CPU k's.
+TEST_F(Faults, MoreCpusThanRdtscpCanNameGetNoPerCpuLines)
+{
+    NEEDS_PERCPU();
+    std::filesystem::create_directories(root + "/sys/devices/system/cpu");
+    setenv("FASTCLOCK_MODE", "percpu", 1);
+    for (const char *possible : {"0-4095", "0-8191", "0-3,4096", "0-99999999999999999999"}) {
+        SCOPED_TRACE(possible);
+        std::ofstream(root + "/sys/devices/system/cpu/possible") << possible << "\n";
+        struct fc_seam seam = sim_seam();
+        seam.ncpus = 0; // from the sysfs root
+        fc_test_reset(&seam);
+        if (strcmp(possible, "0-4095") == 0) {
+            EXPECT_EQ(mode(), "tsc-percpu") << reason();
+            continue;
+        }
+        EXPECT_EQ(mode(), "system") << reason();
+        EXPECT_NE(reason().find("more than 4096 possible CPUs"), std::string::npos) << reason();
+    }
 }
 
 // Without a calibrator thread nothing can run check_tsc_warp, but the lazy
@@ -3435,6 +3476,73 @@ TEST(RealMachine, PerCpuRouteHoldsEveryReadAcrossTheSwitch)
         }
         EXPECT_GE(fastclock_mono_coarse_ns(), coarse);
     }
+    fc_test_reset(nullptr);
+}
+
+// The calibrator thread's CPU time so far, in clock ticks (0 if not found).
+static long calibrator_cpu_ticks()
+{
+    for (const auto &task : std::filesystem::directory_iterator("/proc/self/task")) {
+        std::string comm;
+        std::getline(std::ifstream(task.path() / "comm"), comm);
+        if (comm != "fastclock-cal")
+            continue;
+        std::string stat;
+        std::getline(std::ifstream(task.path() / "stat"), stat);
+        std::istringstream rest(stat.substr(stat.rfind(')') + 2));
+        std::string field;
+        long utime = 0, stime = 0;
+        for (int i = 3; i <= 15 && rest >> field; i++) {
+            if (i == 14)
+                utime = std::stol(field);
+            if (i == 15)
+                stime = std::stol(field);
+        }
+        return utime + stime;
+    }
+    return 0;
+}
+
+// A daemon closes the calibrator's timerfd and the number goes to a pipe
+// whose writer has left, which polls as POLLHUP alone: the thread must let
+// the number go (not wake from every wait at once, burning a CPU), leave
+// the pipe alone, and go on calibrating.
+TEST(RealMachine, AHungUpPipeInTheTimersPlaceDoesNotSpinTheCalibrator)
+{
+    struct fastclock_status st;
+    if (!real_machine_in_tsc(0, true, &st))
+        GTEST_SKIP() << "mode tsc refused here: " << st.reason;
+    fastclock_mono_ns();
+    usleep(50000); // the thread is up, waiting on its timerfd
+    int timer = -1;
+    for (const auto &fd : std::filesystem::directory_iterator("/proc/self/fd")) {
+        std::error_code ec;
+        if (std::filesystem::read_symlink(fd.path(), ec).string() == "anon_inode:[timerfd]")
+            timer = std::stoi(fd.path().filename().string());
+    }
+    ASSERT_GE(timer, 0) << "the calibrator thread has no timerfd";
+    EXPECT_GT(timer, STDERR_FILENO) << "the timerfd sits on a standard stream's number";
+    int p[2];
+    ASSERT_EQ(pipe(p), 0);
+    ASSERT_EQ(dup2(p[0], timer), timer); // closes the timerfd
+    close(p[0]);
+    close(p[1]);
+    fastclock_status(&st);
+    uint64_t before = st.calibrations;
+    long cpu_before = calibrator_cpu_ticks();
+    int64_t until = fctest::kernel_ns(CLOCK_MONOTONIC) + 1500000000LL;
+    while (fctest::kernel_ns(CLOCK_MONOTONIC) < until) {
+        fastclock_mono_ns();
+        usleep(1000);
+    }
+    long spent = calibrator_cpu_ticks() - cpu_before;
+    // Waiting, it takes well under 1% of a CPU; spinning, all of one.
+    EXPECT_LT(spent, sysconf(_SC_CLK_TCK) * 3 / 10) << "calibrator CPU ticks in 1.5 s";
+    char c;
+    EXPECT_EQ(read(timer, &c, 1), 0) << "the pipe was read or written";
+    fastclock_status(&st);
+    EXPECT_GT(st.calibrations, before) << "calibration must go on";
+    close(timer);
     fc_test_reset(nullptr);
 }
 
