@@ -342,7 +342,7 @@ int cmd_bench(int argc, char **argv)
             csv = 1;
         else if (!strcmp(name, "--help") || !strcmp(name, "-h")) {
             usage(stdout);
-            return 0;
+            return stdout_done("fastclock bench", 0, 2);
         } else if (!strcmp(name, "--threads")) {
             char err[160];
             int n = bench_parse_threads(val, cfg.threads, BENCH_MAX_THREADS, err, sizeof err);
@@ -395,9 +395,5 @@ int cmd_bench(int argc, char **argv)
         }
     }
     bench_free(&r);
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        fprintf(stderr, "fastclock bench: cannot write the results: %s\n", strerror(errno));
-        return 2;
-    }
-    return status;
+    return stdout_done("fastclock bench", status, 2);
 }

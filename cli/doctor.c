@@ -66,7 +66,7 @@ int cmd_doctor(int argc, char **argv)
             quick = 1;
         else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
-            return 0;
+            return stdout_done("fastclock doctor", 0, 2);
         } else if (strcmp(a, "--root") == 0 || strcmp(a, "--capture") == 0) {
             if (i + 1 >= argc || !argv[i + 1][0])
                 return usage_error("%s needs a directory", a);
@@ -124,9 +124,5 @@ int cmd_doctor(int argc, char **argv)
         report_json(stdout, &f, &fs);
     else
         report_text(stdout, &f, &fs, want_colour(stdout));
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        fprintf(stderr, "fastclock doctor: cannot write the report: %s\n", strerror(errno));
-        return 2;
-    }
-    return findings_worst(&fs) == SEV_PROBLEM ? 1 : 0;
+    return stdout_done("fastclock doctor", findings_worst(&fs) == SEV_PROBLEM ? 1 : 0, 2);
 }

@@ -74,6 +74,7 @@ struct ctx {
     int tsc_available;     /* "tsc" among the available clocksources */
     int tsc_current;
     int tsc_usable;        /* available and not known to be non-invariant */
+    int list_unfiltered;   /* jiffies listed and tsc not current: being listed says nothing of trust */
     int enters;            /* tri: clock_gettime(CLOCK_MONOTONIC) makes a system call */
     int enters_inferred;   /* decided from timing or the clocksource's kind, not seccomp */
     double mono_ns;        /* libc clock_gettime(CLOCK_MONOTONIC), NaN if unknown */
@@ -96,6 +97,12 @@ static void setup(struct ctx *c, const struct doctor_facts *f)
     c->tsc_available = !f->cs_available_err && fc_word_in_list(f->cs_available, "tsc");
     c->tsc_current = !f->cs_current_err && strcmp(f->cs_current, "tsc") == 0;
     c->tsc_usable = c->tsc_available && f->invariant_tsc != TRI_NO;
+    /* The library's rule (src/mode.c): the kernel leaves a TSC its watchdog
+     * marked unstable out of the list only while the tick is in one-shot
+     * mode; jiffies listed means the list is unfiltered. */
+    c->list_unfiltered = !f->cs_available_err && !c->tsc_current &&
+                         (fc_word_in_list(f->cs_available, "jiffies") ||
+                          fc_word_in_list(f->cs_available, "refined-jiffies"));
     c->xen = strcmp(f->hv_name, "Xen") == 0;
 
     const struct clock_fact *mono = &f->call[1];
@@ -151,6 +158,10 @@ static void rule_no_vdso(struct ctx *c, struct findings *o)
 static void switch_fix(struct ctx *c, struct finding *x)
 {
     const struct doctor_facts *f = c->f;
+    if (c->list_unfiltered)
+        fix(x, "First make sure the kernel has not marked the TSC unstable (`journalctl -k -b | grep -i tsc`): "
+               "jiffies is listed, so the tick is not in one-shot mode and the list holds every clocksource, "
+               "tsc whether or not the kernel trusts it. ");
     fix(x, "Switch now with `" SWITCH_NOW "` (as root; takes effect at once), and persist it with "
            "`clocksource=tsc` on the kernel command line (GRUB_CMDLINE_LINUX in /etc/default/grub, then "
            "update-grub and reboot).");
@@ -232,10 +243,19 @@ static void rule_clocksource_paravirt(struct ctx *c, struct findings *o)
     msg(x, "clocksource is %s, which the vDSO reads without a system call (%s per call); the TSC is available "
            "and invariant, and read directly clock_gettime typically costs %.0f-%.0f ns.",
         f->cs_current, c->mono_cost, VDSO_TSC_NS - 5, VDSO_TSC_NS + 5);
+    if (c->list_unfiltered)
+        msg(x, " The list of available clocksources is unfiltered (jiffies is listed: the tick is not in one-shot "
+               "mode), so tsc being listed does not say the kernel trusts it.");
     fix(x, "Optional: `" SWITCH_NOW "` (persist with `clocksource=tsc`). Providers that live-migrate VMs "
-           "(Google Compute Engine among them) choose %s on purpose: there keep it, and use `fastclock run -- "
-           "your-program`, which reads the TSC calibrated continuously against the kernel's clock.",
+           "(Google Compute Engine among them) choose %s on purpose: there keep it.",
         f->cs_current);
+    if (f->fc_known && strcmp(f->fc_mode, "tsc") == 0)
+        fix(x, " `fastclock run -- your-program` reads the TSC, calibrated continuously against the kernel's "
+               "clock.");
+    else if (c->list_unfiltered)
+        fix(x, " fastclock leaves the clock to the kernel here, for the same reason; if the kernel log shows no "
+               "complaint about the TSC, `FASTCLOCK_MODE=tsc fastclock run -- your-program` reads it, calibrated "
+               "continuously against the kernel's clock.");
 }
 
 /* ---- the TSC itself ----------------------------------------------------- */
@@ -387,10 +407,12 @@ static void rule_cmdline(struct ctx *c, struct findings *o)
     if (f->cmdline_err)
         return;
     if (f->p_clocksource[0] && strcmp(f->p_clocksource, "tsc") != 0) {
-        struct finding *x = add(o, c->tsc_usable ? SEV_WARNING : SEV_INFO, 100, "cmdline-clocksource");
+        /* Where the list is unfiltered, tsc may be listed though the kernel marked it unstable. */
+        int trusted = c->tsc_usable && !c->list_unfiltered;
+        struct finding *x = add(o, trusted ? SEV_WARNING : SEV_INFO, 100, "cmdline-clocksource");
         msg(x, "the kernel command line pins `clocksource=%s`%s.", f->p_clocksource,
-            c->tsc_usable ? " although tsc is available and invariant" : "");
-        if (c->tsc_usable)
+            trusted ? " although tsc is available and invariant" : "");
+        if (trusted)
             fix(x, "Remove `clocksource=%s` (or write `clocksource=tsc`) and reboot.", f->p_clocksource);
         else
             fix(x, "Keep it if it was chosen deliberately.");

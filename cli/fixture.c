@@ -276,7 +276,11 @@ int fixture_load(struct doctor_facts *f, const char *root, char *err, size_t esi
             return -1;
         }
     } else {
-        kv.n = 0;
+        /* Every capture has one (--capture writes it, empty at worst): without
+         * it DIR is not a capture, and every fact would silently be unknown. */
+        snprintf(err, esize, "%s%s: %s (not a capture: `fastclock doctor --capture DIR` writes one)", root,
+                 FIXTURE_FACTS_FILE, fc_errno_text(e));
+        return -1;
     }
     struct loader l = {.kv = &kv, .err = err, .esize = esize};
     load_cpu(f, &l);

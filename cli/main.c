@@ -10,17 +10,7 @@
 
 #include "commands.h"
 #include "fastclock.h"
-
-/* 1 for an LD_PRELOAD entry that names the shim (any directory, any version). */
-static int is_the_shim(const char *entry, size_t len)
-{
-    const char *base = entry;
-    for (size_t i = 0; i < len; i++)
-        if (entry[i] == '/')
-            base = entry + i + 1;
-    static const char name[] = "libfastclock-preload.so";
-    return (size_t)(entry + len - base) >= sizeof name - 1 && strncmp(base, name, sizeof name - 1) == 0;
-}
+#include "util.h"
 
 /*
  * doctor and bench compare libc's clocks with fastclock's.  Under the
@@ -39,7 +29,7 @@ static void without_the_shim(char **argv)
     int dropped = 0, too_long = 0;
     for (const char *p = pre ? pre : ""; *p;) {
         size_t len = strcspn(p, " :");
-        if (len && is_the_shim(p, len)) {
+        if (len && preload_entry_is_shim(p, len)) {
             dropped = 1;
         } else if (len && n + len + 2 > sizeof kept) {
             too_long = 1; /* never drop another library the user preloads */
@@ -101,11 +91,11 @@ int main(int argc, char **argv)
         return cmd_run(argc - 1, argv + 1);
     if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
         printf("fastclock %s\n", fastclock_version());
-        return 0;
+        return stdout_done("fastclock", 0, 2);
     }
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
         usage(stdout);
-        return 0;
+        return stdout_done("fastclock", 0, 2);
     }
     fprintf(stderr, "fastclock: unknown command '%s'\n\n", cmd);
     usage(stderr);

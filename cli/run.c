@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "util.h"
 
 #define SHIM_NAME "libfastclock-preload.so"
 #define EXIT_RUN_FAILED 125
@@ -117,18 +118,49 @@ static int find_shim(char out[PATH_MAX])
     return -1;
 }
 
-/* Is `path` already one of the LD_PRELOAD entries (space or colon separated)? */
-static int preload_has(const char *list, const char *path)
+/* LD_PRELOAD with this shim in it, malloc'd (NULL: out of memory): an entry
+ * naming a shim (another copy, another version: it would interpose first)
+ * becomes this one where it stands, later ones go, and without one the
+ * shim is appended.  Says on stderr which copy it replaced. */
+static char *preload_with_shim(const char *list, const char *shim)
 {
-    size_t n = strlen(path);
+    size_t shim_len = strlen(shim);
+    char *out = malloc(strlen(list) + 1 + shim_len + 1);
+    if (!out)
+        return NULL;
+    size_t n = 0;
+    int placed = 0;
     for (const char *p = list; *p;) {
         p += strspn(p, " :");
         size_t len = strcspn(p, " :");
-        if (len == n && strncmp(p, path, n) == 0)
-            return 1;
+        const char *entry = p;
         p += len;
+        if (!len)
+            continue;
+        if (preload_entry_is_shim(entry, len)) {
+            int same = len == shim_len && strncmp(entry, shim, len) == 0;
+            if (!same)
+                fprintf(stderr, "fastclock run: LD_PRELOAD names another copy of the shim (%.*s): %s\n", (int)len,
+                        entry, placed ? "dropped" : "replaced by this one");
+            if (placed)
+                continue;
+            entry = shim;
+            len = shim_len;
+            placed = 1;
+        }
+        if (n)
+            out[n++] = ':';
+        memcpy(out + n, entry, len);
+        n += len;
     }
-    return 0;
+    if (!placed) {
+        if (n)
+            out[n++] = ':';
+        memcpy(out + n, shim, shim_len);
+        n += shim_len;
+    }
+    out[n] = 0;
+    return out;
 }
 
 /* Where execvp would find `cmd`, for the warnings below (NULL if nowhere). */
@@ -275,7 +307,7 @@ int cmd_run(int argc, char **argv)
         }
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             usage(stdout);
-            return 0;
+            return stdout_done("fastclock run", 0, EXIT_RUN_FAILED);
         }
         if (strcmp(a, "--unordered") == 0) {
             unordered = 1;
@@ -329,14 +361,12 @@ int cmd_run(int argc, char **argv)
     const char *old = getenv("LD_PRELOAD");
     if (!old || !*old) {
         setenv("LD_PRELOAD", shim, 1);
-    } else if (!preload_has(old, shim)) {
-        size_t n = strlen(old) + 1 + strlen(shim) + 1;
-        char *joined = malloc(n);
+    } else {
+        char *joined = preload_with_shim(old, shim);
         if (!joined) {
             fprintf(stderr, "fastclock run: out of memory\n");
             return EXIT_RUN_FAILED;
         }
-        snprintf(joined, n, "%s:%s", old, shim);
         setenv("LD_PRELOAD", joined, 1);
         free(joined);
     }

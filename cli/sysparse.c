@@ -108,14 +108,13 @@ void cpuinfo_parse(const char *text, struct cpuinfo *ci)
     const char *p = text;
     while (*p) {
         const char *eol = strchr(p, '\n');
-        size_t n = eol ? (size_t)(eol - p) : strlen(p);
+        size_t whole = eol ? (size_t)(eol - p) : strlen(p);
         char line[4200];
-        if (n >= sizeof line)
-            n = sizeof line - 1;
+        size_t n = whole < sizeof line ? whole : sizeof line - 1; /* a longer line is cut, not split */
         memcpy(line, p, n);
         line[n] = 0;
-        p += n + (eol ? 1 : 0);
-        if (!eol && n == 0)
+        p += whole + (eol ? 1 : 0);
+        if (!eol && whole == 0)
             break;
         const char *v;
         if (cpuinfo_value(line, "processor")) {

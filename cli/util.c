@@ -62,6 +62,24 @@ void sb_printf(struct sbuf *b, const char *fmt, ...)
         b->len = b->size - 1;
 }
 
+int stdout_done(const char *who, int status, int failed)
+{
+    if (fflush(stdout) == 0 && !ferror(stdout))
+        return status;
+    fprintf(stderr, "%s: cannot write to standard output: %s\n", who, strerror(errno));
+    return failed;
+}
+
+int preload_entry_is_shim(const char *entry, size_t len)
+{
+    const char *base = entry;
+    for (size_t i = 0; i < len; i++)
+        if (entry[i] == '/')
+            base = entry + i + 1;
+    static const char name[] = "libfastclock-preload.so";
+    return (size_t)(entry + len - base) >= sizeof name - 1 && strncmp(base, name, sizeof name - 1) == 0;
+}
+
 void copy_str(char *dst, size_t size, const char *src)
 {
     if (!size)

@@ -41,6 +41,15 @@ void counter_pair(uint64_t *tsc, int64_t *ns);
 /* Human number of nanoseconds: "17.2 ns", "1.05 us", "4.00 ms", "1.00 s". */
 void format_ns(char *buf, size_t size, double ns);
 
+/* Flushes stdout: `status` if everything written reached it, otherwise
+ * says so on stderr (as `who`) and returns `failed` (a full disk, a closed
+ * pipe: a report that was not written must not pass for one). */
+int stdout_done(const char *who, int status, int failed);
+
+/* 1 for an LD_PRELOAD entry (`len` bytes at `entry`) that names the preload
+ * shim: libfastclock-preload.so, in any directory, of any version. */
+int preload_entry_is_shim(const char *entry, size_t len);
+
 /* 1 if colours should be used on this stream: a TTY, NO_COLOR unset, TERM not dumb. */
 int want_colour(FILE *f);
 

@@ -212,6 +212,39 @@ TEST(Findings, KvmClockReadByTheVdsoIsOnlyInformation)
     EXPECT_STREQ(summary, "this machine's time is fine; fastclock gives a further 2.0x (`fastclock run -- your-program`)");
 }
 
+// With jiffies listed (the tick in periodic mode) the kernel lists every
+// clocksource, a TSC it marked unstable too: the doctor, like the library
+// (src/mode.c), does not take "tsc is listed" for trust.
+TEST(Findings, AnUnfilteredClocksourceListIsNotTakenForTrust)
+{
+    Loaded *l = run("kvm-clock");
+    const finding *x = l->get("clocksource-paravirt");
+    ASSERT_NE(x, nullptr);
+    EXPECT_FALSE(has(x->message, "unfiltered")) << x->message;
+    EXPECT_TRUE(has(x->fix, "`fastclock run -- your-program` reads the TSC")) << x->fix;
+
+    snprintf(l->f.cs_available, sizeof l->f.cs_available, "kvm-clock tsc acpi_pm jiffies");
+    snprintf(l->f.fc_mode, sizeof l->f.fc_mode, "system");
+    findings_compute(&l->f, &l->fs);
+    x = l->get("clocksource-paravirt");
+    ASSERT_NE(x, nullptr);
+    EXPECT_TRUE(has(x->message, "unfiltered (jiffies is listed")) << x->message;
+    EXPECT_FALSE(has(x->fix, "`fastclock run -- your-program` reads the TSC")) << x->fix;
+    EXPECT_TRUE(has(x->fix, "`FASTCLOCK_MODE=tsc fastclock run -- your-program`")) << x->fix;
+
+    l = run("hpet");
+    snprintf(l->f.cs_available, sizeof l->f.cs_available, "hpet tsc acpi_pm refined-jiffies jiffies");
+    findings_compute(&l->f, &l->fs);
+    x = l->get("clocksource-syscall");
+    ASSERT_NE(x, nullptr);
+    EXPECT_TRUE(has(x->fix, "First make sure the kernel has not marked the TSC unstable")) << x->fix;
+    EXPECT_TRUE(has(x->fix, "clocksource=tsc")) << x->fix;
+    const finding *c = l->get("cmdline-clocksource");
+    ASSERT_NE(c, nullptr);
+    EXPECT_EQ(c->severity, SEV_INFO) << c->message;
+    EXPECT_FALSE(has(c->message, "although tsc is available")) << c->message;
+}
+
 TEST(Findings, HiddenInvariantTscAndMigratedFrequency)
 {
     Loaded *l = run("kvm-noinvtsc");

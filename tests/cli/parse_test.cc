@@ -72,6 +72,20 @@ TEST(CpuinfoParse, EmptyAndGarbageGiveNothing)
     EXPECT_STREQ(ci.flags, "");
 }
 
+// A line longer than the parser's buffer is cut, not split: its tail is
+// never read as a line of its own.
+TEST(CpuinfoParse, AnOverlongLineIsCutNotSplit)
+{
+    std::string flags = "flags\t: " + std::string(4300, 'x');
+    flags.replace(4200, 13, "processor\t: 9"); // where a split would start the next "line"
+    std::string text = "processor\t: 0\n" + flags + "\nmodel name\t: Example CPU\n";
+    cpuinfo ci;
+    cpuinfo_parse(text.c_str(), &ci);
+    EXPECT_EQ(ci.processors, 1);
+    EXPECT_STREQ(ci.model_name, "Example CPU");
+    EXPECT_EQ(ci.flags[0], 'x');
+}
+
 // ---- kernel log --------------------------------------------------------------
 
 static klog parse(const std::string &text)

@@ -272,6 +272,28 @@ class BadInput(unittest.TestCase):
         self.check("doctor", "--root", "/nonexistent/fastclock", expect="No such file or directory")
         self.check("doctor", "--root", FIXTURES + "/hpet", "--capture", "/tmp/x", expect="cannot be combined")
 
+    def test_doctor_root_that_is_not_a_capture(self):
+        # Without doctor-facts every fact would silently be "unknown".
+        tmp = tempfile.mkdtemp(prefix="fastclock-nofacts-")
+        try:
+            shutil.copytree(os.path.join(FIXTURES, "kvm-tsc", "sys"), os.path.join(tmp, "sys"))
+            self.check("doctor", "--root", tmp, expect="doctor-facts: no such file (not a capture")
+        finally:
+            shutil.rmtree(tmp)
+
+    def test_unwritable_stdout_is_an_error(self):
+        # A report, a usage or a version that did not reach stdout (a full
+        # disk, here /dev/full) must not exit as if it had.
+        cases = [(["--version"], 2), (["--help"], 2), (["doctor", "--help"], 2), (["bench", "--help"], 2),
+                 (["run", "--help"], 125), (["doctor", "--root", os.path.join(FIXTURES, "kvm-tsc")], 2),
+                 (["doctor", "--json", "--root", os.path.join(FIXTURES, "hpet")], 2)]
+        for args, status in cases:
+            with open("/dev/full", "w") as full:
+                p = subprocess.run([BIN, *args], stdout=full, stderr=subprocess.PIPE, text=True, env=ENV,
+                                   timeout=120)
+            self.assertEqual(p.returncode, status, f"{args}: {p.stderr}")
+            self.assertIn("cannot write to standard output: No space left on device", p.stderr, args)
+
     def test_doctor_broken_capture(self):
         tmp = tempfile.mkdtemp(prefix="fastclock-bad-")
         try:

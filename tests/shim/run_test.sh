@@ -90,6 +90,20 @@ out=$(FASTCLOCK_PRELOAD="$tmp/libfastclock-preload.so" "$fc" run -- sh -c 'echo 
 (cd "$tmp" && FASTCLOCK_PRELOAD=libfastclock-preload.so "$fc" run -- sh -c 'cd / && echo "$LD_PRELOAD"') >"$tmp/out"
 [ "$(cat "$tmp/out")" = "$tmp/libfastclock-preload.so" ] && ok "a relative FASTCLOCK_PRELOAD is made absolute" ||
     bad "relative FASTCLOCK_PRELOAD: '$(cat "$tmp/out")'"
+# Another copy of the shim in LD_PRELOAD would interpose before this one:
+# it is replaced where it stood, and a copy after this one is dropped.
+out=$(LD_PRELOAD="$tmp/libfastclock-preload.so:$libm" "$fc" run -- sh -c 'echo "$LD_PRELOAD"' 2>"$tmp/err")
+if [ "$out" = "$shim:$libm" ] && grep -q "another copy of the shim ($tmp/libfastclock-preload.so): replaced" "$tmp/err"; then
+    ok "another copy of the shim is replaced where it stood: $out"
+else
+    bad "another copy: LD_PRELOAD became '$out'; stderr: $(cat "$tmp/err")"
+fi
+out=$(LD_PRELOAD="$libm $shim:$tmp/libfastclock-preload.so" "$fc" run -- sh -c 'echo "$LD_PRELOAD"' 2>"$tmp/err")
+if [ "$out" = "$libm:$shim" ] && grep -q "dropped" "$tmp/err"; then
+    ok "a copy after this one is dropped: $out"
+else
+    bad "a later copy: LD_PRELOAD became '$out'; stderr: $(cat "$tmp/err")"
+fi
 expect "FASTCLOCK_PRELOAD pointing nowhere" 125 "FASTCLOCK_PRELOAD=/nonexistent/x.so: not a readable file" -- \
     env FASTCLOCK_PRELOAD=/nonexistent/x.so "$fc" run -- true
 mkdir -p "$tmp/bin"
