@@ -139,6 +139,13 @@ static char *preload_with_shim(const char *list, const char *shim)
             continue;
         if (preload_entry_is_shim(entry, len)) {
             int same = len == shim_len && strncmp(entry, shim, len) == 0;
+            if (!same && len < PATH_MAX) { /* the same file by another name: a symlink, /lib for /usr/lib */
+                char path[PATH_MAX];
+                struct stat a, b;
+                memcpy(path, entry, len);
+                path[len] = 0;
+                same = stat(path, &a) == 0 && stat(shim, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+            }
             if (!same)
                 fprintf(stderr, "fastclock run: LD_PRELOAD names another copy of the shim (%.*s): %s\n", (int)len,
                         entry, placed ? "dropped" : "replaced by this one");

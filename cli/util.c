@@ -77,7 +77,9 @@ int preload_entry_is_shim(const char *entry, size_t len)
         if (entry[i] == '/')
             base = entry + i + 1;
     static const char name[] = "libfastclock-preload.so";
-    return (size_t)(entry + len - base) >= sizeof name - 1 && strncmp(base, name, sizeof name - 1) == 0;
+    size_t base_len = (size_t)(entry + len - base), n = sizeof name - 1;
+    /* libfastclock-preload.so, .so.0, .so.old; not libfastclock-preload.sox.so */
+    return base_len >= n && strncmp(base, name, n) == 0 && (base_len == n || base[n] == '.');
 }
 
 void copy_str(char *dst, size_t size, const char *src)

@@ -47,7 +47,8 @@ void format_ns(char *buf, size_t size, double ns);
 int stdout_done(const char *who, int status, int failed);
 
 /* 1 for an LD_PRELOAD entry (`len` bytes at `entry`) that names the preload
- * shim: libfastclock-preload.so, in any directory, of any version. */
+ * shim: libfastclock-preload.so, in any directory, of any version
+ * (libfastclock-preload.so.N...). */
 int preload_entry_is_shim(const char *entry, size_t len);
 
 /* 1 if colours should be used on this stream: a TTY, NO_COLOR unset, TERM not dumb. */

@@ -104,6 +104,16 @@ if [ "$out" = "$libm:$shim" ] && grep -q "dropped" "$tmp/err"; then
 else
     bad "a later copy: LD_PRELOAD became '$out'; stderr: $(cat "$tmp/err")"
 fi
+ln -s "$shim" "$tmp/libfastclock-preload.so.0"
+out=$(LD_PRELOAD="$tmp/libfastclock-preload.so.0" "$fc" run -- sh -c 'echo "$LD_PRELOAD"' 2>"$tmp/err")
+if [ "$out" = "$shim" ] && ! grep -q "another copy" "$tmp/err"; then
+    ok "this shim by another name is this shim: $out"
+else
+    bad "a symlink to this shim: LD_PRELOAD became '$out'; stderr: $(cat "$tmp/err")"
+fi
+out=$(LD_PRELOAD="$tmp/libfastclock-preload.sox.so" "$fc" run -- sh -c 'echo "$LD_PRELOAD"' 2>/dev/null)
+[ "$out" = "$tmp/libfastclock-preload.sox.so:$shim" ] && ok "a library whose name only starts like the shim's is kept" ||
+    bad "libfastclock-preload.sox.so: LD_PRELOAD became '$out'"
 expect "FASTCLOCK_PRELOAD pointing nowhere" 125 "FASTCLOCK_PRELOAD=/nonexistent/x.so: not a readable file" -- \
     env FASTCLOCK_PRELOAD=/nonexistent/x.so "$fc" run -- true
 mkdir -p "$tmp/bin"
