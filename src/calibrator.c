@@ -12,8 +12,9 @@
  *     the error bound charges ~17% of the time since the line's last look
  *     (the largest change adjtimex permits, unseen);
  *   - it decides the mode a millisecond after the process first reads the time;
- *   - a cross-CPU warp check at start-up (a few ms) decides whether the
- *     global line is good enough or each CPU needs its own (tsc-percpu);
+ *   - a cross-CPU warp check at start-up (a few ms; again every 5 s until
+ *     it has compared a pair) decides whether the global line is good
+ *     enough or each CPU needs its own (tsc-percpu);
  *   - in tsc-percpu mode it visits every CPU in turn to calibrate it there;
  *   - it feeds the coarse clocks every millisecond once someone uses them.
  * It runs with every signal blocked and only reads the clock through the
@@ -24,9 +25,10 @@
  * touches a descriptor of ours: wake-ups go through a futex, and the thread
  * reads its timerfd only after timerfd_gettime shows it is still its own
  * (armed, with an interval nobody else would choose); otherwise it leaves
- * the number alone, and goes on without a timerfd.  It makes one only once,
- * as it starts, and above the standard streams: one made later could take
- * the number a program is about to open by the lowest-free rule (a daemon
+ * the number alone, and goes on without a timerfd.  One is made only once,
+ * before the thread starts (in the library's constructor, before main), and
+ * above the standard streams: one made later, beside the program, could
+ * take the number it is about to open by the lowest-free rule (a daemon
  * reopening stdin after closing everything).  Without one, a REALTIME step
  * reaches the thread at its next wake-up (10 ms at most); reads never wait
  * for it.
@@ -74,6 +76,9 @@
 #define COARSE_TICK_NS 1000000LL
 #define WARP_NS_PER_PAIR 1000000LL  /* start-up check: ~1 ms per CPU pair ... */
 #define WARP_MAX_PAIRS 4            /* ... at most 4 pairs */
+/* A check that compared no pair (one CPU allowed, for now; every pair's
+ * CPUs busy) is tried again this much later, until one has. */
+#define WARP_RETRY_NS (5LL * FC_NS_PER_SEC)
 
 static pthread_t cal_thread;
 static _Atomic int thread_stop;
@@ -159,22 +164,23 @@ static char warp_why[256];
 static int warp_pending;
 
 /* Start-up check: are the CPUs' counters in step?  If not, each CPU gets its
- * own line (or, without rdtscp, the kernel's clocks). */
-static void startup_warp_check(void)
+ * own line (or, without rdtscp, the kernel's clocks).  0 where no pair could
+ * be compared: no verdict yet (status shows max_warp_cycles -1). */
+static int startup_warp_check(void)
 {
     if (fc_seam.skip_warp_check || (fc_seam.counter && fc_seam.warp_cycles <= 0))
-        return;
+        return 1;
     struct fc_warp_result w;
     if (fc_seam.warp_cycles > 0) { /* tests: the verdict, without the measurement */
         memset(&w, 0, sizeof w);
         w.max_warp_cycles = fc_seam.warp_cycles;
         w.worst_cpu_b = 1;
     } else if (fc_warp_check(WARP_NS_PER_PAIR, WARP_MAX_PAIRS, &w) != 0) {
-        return;
+        return 0;
     }
     fc_warp_note(w.max_warp_cycles);
     if (w.max_warp_cycles <= 0)
-        return;
+        return 1;
     struct fc_buf b;
     fc_buf_init(&b, warp_why, sizeof warp_why);
     fc_buf_str(&b, "the TSCs of CPU ");
@@ -185,6 +191,7 @@ static void startup_warp_check(void)
     fc_buf_i64(&b, w.max_warp_cycles);
     fc_buf_str(&b, " cycles (user-space check_tsc_warp)");
     warp_pending = !fc_mode_switch_to_percpu(warp_why);
+    return 1;
 }
 
 /* Pin this thread to each allowed CPU in turn and calibrate it there. */
@@ -213,17 +220,21 @@ static int64_t interval_ns(int mode)
     return st.interval_ns;
 }
 
+/* The thread's timerfd (-1: none): made by fc_calibrator_start, then the
+ * thread's; a fork child closes it (it has no thread) if it is still ours. */
+static _Atomic int clock_set_tfd = -1;
+
 static void *calibrator_main(void *arg)
 {
     (void)arg;
     pthread_setname_np(pthread_self(), "fastclock-cal");
-    int tfd = new_clock_set_timer();
+    int tfd = atomic_load_explicit(&clock_set_tfd, memory_order_relaxed);
     cpu_set_t allowed;
     if (sched_getaffinity(0, sizeof allowed, &allowed) != 0)
         CPU_ZERO(&allowed);
     int64_t last_cal = 0, last_tick = 0, last_adj = 0;
     uint64_t seen_gen = fc_sync_generation();
-    int warp_checked = 0;
+    int64_t warp_check_at = 0; /* -1: done */
 
     while (!atomic_load_explicit(&thread_stop, memory_order_acquire)) {
         int seen = fc_upkeep_wake_count();
@@ -273,8 +284,10 @@ static void *calibrator_main(void *arg)
                     (void)read(tfd, &v, sizeof v);
                     force = 1;
                     tfd = arm_clock_set_timer(tfd, 0);
+                    atomic_store_explicit(&clock_set_tfd, tfd, memory_order_relaxed);
                 } else {
                     tfd = -1; /* the program closed it; the number is not ours to touch */
+                    atomic_store_explicit(&clock_set_tfd, -1, memory_order_relaxed);
                 }
             }
         } else {
@@ -285,9 +298,8 @@ static void *calibrator_main(void *arg)
         mode = atomic_load_explicit(&fc_mode, memory_order_acquire);
         if (mode != FC_MODE_TSC && mode != FC_MODE_PERCPU)
             continue;
-        if (!warp_checked && mode == FC_MODE_TSC) {
-            warp_checked = 1;
-            startup_warp_check();
+        if (warp_check_at >= 0 && mode == FC_MODE_TSC && fastclock_mono_ns() >= warp_check_at) {
+            warp_check_at = startup_warp_check() ? -1 : fastclock_mono_ns() + WARP_RETRY_NS;
             mode = atomic_load_explicit(&fc_mode, memory_order_acquire);
         } else if (warp_pending) {
             warp_pending = mode == FC_MODE_TSC && !fc_mode_switch_to_percpu(warp_why);
@@ -340,6 +352,7 @@ static void *calibrator_main(void *arg)
     }
     if (still_our_timer(tfd))
         close(tfd);
+    atomic_store_explicit(&clock_set_tfd, -1, memory_order_relaxed);
     return 0;
 }
 
@@ -356,8 +369,17 @@ void fc_calibrator_start(void)
     pthread_attr_setstacksize(&attr, 128 * 1024);
     atomic_store_explicit(&thread_stop, 0, memory_order_relaxed);
     fc_upkeep_set_running(1);
-    if (pthread_create(&cal_thread, &attr, calibrator_main, 0) != 0)
+    /* Made here, in the library's constructor before main runs, not on the
+     * thread beside main, where it could take a number main is about to
+     * reuse (close(0) then open("/dev/null")). */
+    int tfd = new_clock_set_timer();
+    atomic_store_explicit(&clock_set_tfd, tfd, memory_order_relaxed);
+    if (pthread_create(&cal_thread, &attr, calibrator_main, 0) != 0) {
         fc_upkeep_set_running(0);
+        atomic_store_explicit(&clock_set_tfd, -1, memory_order_relaxed);
+        if (tfd >= 0)
+            close(tfd);
+    }
     pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, 0);
 }
@@ -372,8 +394,12 @@ static __thread int64_t fork_parent_mono __attribute__((tls_model("initial-exec"
 static void fc_calibrator_after_fork_child(void)
 {
     fc_mode_after_fork_child();
-    /* The thread does not exist in the child: readers calibrate from now on. */
+    /* The thread does not exist in the child: readers calibrate from now on,
+     * and its timerfd, if still ours, is closed (nothing waits on it). */
     fc_upkeep_set_running(0);
+    int tfd = atomic_exchange_explicit(&clock_set_tfd, -1, memory_order_relaxed);
+    if (still_our_timer(tfd))
+        close(tfd);
     fc_cal_reset_in_child();
     fc_percpu_after_fork_child();
     fc_sync_after_fork_child();

@@ -36,9 +36,12 @@
  * offset being slewed), lines also grow their bound at the steering rate
  * (fc_sync_rate_allowance) and calibrations come every 10 ms.
  *
- * For REALTIME, the kernel's own maxerror (grown by 500 ppm per second
- * since the daemon last set it, as the kernel does) is added: that is how
- * far the kernel itself may be from true UTC.
+ * For REALTIME, the kernel's own maxerror is added: that is how far the
+ * kernel itself may be from true UTC.  The kernel grows it by 500 us at
+ * once as REALTIME passes each whole second (second_overflow, at the first
+ * timekeeping update after it), so between polls it is aged in those
+ * steps, every boundary that may have passed since the poll counted whole
+ * (fc_sync_get).
  */
 #define _GNU_SOURCE
 #include "sync.h"
@@ -57,6 +60,10 @@
 #define MAX_TICK_US 11000L
 #define RECENT_CHANGE_NS (5LL * FC_NS_PER_SEC)
 #define NTP_PHASE_LIMIT_NS (16LL * FC_NS_PER_SEC) /* the kernel's cap on maxerror */
+#define MAXERROR_STEP_NS 500000LL                 /* what each second adds to it (MAXFREQ) */
+/* How late after a second the kernel may add that step: a tick at HZ 100
+ * (the CPU that polls is busy, so its tick runs), and as much again. */
+#define MAXERROR_STEP_LATE_NS 20000000LL
 
 static struct {
     _Atomic int known;
@@ -67,6 +74,7 @@ static struct {
     _Atomic long ss_offset;            /* adjtime(3)'s slew still to run (0: none) */
     _Atomic int status;
     _Atomic int64_t sampled_mono;
+    _Atomic int64_t sampled_phase_ns; /* REALTIME's place in its second at the poll (tx.time) */
     _Atomic int64_t steering_until;
     /* Changes of the kernel's rate settings, counted, so that no poll can
      * swallow one another reader needs to see (calibration restarts its
@@ -130,8 +138,13 @@ static int sync_poll_locked(int64_t now)
     memset(&tx, 0, sizeof tx);
     atomic_store_explicit(&sync_state.attempted_mono, now, memory_order_relaxed);
     int state = kernel_adjtimex(&tx);
-    if (state < 0)
-        return 0; /* refused: nothing seen; attempted_mono paces the next try */
+    if (state < 0) {
+        /* Refused (nothing seen; attempted_mono paces the next try): no
+         * longer known to be synchronised.  maxerror ages on from the last
+         * answer. */
+        atomic_store_explicit(&sync_state.synchronized, 0, memory_order_relaxed);
+        return 0;
+    }
     long offset = (tx.status & STA_PLL) ? tx.offset : 0;
     struct timex ss;
     memset(&ss, 0, sizeof ss);
@@ -155,7 +168,14 @@ static int sync_poll_locked(int64_t now)
             double d = (double)(tx.freq - old_freq) / 65536e6 + (double)(tx.tick - old_tick) / NOMINAL_TICK_US;
             if (slew_changed)
                 d = (d < 0 ? -d : d) + MAXFREQ_PPM * 1e-6;
-            atomic_store_explicit(&sync_state.last_change, d < 0 ? -d : d, memory_order_relaxed);
+            d = d < 0 ? -d : d;
+            /* A change of status alone (d 0) must not hide a rate change
+             * still being phased in: the largest in the recent window. */
+            double prev = atomic_load_explicit(&sync_state.last_change, memory_order_relaxed);
+            if (now - atomic_load_explicit(&sync_state.last_change_mono, memory_order_relaxed) <= RECENT_CHANGE_NS &&
+                prev > d)
+                d = prev;
+            atomic_store_explicit(&sync_state.last_change, d, memory_order_relaxed);
             atomic_store_explicit(&sync_state.last_change_mono, now, memory_order_relaxed);
             atomic_store_explicit(&sync_state.change_uncounted, 1, memory_order_relaxed);
             atomic_thread_fence(memory_order_release); /* the flag before the settings: a fork child */
@@ -169,6 +189,11 @@ static int sync_poll_locked(int64_t now)
     atomic_store_explicit(&sync_state.leap,
                           (tx.status & STA_INS) ? 1 : (tx.status & STA_DEL) ? -1 : 0, memory_order_relaxed);
     atomic_store_explicit(&sync_state.maxerror_us, tx.maxerror, memory_order_relaxed);
+    /* After maxerror, with release: a reader that sees this phase sees this
+     * maxerror or a later one (fc_sync_get). */
+    int64_t phase = (tx.status & STA_NANO) ? (int64_t)tx.time.tv_usec : (int64_t)tx.time.tv_usec * 1000;
+    atomic_store_explicit(&sync_state.sampled_phase_ns, phase >= 0 && phase < FC_NS_PER_SEC ? phase : 0,
+                          memory_order_release);
     atomic_store_explicit(&sync_state.esterror_us, tx.esterror, memory_order_relaxed);
     atomic_store_explicit(&sync_state.tai, tx.tai, memory_order_relaxed);
     atomic_store_explicit(&sync_state.freq, tx.freq, memory_order_relaxed);
@@ -225,10 +250,20 @@ void fc_sync_get(int64_t now, struct fc_sync_snapshot *out)
     out->age_ns = now - atomic_load_explicit(&sync_state.sampled_mono, memory_order_acquire);
     if (out->age_ns < 0)
         out->age_ns = 0;
-    /* The kernel adds MAXFREQ (500 ppm) to maxerror every second, up to
-     * NTP_PHASE_LIMIT (16 s); so do we. */
-    out->maxerror_ns = atomic_load_explicit(&sync_state.maxerror_us, memory_order_relaxed) * 1000 +
-                       (int64_t)((double)out->age_ns * MAXFREQ_PPM * 1e-6);
+    /* The kernel adds 500 us to maxerror as REALTIME passes each second, a
+     * little after it, up to NTP_PHASE_LIMIT (16 s).  Counted here: every
+     * second boundary in (poll - late, now], the poll's place in its second
+     * from tx.time (REALTIME's seconds pass at MONOTONIC's rate).  A poll
+     * just before a boundary and a read just after it see the whole step;
+     * aged smoothly, the bound came out 500 us short.  The phase after
+     * sampled_mono, with acquire (a poll no older, so the age is no
+     * shorter), maxerror after it (no older again: its boundaries are a
+     * subset of those counted). */
+    int64_t phase = atomic_load_explicit(&sync_state.sampled_phase_ns, memory_order_acquire);
+    int64_t steps = (phase + out->age_ns) / FC_NS_PER_SEC + (phase < MAXERROR_STEP_LATE_NS ? 1 : 0);
+    int64_t maxerror = atomic_load_explicit(&sync_state.maxerror_us, memory_order_relaxed) * 1000;
+    out->maxerror_ns = steps >= NTP_PHASE_LIMIT_NS / MAXERROR_STEP_NS ? NTP_PHASE_LIMIT_NS
+                                                                      : maxerror + steps * MAXERROR_STEP_NS;
     if (out->maxerror_ns > NTP_PHASE_LIMIT_NS)
         out->maxerror_ns = NTP_PHASE_LIMIT_NS;
     out->esterror_ns = atomic_load_explicit(&sync_state.esterror_us, memory_order_relaxed) * 1000;

@@ -18,6 +18,8 @@ struct pair_state {
     uint64_t warps;
     int64_t max_warp;
     uint64_t iterations;
+    uint64_t crossings;   /* reads compared with the other CPU's last one */
+    int last_cpu;         /* whose value `last` is (-1: nobody's yet) */
     _Atomic int ready;
     _Atomic int stop;
     int pin_failed;
@@ -78,6 +80,9 @@ static void worker_loop(struct worker *w)
             if ((int64_t)(prev - now) > st->max_warp)
                 st->max_warp = (int64_t)(prev - now);
         }
+        if (st->last_cpu >= 0 && st->last_cpu != w->cpu)
+            st->crossings++;
+        st->last_cpu = w->cpu;
         st->last = now;
         st->iterations++;
         atomic_store_explicit(&st->lock, 0, memory_order_release);
@@ -98,8 +103,10 @@ static void *worker_main(void *arg)
 }
 
 #define WARP_GRACE_NS 50000000LL /* after the deadline, how long a worker may take to leave */
+#define MIN_CROSSINGS 16         /* turns taken between the two CPUs for a pair to count as tested */
 
-/* 0: measured; -1: skipped (a thread or a pin failed); -2: a worker did not
+/* 0: measured; -1: skipped (a thread or a pin failed, or the two never
+ * took turns); -2: a worker did not
  * leave within the grace period after the deadline (it never got its CPU):
  * it is left behind, detached, and the check goes no further. */
 static int run_pair(int a, int b, int64_t ns, struct fc_warp_result *out)
@@ -108,6 +115,7 @@ static int run_pair(int a, int b, int64_t ns, struct fc_warp_result *out)
     if (!blk)
         return -1;
     struct pair_state *st = &blk->st;
+    st->last_cpu = -1;
     blk->w[0] = (struct worker){st, a};
     blk->w[1] = (struct worker){st, b};
     atomic_store(&blk->refs, 3);
@@ -118,14 +126,16 @@ static int run_pair(int a, int b, int64_t ns, struct fc_warp_result *out)
             break;
     if (started < 2)
         atomic_fetch_sub(&blk->refs, 2 - started); /* workers that never started */
-    int64_t until = mono_ns() + (started == 2 ? ns : 0);
+    /* mono_ns() is 0 where the kernel's clock cannot be read (no vDSO, a
+     * seccomp filter): each wait then ends at once, never hangs. */
+    int64_t until = mono_ns() + (started == 2 ? ns : 0), now_ns;
     struct timespec nap = {0, 200000};
-    while (mono_ns() < until)
+    while ((now_ns = mono_ns()) != 0 && now_ns < until)
         nanosleep(&nap, 0);
     atomic_store(&st->stop, 1);
     /* The waiting side has a deadline too: a join would wait for ever. */
     int64_t give_up = mono_ns() + WARP_GRACE_NS;
-    while (atomic_load_explicit(&blk->done, memory_order_acquire) < started && mono_ns() < give_up)
+    while (atomic_load_explicit(&blk->done, memory_order_acquire) < started && (now_ns = mono_ns()) != 0 && now_ns < give_up)
         nanosleep(&nap, 0);
     /* Left behind: by the count, not the join (a worker that has counted
      * itself out may not have exited yet: it is detached all the same). */
@@ -133,7 +143,10 @@ static int run_pair(int a, int b, int64_t ns, struct fc_warp_result *out)
     for (int i = 0; i < started; i++)
         if (pthread_tryjoin_np(t[i], 0) != 0)
             pthread_detach(t[i]);
-    int r = left_behind ? -2 : (started < 2 || st->pin_failed) ? -1 : 0;
+    /* A pair whose CPUs never took turns (one worker preempted for the
+     * whole window, or late to start) compared nothing: skipped, not
+     * passed. */
+    int r = left_behind ? -2 : (started < 2 || st->pin_failed || st->crossings < MIN_CROSSINGS) ? -1 : 0;
     if (r == 0) {
         out->iterations += st->iterations;
         out->warps += st->warps;

@@ -41,7 +41,7 @@ std::string drain(int fd)
     return s;
 }
 
-ProbeRun probe(const std::vector<std::string> &env)
+ProbeRun probe(const std::vector<std::string> &env, const char *arg = nullptr, bool stdin_closed = false)
 {
     std::vector<std::string> envs;
     for (char **e = environ; *e; e++) {
@@ -62,8 +62,10 @@ ProbeRun probe(const std::vector<std::string> &env)
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, out[1], 1);
     posix_spawn_file_actions_adddup2(&fa, err[1], 2);
+    if (stdin_closed)
+        posix_spawn_file_actions_addclose(&fa, 0);
     std::string path = STATUS_PROBE;
-    char *argv[] = {const_cast<char *>(path.c_str()), nullptr};
+    char *argv[] = {const_cast<char *>(path.c_str()), const_cast<char *>(arg), nullptr};
     pid_t pid;
     ProbeRun r;
     EXPECT_EQ(posix_spawn(&pid, path.c_str(), &fa, nullptr, argv, envp.data()), 0);
@@ -93,6 +95,22 @@ TEST(Environment, DefaultsAreQuiet)
     EXPECT_EQ(r.err, "");
     EXPECT_EQ(field(r.out, "forced"), "0");
     EXPECT_EQ(field(r.out, "calibrator"), field(r.out, "mode") == "tsc" ? "thread" : "none");
+}
+
+// A program started with stdin closed: the calibrator's timerfd, made in
+// the library's constructor, must not take descriptor 0, which the
+// program's first open() expects to get (or a daemon's reopening of stdin).
+TEST(Environment, TheTimerfdNeverTakesAStandardStream)
+{
+    ProbeRun r = probe({"FASTCLOCK_MODE=tsc", "FASTCLOCK_CALIBRATOR=thread"}, "fds", true);
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(field(r.out, "fd.0"), "closed") << r.out;
+    int timers = 0;
+    for (int fd = 3; fd < 16; fd++)
+        timers += field(r.out, "fd." + std::to_string(fd)) == "anon_inode:[timerfd]";
+    if (field(r.out, "calibrator") == "thread") { // mode tsc: the thread waits on its timerfd
+        EXPECT_EQ(timers, 1) << r.out;
+    }
 }
 
 TEST(Environment, BogusModeIsReportedOnceAndIgnored)

@@ -73,6 +73,10 @@ struct Sim {
     long freq_scaled = 0;          // ppm << 16
     long tick_us = 10000;          // adjtimex tick
     long maxerror_us = 16000000, esterror_us = 16000000;
+    // maxerror grows as the kernel grows it: 500 us as REALTIME passes each
+    // second since maxerror_from_real (false: it stands still).
+    bool maxerror_steps = false;
+    int64_t maxerror_from_real = 0;
     uint64_t true_tick_of_last_read = 0;
     uint64_t per_read = 52;     // counter advance per counter read (20 ns at 2.6 GHz)
     uint64_t kernel_cost = 52;  // counter advance per kernel read
@@ -196,6 +200,15 @@ uint64_t sim_counter_aux(uint32_t *aux)
     return sim_counter();
 }
 
+int64_t sim_mono();
+
+// The kernel's maxerror when its REALTIME reads `real`.
+int64_t sim_kernel_maxerror_ns(int64_t real)
+{
+    int64_t steps = sim.maxerror_steps ? real / 1000000000 - sim.maxerror_from_real / 1000000000 : 0;
+    return std::min<int64_t>(sim.maxerror_us * 1000LL + steps * 500000, 16000000000LL);
+}
+
 int sim_adjtimex(struct timex *tx)
 {
     int modes = tx->modes;
@@ -209,10 +222,13 @@ int sim_adjtimex(struct timex *tx)
         tx->offset = sim.ss_offset_us;
         return TIME_OK;
     }
-    tx->status = sim.synced ? STA_PLL : STA_UNSYNC;
+    tx->status = (sim.synced ? STA_PLL : STA_UNSYNC) | STA_NANO;
     tx->freq = sim.freq_scaled;
     tx->tick = sim.tick_us;
-    tx->maxerror = sim.maxerror_us;
+    int64_t real = sim_mono() + sim.real_off;
+    tx->time.tv_sec = real / 1000000000;
+    tx->time.tv_usec = real % 1000000000; // ns: STA_NANO
+    tx->maxerror = sim_kernel_maxerror_ns(real) / 1000;
     tx->esterror = sim.esterror_us;
     tx->tai = 37;
     return sim.synced ? TIME_OK : TIME_ERROR;
@@ -1904,11 +1920,13 @@ void first_read_handler(int) { handler_value = fastclock_mono_ns(); }
 // thread, for ever: the check gives the pair up shortly after its deadline
 // and leaves the worker behind.  Here the test's seam holds one worker
 // before it pins itself.
-std::atomic<int> warp_hold{0}, warp_held_cpu{-1}, warp_left{0};
+std::atomic<int> warp_hold{0}, warp_held_cpu{-1}, warp_left{0}, warp_hold_us{0};
 void hold_one_warp_worker(int cpu)
 {
     if (cpu != warp_held_cpu.load())
         return;
+    if (warp_hold_us.load())
+        usleep(warp_hold_us.load());
     while (warp_hold.load())
         usleep(100);
     warp_left++;
@@ -1952,6 +1970,98 @@ TEST(WarpCheck, AWorkerThatNeverGetsItsCpuDoesNotHoldTheCheck)
         usleep(1000);
     EXPECT_EQ(warp_left.load(), 1);
     usleep(20000);
+    fc_test_reset(nullptr);
+}
+
+// A worker that starts only after the pair's deadline (preempted, a busy
+// CPU) leaves in time, but the two CPUs never took turns: nothing was
+// compared, so the pair is skipped, not passed as free of warps.
+TEST(WarpCheck, APairWhoseCpusNeverTookTurnsIsNotCountedAsTested)
+{
+    cpu_set_t set;
+    ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
+    std::vector<int> cpus;
+    for (int i = 0; i < CPU_SETSIZE; i++)
+        if (CPU_ISSET(i, &set))
+            cpus.push_back(i);
+    if (cpus.size() < 2)
+        GTEST_SKIP() << "the warp check needs two CPUs this process may run on";
+    struct fc_seam seam;
+    memset(&seam, 0, sizeof seam);
+    seam.skip_warp_check = 1;
+    seam.warp_worker_start = hold_one_warp_worker;
+    fc_test_reset(&seam);
+    warp_held_cpu = cpus[1];
+    warp_hold = 0;
+    warp_hold_us = 15000; // past the 5 ms deadline, inside the 50 ms grace
+    warp_left = 0;
+    struct fc_warp_result r;
+    int ret = fc_warp_check(5000000, 1, &r);
+    warp_hold_us = 0;
+    EXPECT_EQ(ret, -1);
+    EXPECT_EQ(r.pairs_tested, 0);
+    EXPECT_EQ(r.pairs_skipped, 1);
+    for (int i = 0; i < 2000 && warp_left.load() == 0; i++)
+        usleep(1000);
+    usleep(20000);
+    // Without the hold the same pair is tested (50 ms: a busy machine
+    // gives both workers their CPUs at once for a while).
+    warp_held_cpu = -1;
+    ret = fc_warp_check(50000000, 1, &r);
+    EXPECT_EQ(ret, 0);
+    EXPECT_EQ(r.pairs_tested, 1);
+    EXPECT_GT(r.iterations, 16u);
+    fc_test_reset(nullptr);
+}
+
+// The calibrator thread's warp check compared no pair (here every worker
+// but one starts after its pair's deadline; in life one CPU allowed at
+// start, or every pair's CPUs busy): no verdict, so it is tried again
+// until one has compared a pair, not left undone for the process's life.
+std::atomic<int> warp_free_cpu{-1};
+void hold_all_warp_workers_but_one(int cpu)
+{
+    if (cpu != warp_free_cpu.load() && warp_hold_us.load())
+        usleep(warp_hold_us.load());
+}
+
+TEST(RealMachine, AWarpCheckThatComparedNothingIsTriedAgain)
+{
+    cpu_set_t set;
+    ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
+    int first = -1, n = 0;
+    for (int i = 0; i < CPU_SETSIZE; i++)
+        if (CPU_ISSET(i, &set) && n++ == 0)
+            first = i;
+    if (n < 2)
+        GTEST_SKIP() << "the warp check needs two CPUs this process may run on";
+    struct fc_seam seam;
+    memset(&seam, 0, sizeof seam);
+    seam.warp_worker_start = hold_all_warp_workers_but_one;
+    seam.percpu_route = -1;
+    warp_free_cpu = first;
+    warp_hold_us = 15000; // past each pair's 1 ms deadline, inside the 50 ms grace
+    setenv("FASTCLOCK_MODE", "tsc", 1);
+    fc_test_reset(&seam);
+    fc_test_start_calibrator();
+    unsetenv("FASTCLOCK_MODE");
+    fastclock_mono_ns();
+    struct fastclock_status st;
+    fastclock_status(&st);
+    if (std::string(st.mode) != "tsc") {
+        warp_hold_us = 0;
+        fc_test_reset(nullptr);
+        GTEST_SKIP() << "mode tsc refused here: " << st.reason;
+    }
+    usleep(400000); // the first check has run, every pair skipped
+    fastclock_status(&st);
+    EXPECT_EQ(st.max_warp_cycles, -1) << "a check that compared no pair gave a verdict";
+    warp_hold_us = 0;
+    for (int i = 0; i < 300 && st.max_warp_cycles < 0; i++) { // the retry, 5 s on (more on a busy machine)
+        usleep(100000);
+        fastclock_status(&st);
+    }
+    EXPECT_GE(st.max_warp_cycles, 0) << "the check was not tried again";
     fc_test_reset(nullptr);
 }
 
@@ -2495,6 +2605,60 @@ TEST_F(Faults, RealBoundedContainsTheKernelsTime)
     EXPECT_GE(hi - lo, 2LL * 16 * 1000000000LL);
     EXPECT_EQ(fastclock_real_bounded(nullptr, &hi), -1);
     EXPECT_EQ(errno, EFAULT);
+}
+
+// The kernel adds 500 us to its maxerror at once as REALTIME passes each
+// second.  A poll of adjtimex just before a second and a bounded read just
+// after it must still cover the whole step: true UTC may lie anywhere
+// within the kernel's maxerror of its REALTIME at the moment of the read.
+TEST_F(Faults, RealBoundedCoversTheKernelsMaxerrorStepAtEachSecond)
+{
+    install_synced(100, 10);
+    sim.maxerror_steps = true;
+    sim.maxerror_from_real = sim_mono() + sim.real_off;
+    warm_up(100, 10e6);
+    long misses = 0;
+    int64_t worst = 0;
+    for (int i = 0; i < 15000; i++) { // 3 s in steps of 0.2 ms
+        sim_advance_ns(200e3);
+        int64_t lo = 0, hi = 0;
+        int64_t k0 = sim_mono() + sim.real_off;
+        ASSERT_EQ(fastclock_real_bounded(&lo, &hi), 0);
+        int64_t k1 = sim_mono() + sim.real_off;
+        // The read lies somewhere in [k0, k1]: each side is checked at the
+        // end of the call that favours the library.
+        int64_t short_by = std::max((lo - (k1 - sim_kernel_maxerror_ns(k1))),
+                                    (k0 + sim_kernel_maxerror_ns(k0)) - hi);
+        if (short_by > 0) {
+            misses++;
+            worst = std::max(worst, short_by);
+        }
+    }
+    EXPECT_EQ(misses, 0) << "the interval fell short of the kernel's maxerror by up to " << worst << " ns";
+    // And the bound is not inflated beyond a step and fastclock's own share.
+    auto st = status_now();
+    int64_t k = sim_mono() + sim.real_off;
+    EXPECT_LE(st.kernel_maxerror_ns, sim_kernel_maxerror_ns(k) + 2 * 500000);
+}
+
+// A tick change, then a change of status alone (a daemon starts and sets
+// STA_PLL): the kernel is still phasing the new tick in, so the recent
+// change a rate comparison allows for must still be the tick's.
+TEST_F(Faults, AStatusChangeDoesNotHideARecentRateChange)
+{
+    install();
+    warm_up(20, 1e6);
+    ASSERT_GE(fc_sync_poll(sim_mono()), 0);
+    sim.tick_us = 10100; // +1%
+    sim_advance_ns(1e6);
+    ASSERT_EQ(fc_sync_poll(sim_mono()), 1);
+    EXPECT_NEAR(fc_sync_recent_change(sim_mono()), 0.01, 1e-6);
+    sim.synced = true; // STA_UNSYNC off, STA_PLL on: the rate as it was
+    sim_advance_ns(1e6);
+    ASSERT_EQ(fc_sync_poll(sim_mono()), 1);
+    EXPECT_NEAR(fc_sync_recent_change(sim_mono()), 0.01, 1e-6);
+    sim_advance_ns(6e9); // beyond the recent window: nothing recent
+    EXPECT_EQ(fc_sync_recent_change(sim_mono()), 0.0);
 }
 
 TEST_F(Faults, CounterRateChangeLikeALiveMigration)
@@ -3503,6 +3667,36 @@ static long calibrator_cpu_ticks()
     return 0;
 }
 
+// A timerfd open in this process, or -1.
+static int a_timerfd()
+{
+    for (const auto &fd : std::filesystem::directory_iterator("/proc/self/fd")) {
+        std::error_code ec;
+        if (std::filesystem::read_symlink(fd.path(), ec).string() == "anon_inode:[timerfd]")
+            return std::stoi(fd.path().filename().string());
+    }
+    return -1;
+}
+
+// A fork child has no calibrator thread: it keeps no timerfd either (a
+// pre-forked server's workers would each hold one nothing waits on).
+TEST(RealMachine, AForkChildClosesTheCalibratorsTimerfd)
+{
+    struct fastclock_status st;
+    if (!real_machine_in_tsc(0, true, &st))
+        GTEST_SKIP() << "mode tsc refused here: " << st.reason;
+    fastclock_mono_ns();
+    usleep(50000);
+    EXPECT_GE(a_timerfd(), 0) << "the calibrator thread has no timerfd";
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(a_timerfd() == -1 ? 0 : 1);
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child kept the timerfd";
+    fc_test_reset(nullptr);
+}
+
 // A daemon closes the calibrator's timerfd and the number goes to a pipe
 // whose writer has left, which polls as POLLHUP alone: the thread must let
 // the number go (not wake from every wait at once, burning a CPU), leave
@@ -3514,14 +3708,8 @@ TEST(RealMachine, AHungUpPipeInTheTimersPlaceDoesNotSpinTheCalibrator)
         GTEST_SKIP() << "mode tsc refused here: " << st.reason;
     fastclock_mono_ns();
     usleep(50000); // the thread is up, waiting on its timerfd
-    int timer = -1;
-    for (const auto &fd : std::filesystem::directory_iterator("/proc/self/fd")) {
-        std::error_code ec;
-        if (std::filesystem::read_symlink(fd.path(), ec).string() == "anon_inode:[timerfd]")
-            timer = std::stoi(fd.path().filename().string());
-    }
+    int timer = a_timerfd();
     ASSERT_GE(timer, 0) << "the calibrator thread has no timerfd";
-    EXPECT_GT(timer, STDERR_FILENO) << "the timerfd sits on a standard stream's number";
     int p[2];
     ASSERT_EQ(pipe(p), 0);
     ASSERT_EQ(dup2(p[0], timer), timer); // closes the timerfd
@@ -3540,6 +3728,9 @@ TEST(RealMachine, AHungUpPipeInTheTimersPlaceDoesNotSpinTheCalibrator)
     EXPECT_LT(spent, sysconf(_SC_CLK_TCK) * 3 / 10) << "calibrator CPU ticks in 1.5 s";
     char c;
     EXPECT_EQ(read(timer, &c, 1), 0) << "the pipe was read or written";
+    // Made once: a timerfd made later could take a number the program is
+    // about to reuse.
+    EXPECT_EQ(a_timerfd(), -1) << "the thread made another timerfd";
     fastclock_status(&st);
     EXPECT_GT(st.calibrations, before) << "calibration must go on";
     close(timer);
