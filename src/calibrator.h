@@ -4,7 +4,7 @@
 #define FC_CALIBRATOR_H
 
 void fc_calibrator_start(void);       /* from a normal (non-signal) context only */
-void fc_calibrator_stop(void);        /* tests: joins the thread */
+void fc_calibrator_stop(void);        /* joins the thread: tests, and the JNI library's JNI_OnUnload */
 void fc_calibrator_pause(int paused); /* tests: a stalled calibrator */
 void fc_calibrator_reset_for_tests(void); /* stops it, forgets the requests */
 void fc_calibrator_coarse_tick(void);     /* tests: one of the thread's coarse ticks, on this thread */

@@ -19,11 +19,26 @@
 #include "fastclock.h"
 #include "fastclock_inline.h"
 
+#include "calibrator.h"
+
 #define EXPORT __attribute__((visibility("default")))
 
 /* Bumped when the Java side's expectations of this library change: a stale
  * libfastclock_jni.so found on java.library.path is then refused. */
 #define FASTCLOCK_JAVA_ABI 2
+
+/* The JVM unloads a library when the class loader that loaded it is
+ * collected (an application server's redeploy), but -z nodelete keeps this
+ * copy mapped, its calibrator thread running, and the next class loader
+ * extracts and loads a copy of its own: stop this copy's thread, so that
+ * redeploys do not pile up threads ticking every millisecond.  Nothing
+ * reads this copy's clocks any more: its classes are gone. */
+EXPORT JNIEXPORT void JNICALL JNI_OnUnload(JavaVM *vm, void *reserved)
+{
+    (void)vm;
+    (void)reserved;
+    fc_calibrator_stop();
+}
 
 /* The FFM baseline: a call that does nothing. */
 EXPORT int64_t fastclock_java_noop(void) { return 0; }

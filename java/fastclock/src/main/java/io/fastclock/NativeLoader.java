@@ -106,7 +106,9 @@ final class NativeLoader {
                 c.loadLibrary.accept(LIBRARY);
                 return verified(c, "System.loadLibrary(\"" + LIBRARY + "\") from java.library.path");
             } catch (UnsatisfiedLinkError e) {
-                notes.add("not on java.library.path");
+                // Usually absent ("no fastclock_jni in java.library.path"), but
+                // a copy there may be for another CPU or lack a symbol: say which.
+                notes.add("System.loadLibrary: " + e.getMessage());
             } catch (RuntimeException e) {
                 return Result.failed(denied(e));
             }
