@@ -92,7 +92,9 @@ int64_t fastclock_mono_coarse_ns(void);
 int64_t fastclock_real_coarse_ns(void);
 
 /* The raw counter (TSC on x86-64), unordered: for bracketing an operation
- * in one thread.  In mode "system" it counts nanoseconds of CLOCK_MONOTONIC. */
+ * in one thread.  Its unit is fixed when the mode is decided: nanoseconds of
+ * CLOCK_MONOTONIC where the decision was "system" or "tsc-percpu", counter
+ * ticks where it was "tsc" (kept after a later fall to "system"). */
 uint64_t fastclock_ticks(void);
 /* A difference of two fastclock_ticks() values, in nanoseconds. */
 int64_t fastclock_ticks_to_ns(uint64_t ticks);

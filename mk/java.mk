@@ -14,7 +14,7 @@
 
 # Found after ensure-deps has run: recipes expand these lazily.
 JAVA17_HOME ?= $(firstword $(wildcard /usr/lib/jvm/java-17-openjdk-*))
-JAVA25_HOME ?= $(firstword $(wildcard /usr/lib/jvm/temurin-25-jdk-*))
+JAVA25_HOME ?= $(firstword $(wildcard /usr/lib/jvm/temurin-25-jdk-*) $(wildcard /usr/lib/jvm/java-25-openjdk-*))
 MVN ?= mvn
 MVN_FLAGS ?= -B -ntp
 # Extra options for the JMH runner, e.g. BENCH_JAVA_ARGS="-f 1 -i 3" for a quick look,
@@ -36,9 +36,9 @@ JAVA_MVN = cd java && JAVA_HOME="$(JAVA17_HOME)" $(MVN) $(MVN_FLAGS) \
 	-Dfastclock.jdk17.home="$(JAVA17_HOME)" -Dfastclock.jdk25.home="$(JAVA25_HOME)"
 
 java-deps:
-	@scripts/ensure-deps.sh c java
+	@scripts/ensure-deps.sh c java java25
 	@[ -n "$(JAVA17_HOME)" ] && [ -x "$(JAVA17_HOME)/bin/java" ] || { echo "fastclock: no JDK 17 at '$(JAVA17_HOME)' (looked for /usr/lib/jvm/java-17-openjdk-*; set JAVA17_HOME)" >&2; exit 1; }
-	@[ -n "$(JAVA25_HOME)" ] && [ -x "$(JAVA25_HOME)/bin/javac" ] || { echo "fastclock: no JDK 25 at '$(JAVA25_HOME)' (looked for /usr/lib/jvm/temurin-25-jdk-*; set JAVA25_HOME): the jar's Java 22+ part is compiled and tested with it" >&2; exit 1; }
+	@[ -n "$(JAVA25_HOME)" ] && [ -x "$(JAVA25_HOME)/bin/javac" ] || { echo "fastclock: no JDK 25 at '$(JAVA25_HOME)' (looked for /usr/lib/jvm/temurin-25-jdk-* and java-25-openjdk-*; apt has no openjdk-25-jdk-headless here; set JAVA25_HOME): the jar's Java 22+ part is compiled and tested with it" >&2; exit 1; }
 
 # After `build` (shared with test-c, so the two never run CMake at once).
 # Configure again: a tree first configured before the JDK was there finds jni.h now.

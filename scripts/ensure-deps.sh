@@ -3,6 +3,8 @@
 # nothing when it is already there.  Usage: ensure-deps.sh GROUP...
 #   c     compiler, CMake, Ninja, GoogleTest, Python (the man pages)
 #   java  JDK 17 and Maven
+#   java25 a JDK 25: openjdk-25-jdk-headless where apt has it and none is there
+#         (Debian 12 has none: mk/java.mk then names what it looked for)
 #   cli   Python's jsonschema (tests of `fastclock doctor --json`)
 #   pkg   the .deb: dpkg-dev (dpkg-shlibdeps), lintian, man-db, fakeroot
 #   arm64 the cross toolchain, the arm64 libc, qemu-user (or qemu-user-static)
@@ -25,6 +27,11 @@ for group in "$@"; do
     case "$group" in
     c) for p in cmake ninja-build gcc g++ make pkg-config libgtest-dev python3; do want "$p"; done ;;
     java) for p in openjdk-17-jdk-headless maven; do want "$p"; done ;;
+    java25)
+        if [ -z "${JAVA25_HOME:-}" ] && ! ls -d /usr/lib/jvm/temurin-25-jdk-* /usr/lib/jvm/java-25-openjdk-* >/dev/null 2>&1 &&
+            apt-cache show openjdk-25-jdk-headless >/dev/null 2>&1; then
+            want openjdk-25-jdk-headless
+        fi ;;
     cli) for p in python3 python3-jsonschema; do want "$p"; done ;;
     pkg) for p in dpkg-dev lintian man-db fakeroot gzip; do want "$p"; done ;;
     arm64)
