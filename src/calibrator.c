@@ -12,8 +12,8 @@
  *     the error bound charges ~17% of the time since the line's last look
  *     (the largest change adjtimex permits, unseen);
  *   - it decides the mode a millisecond after the process first reads the time;
- *   - a cross-CPU warp check at start-up (a few ms; again every 5 s until
- *     it has compared a pair) decides whether the global line is good
+ *   - a cross-CPU warp check at start-up (a few ms; again 5 s later, then
+ *     10, 20, ... up to 320 s, until it has compared a pair) decides whether the global line is good
  *     enough or each CPU needs its own (tsc-percpu);
  *   - in tsc-percpu mode it visits every CPU in turn to calibrate it there;
  *   - it feeds the coarse clocks every millisecond once someone uses them.
@@ -77,8 +77,11 @@
 #define WARP_NS_PER_PAIR 1000000LL  /* start-up check: ~1 ms per CPU pair ... */
 #define WARP_MAX_PAIRS 4            /* ... at most 4 pairs */
 /* A check that compared no pair (one CPU allowed, for now; every pair's
- * CPUs busy) is tried again this much later, until one has. */
+ * CPUs busy) is tried again this much later, twice as late each time up
+ * to WARP_RETRY_MAX_NS, until one has -- not where a worker never got its
+ * CPU (a real-time task holds it): each try would leave one more behind. */
 #define WARP_RETRY_NS (5LL * FC_NS_PER_SEC)
+#define WARP_RETRY_MAX_NS (320LL * FC_NS_PER_SEC)
 
 static pthread_t cal_thread;
 static _Atomic int thread_stop;
@@ -176,7 +179,7 @@ static int startup_warp_check(void)
         w.max_warp_cycles = fc_seam.warp_cycles;
         w.worst_cpu_b = 1;
     } else if (fc_warp_check(WARP_NS_PER_PAIR, WARP_MAX_PAIRS, &w) != 0) {
-        return 0;
+        return w.stuck; /* no verdict: again later, unless a worker is stuck */
     }
     fc_warp_note(w.max_warp_cycles);
     if (w.max_warp_cycles <= 0)
@@ -234,7 +237,7 @@ static void *calibrator_main(void *arg)
         CPU_ZERO(&allowed);
     int64_t last_cal = 0, last_tick = 0, last_adj = 0;
     uint64_t seen_gen = fc_sync_generation();
-    int64_t warp_check_at = 0; /* -1: done */
+    int64_t warp_check_at = 0, warp_retry_ns = WARP_RETRY_NS; /* at -1: done */
 
     while (!atomic_load_explicit(&thread_stop, memory_order_acquire)) {
         int seen = fc_upkeep_wake_count();
@@ -299,7 +302,12 @@ static void *calibrator_main(void *arg)
         if (mode != FC_MODE_TSC && mode != FC_MODE_PERCPU)
             continue;
         if (warp_check_at >= 0 && mode == FC_MODE_TSC && fastclock_mono_ns() >= warp_check_at) {
-            warp_check_at = startup_warp_check() ? -1 : fastclock_mono_ns() + WARP_RETRY_NS;
+            if (startup_warp_check()) {
+                warp_check_at = -1;
+            } else {
+                warp_check_at = fastclock_mono_ns() + warp_retry_ns;
+                warp_retry_ns = warp_retry_ns * 2 > WARP_RETRY_MAX_NS ? WARP_RETRY_MAX_NS : warp_retry_ns * 2;
+            }
             mode = atomic_load_explicit(&fc_mode, memory_order_acquire);
         } else if (warp_pending) {
             warp_pending = mode == FC_MODE_TSC && !fc_mode_switch_to_percpu(warp_why);
@@ -482,10 +490,15 @@ static void atfork_child(void)
     fc_calibrator_after_fork_child();
 }
 
-__attribute__((constructor)) static void fc_library_loaded(void)
+void fc_calibrator_start_if_wanted(void)
 {
-    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
     enum fc_calibrator_pref p = fc_calibrator_pref();
     if (p == FC_CAL_THREAD || (p == FC_CAL_AUTO && !fc_default_lazy))
         fc_calibrator_start();
+}
+
+__attribute__((constructor)) static void fc_library_loaded(void)
+{
+    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+    fc_calibrator_start_if_wanted();
 }

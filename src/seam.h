@@ -35,6 +35,9 @@ struct fc_seam {
                           1 the kernel's clock, -1 the per-CPU lines */
     void (*warp_worker_start)(int cpu); /* non-NULL: called first by each warp-check worker
                                            (a test holds one there: a CPU it never gets) */
+    void (*warp_worker_ready)(int cpu); /* non-NULL: called by each warp-check worker once both
+                                           have started, before they take turns (a worker preempted
+                                           for the whole window) */
     void (*writer_step)(const char *where); /* non-NULL: called by the global line's writer at
                                                named points of a publication (a test preempts it
                                                there): "build" (sampled, nothing built yet),

@@ -89,6 +89,11 @@ static struct {
     _Atomic int change_uncounted;
     _Atomic double last_change;        /* size of the last change, as a rate fraction */
     _Atomic int64_t last_change_mono;
+    /* The largest change of the recent window and when it was seen: a
+     * change of status alone (size 0), or a small one, after a large one
+     * must not hide it while the kernel still phases it in. */
+    _Atomic double largest_change;
+    _Atomic int64_t largest_change_mono;
     /* The last attempt, answered or refused (a seccomp filter, systemd's
      * ProtectClock): polls back off from it either way. */
     _Atomic int64_t attempted_mono;
@@ -139,10 +144,11 @@ static int sync_poll_locked(int64_t now)
     atomic_store_explicit(&sync_state.attempted_mono, now, memory_order_relaxed);
     int state = kernel_adjtimex(&tx);
     if (state < 0) {
-        /* Refused (nothing seen; attempted_mono paces the next try): no
-         * longer known to be synchronised.  maxerror ages on from the last
+        /* Refused (nothing seen; attempted_mono paces the next try): whether
+         * a daemon disciplines the kernel is unknown now (-1; counted as
+         * steering, the cautious side).  maxerror ages on from the last
          * answer. */
-        atomic_store_explicit(&sync_state.synchronized, 0, memory_order_relaxed);
+        atomic_store_explicit(&sync_state.synchronized, -1, memory_order_relaxed);
         return 0;
     }
     long offset = (tx.status & STA_PLL) ? tx.offset : 0;
@@ -169,12 +175,11 @@ static int sync_poll_locked(int64_t now)
             if (slew_changed)
                 d = (d < 0 ? -d : d) + MAXFREQ_PPM * 1e-6;
             d = d < 0 ? -d : d;
-            /* A change of status alone (d 0) must not hide a rate change
-             * still being phased in: the largest in the recent window. */
-            double prev = atomic_load_explicit(&sync_state.last_change, memory_order_relaxed);
-            if (now - atomic_load_explicit(&sync_state.last_change_mono, memory_order_relaxed) <= RECENT_CHANGE_NS &&
-                prev > d)
-                d = prev;
+            if (d >= atomic_load_explicit(&sync_state.largest_change, memory_order_relaxed) ||
+                now - atomic_load_explicit(&sync_state.largest_change_mono, memory_order_relaxed) > RECENT_CHANGE_NS) {
+                atomic_store_explicit(&sync_state.largest_change, d, memory_order_relaxed);
+                atomic_store_explicit(&sync_state.largest_change_mono, now, memory_order_relaxed);
+            }
             atomic_store_explicit(&sync_state.last_change, d, memory_order_relaxed);
             atomic_store_explicit(&sync_state.last_change_mono, now, memory_order_relaxed);
             atomic_store_explicit(&sync_state.change_uncounted, 1, memory_order_relaxed);
@@ -220,7 +225,7 @@ static int steering_now(void)
     if (!atomic_load_explicit(&sync_state.known, memory_order_acquire))
         return 0;
     int64_t sampled = atomic_load_explicit(&sync_state.sampled_mono, memory_order_relaxed);
-    return atomic_load_explicit(&sync_state.synchronized, memory_order_relaxed) ||
+    return atomic_load_explicit(&sync_state.synchronized, memory_order_relaxed) != 0 ||
            atomic_load_explicit(&sync_state.offset, memory_order_relaxed) != 0 ||
            atomic_load_explicit(&sync_state.steering_until, memory_order_relaxed) > sampled;
 }
@@ -296,9 +301,15 @@ double fc_sync_last_change(void)
  * kernel's doing, not the counter's. */
 double fc_sync_recent_change(int64_t now)
 {
-    if (now - atomic_load_explicit(&sync_state.last_change_mono, memory_order_relaxed) > RECENT_CHANGE_NS)
-        return 0.0;
-    return atomic_load_explicit(&sync_state.last_change, memory_order_relaxed);
+    double recent = 0.0;
+    if (now - atomic_load_explicit(&sync_state.last_change_mono, memory_order_relaxed) <= RECENT_CHANGE_NS)
+        recent = atomic_load_explicit(&sync_state.last_change, memory_order_relaxed);
+    if (now - atomic_load_explicit(&sync_state.largest_change_mono, memory_order_relaxed) <= RECENT_CHANGE_NS) {
+        double largest = atomic_load_explicit(&sync_state.largest_change, memory_order_relaxed);
+        if (largest > recent)
+            recent = largest;
+    }
+    return recent;
 }
 
 /*

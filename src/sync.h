@@ -9,7 +9,8 @@
 
 struct fc_sync_snapshot {
     int known;             /* 0: never sampled (or adjtimex unavailable) */
-    int synchronized;      /* a time daemon disciplines the kernel (no STA_UNSYNC, no TIME_ERROR) */
+    int synchronized;      /* 1: a time daemon disciplines the kernel (no STA_UNSYNC, no TIME_ERROR);
+                              0: not; -1: unknown (adjtimex answered once, refused since) */
     int steering;          /* the kernel's rate may change under us (see sync.c) */
     int leap_pending;      /* +1 insert, -1 delete, 0 none */
     int64_t maxerror_ns;   /* the kernel's maximum error now (grown at 500 ppm since sampled) */

@@ -66,6 +66,9 @@ static void worker_loop(struct worker *w)
      * real-time task busy there) must not keep this one spinning. */
     while (atomic_load(&st->ready) < 2 && !atomic_load_explicit(&st->stop, memory_order_relaxed))
         fc_cpu_relax();
+    void (*ready_hook)(int) = fc_seam.warp_worker_ready;
+    if (ready_hook)
+        ready_hook(w->cpu);
     while (!atomic_load_explicit(&st->stop, memory_order_relaxed)) {
         int expected = 0;
         if (!atomic_compare_exchange_weak_explicit(&st->lock, &expected, 1, memory_order_acquire,
@@ -126,10 +129,15 @@ static int run_pair(int a, int b, int64_t ns, struct fc_warp_result *out)
             break;
     if (started < 2)
         atomic_fetch_sub(&blk->refs, 2 - started); /* workers that never started */
-    /* mono_ns() is 0 where the kernel's clock cannot be read (no vDSO, a
+    /* The pair's window opens once both workers run (a new thread may wait
+     * its turn for a while on a busy machine), within the grace period.
+     * mono_ns() is 0 where the kernel's clock cannot be read (no vDSO, a
      * seccomp filter): each wait then ends at once, never hangs. */
-    int64_t until = mono_ns() + (started == 2 ? ns : 0), now_ns;
     struct timespec nap = {0, 200000};
+    int64_t now_ns, start_by = mono_ns() + WARP_GRACE_NS;
+    while (started == 2 && atomic_load(&st->ready) < 2 && (now_ns = mono_ns()) != 0 && now_ns < start_by)
+        nanosleep(&nap, 0);
+    int64_t until = mono_ns() + (started == 2 && atomic_load(&st->ready) == 2 ? ns : 0);
     while ((now_ns = mono_ns()) != 0 && now_ns < until)
         nanosleep(&nap, 0);
     atomic_store(&st->stop, 1);
@@ -189,8 +197,10 @@ int fc_warp_check(int64_t ns_per_pair, int max_pairs, struct fc_warp_result *out
             out->pairs_tested++;
         else
             out->pairs_skipped++;
-        if (r == -2)
+        if (r == -2) {
+            out->stuck = 1;
             break;
+        }
         if (all && ++j == n) {
             i++;
             j = i + 1;

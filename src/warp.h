@@ -19,6 +19,7 @@ struct fc_warp_result {
     int cpus;                 /* CPUs this process may run on */
     int pairs_tested;
     int pairs_skipped;        /* could not pin (offline, cpuset), or never took turns */
+    int stuck;                /* a worker never got its CPU (a real-time task there): left behind */
     uint64_t iterations;      /* locked reads, all pairs */
     int64_t max_warp_cycles;  /* largest backward step seen, 0 if none */
     int worst_cpu_a, worst_cpu_b;

@@ -1973,9 +1973,9 @@ TEST(WarpCheck, AWorkerThatNeverGetsItsCpuDoesNotHoldTheCheck)
     fc_test_reset(nullptr);
 }
 
-// A worker that starts only after the pair's deadline (preempted, a busy
-// CPU) leaves in time, but the two CPUs never took turns: nothing was
-// compared, so the pair is skipped, not passed as free of warps.
+// Both workers start, then one is preempted for the pair's whole window (a
+// busy CPU): it leaves in time, but the two CPUs never took turns and
+// nothing was compared, so the pair is skipped, not passed as free of warps.
 TEST(WarpCheck, APairWhoseCpusNeverTookTurnsIsNotCountedAsTested)
 {
     cpu_set_t set;
@@ -1989,11 +1989,11 @@ TEST(WarpCheck, APairWhoseCpusNeverTookTurnsIsNotCountedAsTested)
     struct fc_seam seam;
     memset(&seam, 0, sizeof seam);
     seam.skip_warp_check = 1;
-    seam.warp_worker_start = hold_one_warp_worker;
+    seam.warp_worker_ready = hold_one_warp_worker;
     fc_test_reset(&seam);
     warp_held_cpu = cpus[1];
     warp_hold = 0;
-    warp_hold_us = 15000; // past the 5 ms deadline, inside the 50 ms grace
+    warp_hold_us = 15000; // past the 5 ms window, inside the 50 ms grace
     warp_left = 0;
     struct fc_warp_result r;
     int ret = fc_warp_check(5000000, 1, &r);
@@ -2015,7 +2015,7 @@ TEST(WarpCheck, APairWhoseCpusNeverTookTurnsIsNotCountedAsTested)
 }
 
 // The calibrator thread's warp check compared no pair (here every worker
-// but one starts after its pair's deadline; in life one CPU allowed at
+// but one is held through its pair's window; in life one CPU allowed at
 // start, or every pair's CPUs busy): no verdict, so it is tried again
 // until one has compared a pair, not left undone for the process's life.
 std::atomic<int> warp_free_cpu{-1};
@@ -2037,10 +2037,10 @@ TEST(RealMachine, AWarpCheckThatComparedNothingIsTriedAgain)
         GTEST_SKIP() << "the warp check needs two CPUs this process may run on";
     struct fc_seam seam;
     memset(&seam, 0, sizeof seam);
-    seam.warp_worker_start = hold_all_warp_workers_but_one;
+    seam.warp_worker_ready = hold_all_warp_workers_but_one;
     seam.percpu_route = -1;
     warp_free_cpu = first;
-    warp_hold_us = 15000; // past each pair's 1 ms deadline, inside the 50 ms grace
+    warp_hold_us = 15000; // past each pair's 1 ms window, inside the 50 ms grace
     setenv("FASTCLOCK_MODE", "tsc", 1);
     fc_test_reset(&seam);
     fc_test_start_calibrator();
@@ -2659,6 +2659,40 @@ TEST_F(Faults, AStatusChangeDoesNotHideARecentRateChange)
     EXPECT_NEAR(fc_sync_recent_change(sim_mono()), 0.01, 1e-6);
     sim_advance_ns(6e9); // beyond the recent window: nothing recent
     EXPECT_EQ(fc_sync_recent_change(sim_mono()), 0.0);
+    // A large change, then small ones every second (phc2sys): the large one
+    // is recent for its own 5 s, not for as long as changes keep coming.
+    sim.tick_us = 10000; // -1%
+    ASSERT_EQ(fc_sync_poll(sim_mono()), 1);
+    for (int i = 1; i <= 8; i++) {
+        sim_advance_ns(1e9);
+        sim.freq_scaled += 65536; // +1 ppm
+        ASSERT_EQ(fc_sync_poll(sim_mono()), 1);
+        double recent = fc_sync_recent_change(sim_mono());
+        if (i == 5)
+            continue; // the window's edge
+        if (i < 5)
+            EXPECT_NEAR(recent, 0.01, 1e-6) << i << " s after the tick change";
+        else
+            EXPECT_NEAR(recent, 1e-6, 1e-9) << i << " s after the tick change";
+    }
+}
+
+// adjtimex answered, then is refused (a seccomp filter installed later):
+// whether a daemon disciplines the kernel is unknown now, not "yes" as the
+// last answer said, and a bounded read says the kernel is not known to be
+// synchronised.
+TEST_F(Faults, ARefusalAfterAnAnswerMakesSynchronisationUnknown)
+{
+    install_synced(1000, 100);
+    warm_up(20, 1e6);
+    EXPECT_EQ(status_now().kernel_synchronized, 1);
+    int64_t lo, hi;
+    EXPECT_EQ(fastclock_real_bounded(&lo, &hi), 0);
+    sim.adjtimex_refused = true;
+    sim_advance_ns(2e9);
+    ASSERT_EQ(fc_sync_poll(sim_mono()), 0);
+    EXPECT_EQ(status_now().kernel_synchronized, -1);
+    EXPECT_EQ(fastclock_real_bounded(&lo, &hi), 1);
 }
 
 TEST_F(Faults, CounterRateChangeLikeALiveMigration)

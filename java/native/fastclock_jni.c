@@ -40,6 +40,19 @@ EXPORT JNIEXPORT void JNICALL JNI_OnUnload(JavaVM *vm, void *reserved)
     fc_calibrator_stop();
 }
 
+/* The same copy loaded again by a new class loader (the same path, from
+ * java.library.path: the dynamic linker hands back the copy -z nodelete
+ * kept, without running its constructor): its thread, stopped by
+ * JNI_OnUnload, starts again.  On a first load the constructor has started
+ * it already, and this does nothing. */
+EXPORT JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM *vm, void *reserved)
+{
+    (void)vm;
+    (void)reserved;
+    fc_calibrator_start_if_wanted();
+    return JNI_VERSION_1_8;
+}
+
 /* The FFM baseline: a call that does nothing. */
 EXPORT int64_t fastclock_java_noop(void) { return 0; }
 

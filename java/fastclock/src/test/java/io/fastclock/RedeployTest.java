@@ -40,8 +40,8 @@ class RedeployTest {
         return n;
     }
 
-    /** Loads FastClock in a class loader of its own, reads the clock, and drops the loader. */
-    static WeakReference<ClassLoader> deployOnce(List<String> natives) throws Exception {
+    /** Loads FastClock in a class loader of its own and reads the clock; the caller drops the loader. */
+    static URLClassLoader deployOnce(List<String> natives) throws Exception {
         List<URL> urls = new ArrayList<>();
         for (String entry : System.getProperty("java.class.path").split(java.io.File.pathSeparator))
             urls.add(Paths.get(entry).toUri().toURL());
@@ -50,8 +50,59 @@ class RedeployTest {
         long t = (long) clock.getMethod("nanoTime").invoke(null);
         assertTrue(t > 0);
         natives.add((boolean) clock.getMethod("isNative").invoke(null) + ": " + clock.getMethod("binding").invoke(null));
-        app.close();
-        return new WeakReference<>(app);
+        app.close(); // its jar files; the classes stay until the loader is collected
+        return app;
+    }
+
+    /** Polls until the count of calibrator threads is `want` (at most ~10 s, collecting meanwhile). */
+    static int awaitThreads(int want, boolean collect) throws Exception {
+        int n = calibratorThreads();
+        for (int i = 0; i < 200 && n != want; i++) {
+            if (collect)
+                System.gc();
+            Thread.sleep(50);
+            n = calibratorThreads();
+        }
+        return n;
+    }
+
+    /**
+     * The library from one path (java.library.path, or -Dfastclock.library.path):
+     * a second deployment after the first was collected gets the very copy the
+     * first had (kept mapped, its constructor not run again), whose thread
+     * JNI_OnUnload stopped: JNI_OnLoad starts it again.
+     */
+    @Test
+    void theSameCopyLoadedAgainRunsItsThreadAgain(@org.junit.jupiter.api.io.TempDir Path dir) throws Exception {
+        String platform = NativeLoader.platform(System.getProperty("os.name"), System.getProperty("os.arch"));
+        Path lib = dir.resolve(NativeLoader.FILE_NAME);
+        try (java.io.InputStream in = RedeployTest.class.getResourceAsStream(
+                NativeLoader.resourceDir(platform) + NativeLoader.FILE_NAME)) {
+            org.junit.jupiter.api.Assumptions.assumeTrue(in != null, "this jar has no library for " + platform);
+            Files.copy(in, lib);
+        }
+        FastClock.nanoTime();
+        int before = calibratorThreads();
+        String old = System.getProperty("fastclock.library.path");
+        System.setProperty("fastclock.library.path", lib.toString());
+        try {
+            for (int deployment = 1; deployment <= 2; deployment++) {
+                List<String> natives = new ArrayList<>();
+                URLClassLoader app = deployOnce(natives);
+                assertTrue(natives.get(0).startsWith("true"), "deployment " + deployment + ": " + natives);
+                assertEquals(before + 1, awaitThreads(before + 1, false),
+                        "deployment " + deployment + " runs the copy's calibrator thread");
+                WeakReference<ClassLoader> gone = new WeakReference<>(app);
+                app = null;
+                assertEquals(before, awaitThreads(before, true), "deployment " + deployment + ", collected, stops it");
+                assertTrue(gone.get() == null, "the class loader was not collected");
+            }
+        } finally {
+            if (old == null)
+                System.clearProperty("fastclock.library.path");
+            else
+                System.setProperty("fastclock.library.path", old);
+        }
     }
 
     @Test
@@ -59,19 +110,17 @@ class RedeployTest {
         FastClock.nanoTime(); // this loader's copy, if any, is up
         int before = calibratorThreads();
         List<String> natives = new ArrayList<>();
-        WeakReference<ClassLoader> gone = deployOnce(natives);
+        URLClassLoader app = deployOnce(natives);
         assertTrue(natives.get(0).startsWith("true"), "the redeployed copy did not load natively: " + natives);
-        int deployed = before;
-        for (int i = 0; i < 200 && deployed == before; i++) { // its thread starts in the library's constructor
-            Thread.sleep(10);
-            deployed = calibratorThreads();
-        }
-        assertEquals(before + 1, deployed, "the redeployed copy runs a calibrator thread of its own");
-        int after = deployed;
-        for (int i = 0; i < 200 && (gone.get() != null || after > before); i++) {
+        // Its thread starts in the library's constructor (and names itself).
+        assertEquals(before + 1, awaitThreads(before + 1, false),
+                "the redeployed copy runs a calibrator thread of its own");
+        WeakReference<ClassLoader> gone = new WeakReference<>(app);
+        app = null;
+        int after = awaitThreads(before, true);
+        for (int i = 0; i < 100 && gone.get() != null; i++) {
             System.gc();
             Thread.sleep(50);
-            after = calibratorThreads();
         }
         assertTrue(gone.get() == null, "the class loader was not collected: nothing was undeployed");
         assertEquals(before, after, "the collected copy's calibrator thread still runs");
