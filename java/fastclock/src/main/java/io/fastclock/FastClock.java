@@ -264,6 +264,17 @@ public final class FastClock {
     }
 
     /**
+     * A java.time Clock's millis(): instant().toEpochMilli(), as Clock requires.  Natively
+     * currentTimeMillis() is that to within the error bound; the pure-Java fallback's
+     * currentTimeNanos() follows a step of the system clock only at its next resample
+     * (100 ms) while the JDK's currentTimeMillis() follows at once, so there both come
+     * from currentTimeNanos().
+     */
+    static long clockMillis() {
+        return NATIVE ? currentTimeMillis() : Math.floorDiv(currentTimeNanos(), NANOS_PER_MILLI);
+    }
+
+    /**
      * Milliseconds since the Unix epoch with about 1 ms resolution; not ahead of
      * {@link #currentTimeMillis()} beyond the error bound, except until the next tick
      * after the system clock is stepped back.
@@ -464,7 +475,7 @@ public final class FastClock {
 
         @Override
         public long millis() {
-            return currentTimeMillis();
+            return clockMillis();
         }
 
         @Override
@@ -502,7 +513,7 @@ public final class FastClock {
 
         @Override
         public long millis() {
-            return currentTimeMillis();
+            return clockMillis();
         }
 
         @Override

@@ -14,10 +14,13 @@ import java.util.concurrent.locks.LockSupport;
  *
  * <p>Between steps of the kernel's clock UTC never goes back: NTP slews
  * REALTIME and MONOTONIC alike, so the true offset only changes at a step,
- * and a sample that comes out lower by no more than the two samples'
- * uncertainty (their brackets) is noise; the offset is kept.  A lower one
- * beyond that is a step back of the system clock, which UTC follows, as
- * Instant.now() does.
+ * and a sample that differs by no more than its own and the kept offset's
+ * uncertainty (their brackets) is noise: the offset is kept, unless a
+ * higher one comes from a bracket as narrow (never a lower one: time would
+ * go back).  Beyond that it is a step of the system clock, which UTC
+ * follows, as Instant.now() does.  (A wide sample once taken as higher,
+ * and then a narrow one below it, would otherwise let the next narrow one
+ * step UTC back by the wide one's error.)
  */
 final class JavaClock {
     /** NTP slews by at most 500 ppm: 100 ms between samples bounds the drift at 50 us. */
@@ -29,6 +32,8 @@ final class JavaClock {
 
     /** Epoch nanoseconds minus System.nanoTime(). */
     private static volatile long offsetNs;
+    /** The bracket of the sample that set offsetNs: its uncertainty. */
+    private static volatile long offsetWidthNs;
     private static volatile long lastWidthNs;
     private static volatile long samples;
     private static final String THREAD_PROBLEM;
@@ -66,11 +71,22 @@ final class JavaClock {
                 bestOffset = epochNs - (n0 + width / 2);
             }
         }
-        long old = offsetNs, noise = bestWidth + lastWidthNs + NOISE_MARGIN_NS;
-        if (samples == 0 || bestOffset >= old || old - bestOffset > noise)
+        if (samples == 0 || takes(offsetNs, offsetWidthNs, bestOffset, bestWidth)) {
             offsetNs = bestOffset;
+            offsetWidthNs = bestWidth;
+        }
         lastWidthNs = bestWidth;
         samples++;
+    }
+
+    /**
+     * Whether a sample (offset, bracket width) replaces the kept offset: a step (off by
+     * more than both brackets and the margin), or as sharp and not lower.  Never a lower
+     * offset within the noise: UTC would go back.
+     */
+    static boolean takes(long kept, long keptWidth, long offset, long width) {
+        long noise = width + keptWidth + NOISE_MARGIN_NS;
+        return Math.abs(offset - kept) > noise || (offset >= kept && width <= keptWidth);
     }
 
     private static void resampleForever() {

@@ -29,7 +29,8 @@ public final class ManualTimeSource implements TimeSource {
 
     private ManualTimeSource(long nanoTime, long utcNanos) {
         this.nanos = new AtomicLong(nanoTime);
-        this.utcOffset = utcNanos - nanoTime;
+        // Exact: a wrapped offset would make every later read throw instead.
+        this.utcOffset = Math.subtractExact(utcNanos, nanoTime);
     }
 
     /** UTC at {@code utc}, monotonic time at 0. */

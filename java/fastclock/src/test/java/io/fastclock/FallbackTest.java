@@ -1,6 +1,8 @@
 package io.fastclock;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.time.Instant;
@@ -94,5 +96,27 @@ class FallbackTest {
 
         j = Jvm.probe("-Dfastclock.native=off");
         assertEquals("false", j.get("native"), j.toString());
+    }
+
+    /**
+     * A wide bracket (the resampler preempted) once let a sample 500 us high replace a
+     * sharp offset; a sharp sample below it was then noise against the wide bracket, and the
+     * next sharp one stepped UTC back by the 500 us.  Now a sample replaces the kept offset
+     * only as a step beyond both brackets, or as sharp and not lower.
+     */
+    @Test
+    void aWideSampleDoesNotMoveTheOffsetSoThatUtcLaterGoesBack() {
+        long kept = 0, width = 1_000;
+        assertFalse(JavaClock.takes(kept, width, 500_000, 1_000_000), "a wide sample within its own noise");
+        assertFalse(JavaClock.takes(kept, width, -500, 1_000), "a lower sharp sample within the noise");
+        assertTrue(JavaClock.takes(kept, width, 300, 800), "a sharper sample ahead");
+        assertTrue(JavaClock.takes(kept, width, 2_000_000, 1_000_000), "a step forward beyond both brackets");
+        assertTrue(JavaClock.takes(kept, width, -2_000_000, 1_000), "a step back of the system clock");
+    }
+
+    @Test
+    void aManualSourceWhoseOffsetWouldWrapIsRefusedAtOnce() {
+        assertThrows(ArithmeticException.class,
+                () -> ManualTimeSource.at(Instant.parse("2030-01-01T00:00:00Z"), -8_000_000_000_000_000_000L));
     }
 }

@@ -32,6 +32,9 @@ class LoaderProcessTest {
         assertTrue(j.get("reason").contains(reasonPart), "reason should contain '" + reasonPart + "':\n" + j);
         assertEquals("true", j.get("all_calls"), j.toString());
         assertTrue(Long.parseLong(j.get("worst_real_ns")) < 100_000, j.toString());
+        // Both from the fallback's own UTC: exactly consistent (the JDK's currentTimeMillis
+        // follows a step at once, the fallback's UTC at its next resample).
+        assertEquals("0", j.get("clock_millis_outside_ms"), j.toString());
     }
 
     static void assertNative(Jvm j) {
@@ -40,6 +43,9 @@ class LoaderProcessTest {
         assertEquals(Jvm.feature() >= 22 ? "ffm" : "jni", j.get("binding"), j.toString());
         assertEquals("true", j.get("all_calls"), j.toString());
         assertTrue(Long.parseLong(j.get("worst_mono_ns")) < 100_000, j.toString());
+        // millis() may come from another route than instant(): within the error bound,
+        // so across a millisecond's edge at most.
+        assertTrue(Long.parseLong(j.get("clock_millis_outside_ms")) <= 1, j.toString());
     }
 
     Path bundledCopy() throws IOException {

@@ -34,6 +34,15 @@ public final class Probe {
             Instant i1 = Instant.now();
             worstReal = Math.max(worstReal, outside(epochNs(i0), r, epochNs(i1)));
         }
+        // A java.time Clock's millis() is its instant().toEpochMilli(): read between two
+        // instants, it lies between theirs (ms beyond them, at worst).
+        java.time.Clock utc = FastClock.clock(ZoneOffset.UTC);
+        long worstMillis = 0;
+        for (int i = 0; i < 2000; i++) {
+            long i0 = utc.instant().toEpochMilli(), m = utc.millis(), i1 = utc.instant().toEpochMilli();
+            worstMillis = Math.max(worstMillis, outside(i0, m, i1));
+        }
+        System.out.println("clock_millis_outside_ms=" + worstMillis);
         System.out.println("worst_mono_ns=" + worstMono);
         System.out.println("worst_real_ns=" + worstReal);
         // Every entry point answers, in whichever implementation runs.
