@@ -472,7 +472,9 @@ int fc_cal_sample(struct fc_sample *s, int tries, int cpu)
         }
     }
     s->real_off = rlo + (rhi - rlo) / 2;
-    s->boot_off = boot_ok ? boot_offset_in(blo, bhi) : 0;
+    /* A failed BOOTTIME read keeps the offset known so far: 0 would step
+     * BOOTTIME back by the time spent suspended. */
+    s->boot_off = boot_ok ? boot_offset_in(blo, bhi) : fc_cal_boot_offset(0);
     s->offsets_ok = 1;
     return FC_SAMPLE_OK;
 }
@@ -744,8 +746,19 @@ static int update_rate(struct fc_cal_state *cs)
             double mixed = (double)(last->mono - prev->mono) / (double)(last->t - prev->t);
             cs->hist[0] = *last;
             cs->n = 1;
-            if (!kernel_moved)
+            if (raw_verdict == 0) {
+                /* RAW says the counter itself changed: a step of it (a VM's
+                 * TSC offset moved) or a new rate, which one gap cannot tell
+                 * apart -- the slope across it may be far from either.  Keep
+                 * the rate, uncertain by as much as that slope differs: the
+                 * bound covers both, the span shrinks with it, and the
+                 * samples that follow measure the rate (jump_ref). */
+                double change = fc_fabs(mixed / cs->rate - 1.0);
+                if (cs->rate_unc < change)
+                    cs->rate_unc = change;
+            } else if (!kernel_moved) {
                 cs->rate = mixed;
+            }
             if (cs->rate_unc < 1e-3)
                 cs->rate_unc = 1e-3;
             atomic_fetch_add_explicit(&stats.rate_resets, 1, memory_order_relaxed);
@@ -828,8 +841,14 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
         const uint64_t now = t->cpu < 0 ? fc_now_counter(1) : s->t + s->width;
         uint64_t P = now - (uint64_t)past;
         /* Still in use?  Then continue it exactly.  If not, it was never
-         * read past its end (F) and readers since had the kernel's values. */
-        int valid = has_line && !restart && (uint64_t)(now - cur->base_tsc) < cm->soft_span;
+         * read past its end (F) and readers since had the kernel's values.
+         * After a resume (or a restart after failures) the global line may
+         * still be in use too: readers go on reading it until the new one
+         * shows, so it is continued the same way (a shallower new line meets
+         * it at a pivot ahead, the old one cut there), never started below
+         * what they may read meanwhile. */
+        int in_use = kind == BUILD_CONTINUE || (kind == BUILD_RESUMED && !cs->resume_lapsed && t->cpu < 0);
+        int valid = has_line && in_use && (uint64_t)(now - cur->base_tsc) < cm->soft_span;
         uint64_t F = 0;
         if (!valid && has_line && kind != BUILD_FIRST) {
             /* A line left cut by a writer that is gone (a fork child) may
@@ -1567,6 +1586,8 @@ static int track_failure(const struct fc_track *t, const char *global_reason, in
         return global_failed(global_reason);
     if (!mono_now)
         mono_now = fc_kernel_ns(CLOCK_MONOTONIC);
+    if (!mono_now)
+        return FC_RECAL_FAILED; /* the kernel's clock cannot be read: nothing to wait 15 s by */
     if (!t->cs->failing_since)
         t->cs->failing_since = mono_now ? mono_now : 1;
     if (mono_now - t->cs->failing_since >= FC_GIVE_UP_NS)

@@ -2505,6 +2505,66 @@ TEST_F(Faults, NtpFrequencyFlipsEveryHalfSecond)
     EXPECT_EQ(st.kernel_synchronized, 1);
 }
 
+// A short suspend (the counter runs on, MONOTONIC stands still): the line
+// still in use comes back ahead of the kernel by the suspend's length, and
+// readers go on reading it until its successor shows.  Here the writer's
+// counter reads come 8 ms late from its build on, and another thread reads
+// at each: the new line (shallower, to slew the lead away) must not
+// undercut what they got.  It used to start at the writer's counter read
+// with nothing cut, and came out 500 ppm x the delay below them.
+TEST_F(Faults, AfterAShortSuspendTheNewLineNeverUndercutsTheOldOnesReads)
+{
+    install();
+    warm_up(200, 10e6);
+    sim_advance_ns(2e6);
+    fastclock_mono_ns(); // a fresh line, its span well past the suspend
+    struct fc_test_line before, after;
+    fc_test_current_line(&before);
+    sleep_for(0.005, false); // 5 ms asleep
+    sim.other_reads.clear();
+    fc_seam.writer_step = away_8ms_while_building;
+    ASSERT_EQ(fc_test_recalibrate(), 0);
+    fc_seam.writer_step = nullptr;
+    sim.away_between_reads = 0;
+    fc_test_current_line(&after);
+    ASSERT_FALSE(sim.other_reads.empty());
+    EXPECT_GE(fastclock_mono_ns(), other_reads_stay_under(before, after));
+    int64_t v = fastclock_mono_ns();
+    for (int i = 0; i < 100; i++) { // and on, as the lead is slewed away
+        sim_advance_ns(1e6);
+        int64_t w = fastclock_mono_ns();
+        EXPECT_GE(w, v);
+        v = w;
+    }
+}
+
+// The counter steps forward (a VM's TSC offset moved) while MONOTONIC and
+// RAW run on: the calibrations after it see a misfit that RAW puts on the
+// counter, from one gap, where a step and a new rate look alike.  The lines
+// that follow must stay within the bounds they report.  (This step is
+// caught by the readers' looks at the line before such a misfit: the test
+// guards the whole path, not the rate kept across the misfit alone.)
+TEST_F(Faults, ACounterStepIsCoveredByTheBoundsThatFollow)
+{
+    install();
+    warm_up(200, 10e6);
+    sim_advance_ns(1e6);
+    fastclock_mono_ns();
+    sim.ctr_offset += int64_t(200e3 / sim.rate); // 200 us of ticks at once
+    int64_t worst = 0;
+    long outside = 0;
+    for (int i = 0; i < 400; i++) { // 40 ms of reads, 100 us apart
+        sim_advance_ns(100e3);
+        int64_t e = read_err();
+        int64_t bound = status_now().error_bound_ns;
+        if (i > 0 && fctest::iabs(e) > bound) { // the first read is the old line's: nothing can see a step before
+            outside++;
+            worst = std::max(worst, fctest::iabs(e) - bound);
+        }
+    }
+    EXPECT_EQ(outside, 0) << "reads outside the bound, by up to " << worst << " ns";
+}
+
 TEST_F(Faults, SuspendWithACounterThatStops)
 {
     install();

@@ -6,8 +6,9 @@
  *
  * The entry points that use their JNIEnv (status, coarseBlock, realBounded,
  * costs) get one whose function table holds just the function each calls;
- * any other call through it would crash the test.  The library has no
- * JNI_OnLoad (checked: one would need a JavaVM here).
+ * any other call through it would crash the test.  JNI_OnLoad and
+ * JNI_OnUnload are called as the JVM would (they use no JavaVM: the
+ * calibrator thread's start and stop), the unload last.
  *
  * usage: jni_entry_points LIBRARY ABI    (ABI: NativeLoader.ABI, what the jar expects) */
 #include <dlfcn.h>
@@ -197,7 +198,10 @@ int main(int argc, char **argv)
         printf("FAIL: dlopen %s: %s\n", argv[1], dlerror());
         return 1;
     }
-    CHECK(dlsym(lib, "JNI_OnLoad") == NULL, "the library has a JNI_OnLoad now: the JVM calls it first; call it here too");
+    jint (*on_load)(JavaVM *, void *);
+    void *ol = sym("JNI_OnLoad");
+    memcpy(&on_load, &ol, sizeof on_load);
+    CHECK(on_load(NULL, NULL) == JNI_VERSION_1_8, "JNI_OnLoad's version");
 
     jint (*abi)(JNIEnv *, jclass);
     void *p = sym("Java_io_fastclock_Jni_abi");
@@ -286,6 +290,12 @@ int main(int argc, char **argv)
     printf("%s", status_text);
     printf("costs (ns): mono %.1f, unordered %.1f, real %.1f, unordered %.1f; kernel %.1f, %.1f\n", costs[0],
            costs[1], costs[2], costs[3], costs[4], costs[5]);
+
+    void (*on_unload)(JavaVM *, void *);
+    void *ou = sym("JNI_OnUnload");
+    memcpy(&on_unload, &ou, sizeof on_unload);
+    on_unload(NULL, NULL); /* stops the calibrator thread: must return */
+    CHECK(jni_long("Java_io_fastclock_Jni_monoNs")(env, NULL) > 0, "a read after JNI_OnUnload still answers");
 
     if (failures) {
         printf("%d check(s) failed\n", failures);
