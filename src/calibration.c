@@ -843,11 +843,13 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
         /* Still in use?  Then continue it exactly.  If not, it was never
          * read past its end (F) and readers since had the kernel's values.
          * After a resume (or a restart after failures) the global line may
-         * still be in use too: readers go on reading it until the new one
-         * shows, so it is continued the same way (a shallower new line meets
-         * it at a pivot ahead, the old one cut there), never started below
-         * what they may read meanwhile. */
-        int in_use = kind == BUILD_CONTINUE || (kind == BUILD_RESUMED && !cs->resume_lapsed && t->cpu < 0);
+         * still be in use too, whatever the counter did meanwhile (one that
+         * stopped leaves it in its span however long the suspend):
+         * readers go on reading it until the new one shows, so it is
+         * continued the same way (a shallower new line meets it at a pivot
+         * ahead, the old one cut there), never started below what they may
+         * read meanwhile.  The span says whether it can still be read. */
+        int in_use = kind == BUILD_CONTINUE || (kind == BUILD_RESUMED && t->cpu < 0);
         int valid = has_line && in_use && (uint64_t)(now - cur->base_tsc) < cm->soft_span;
         uint64_t F = 0;
         if (!valid && has_line && kind != BUILD_FIRST) {
@@ -1586,8 +1588,9 @@ static int track_failure(const struct fc_track *t, const char *global_reason, in
         return global_failed(global_reason);
     if (!mono_now)
         mono_now = fc_kernel_ns(CLOCK_MONOTONIC);
-    if (!mono_now)
-        return FC_RECAL_FAILED; /* the kernel's clock cannot be read: nothing to wait 15 s by */
+    if (!mono_now) /* the kernel's clock cannot be read: nothing to wait 15 s by (the global
+                      track's own count of errors decides for it, with its reason) */
+        return t->cpu < 0 ? FC_RECAL_SKIPPED : FC_RECAL_FAILED;
     if (!t->cs->failing_since)
         t->cs->failing_since = mono_now ? mono_now : 1;
     if (mono_now - t->cs->failing_since >= FC_GIVE_UP_NS)

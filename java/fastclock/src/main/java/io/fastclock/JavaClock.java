@@ -8,8 +8,10 @@ import java.util.concurrent.locks.LockSupport;
  * The pure-Java fallback for UTC: System.nanoTime() plus an offset to
  * Instant.now(), resampled by a daemon thread.  Anchoring on Instant.now()
  * (nanosecond resolution on Linux since JDK 15) rather than
- * currentTimeMillis() keeps the offset accurate to tens of nanoseconds
- * instead of up to a millisecond.  The read path is one volatile load and
+ * currentTimeMillis() keeps the offset accurate to half the bracket of the
+ * sample that set it (tens of nanoseconds when the JIT has compiled it;
+ * microseconds for a first, interpreted sample, until a step) instead of
+ * up to a millisecond.  The read path is one volatile load and
  * System.nanoTime(): no allocation.
  *
  * <p>Between steps of the kernel's clock UTC never goes back: NTP slews

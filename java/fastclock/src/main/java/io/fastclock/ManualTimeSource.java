@@ -83,7 +83,7 @@ public final class ManualTimeSource implements TimeSource {
     public ManualTimeSource setInstant(Instant utc) {
         long target = epochNanos(Objects.requireNonNull(utc, "utc"));
         synchronized (this) { // against a concurrent step; reads stay lock-free
-            utcOffset = target - nanos.get();
+            utcOffset = Math.subtractExact(target, nanos.get());
         }
         return this;
     }
