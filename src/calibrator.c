@@ -12,8 +12,9 @@
  *     the error bound charges ~17% of the time since the line's last look
  *     (the largest change adjtimex permits, unseen);
  *   - it decides the mode a millisecond after the process first reads the time;
- *   - a cross-CPU warp check at start-up (a few ms; again 5 s later, then
- *     10, 20, ... up to 320 s, until it has compared a pair) decides whether the global line is good
+ *   - a cross-CPU warp check at start-up (a few ms; again 1 s later, then
+ *     2, 4, ... up to 320 s, with longer windows, until it has compared a
+ *     pair) decides whether the global line is good
  *     enough or each CPU needs its own (tsc-percpu);
  *   - in tsc-percpu mode it visits every CPU in turn to calibrate it there;
  *   - it feeds the coarse clocks every millisecond once someone uses them.
@@ -77,11 +78,16 @@
 #define WARP_NS_PER_PAIR 1000000LL  /* start-up check: ~1 ms per CPU pair ... */
 #define WARP_MAX_PAIRS 4            /* ... at most 4 pairs */
 /* A check that compared no pair (one CPU allowed, for now; every pair's
- * CPUs busy) is tried again this much later, twice as late each time up
- * to WARP_RETRY_MAX_NS, until one has -- not where a worker never got its
- * CPU (a real-time task holds it): each try would leave one more behind. */
-#define WARP_RETRY_NS (5LL * FC_NS_PER_SEC)
+ * CPUs busy: on a loaded 2-vCPU VM the two workers may not run at once
+ * within 1 ms) is tried again 1 s later, twice as late each time up to
+ * WARP_RETRY_MAX_NS, each pair's window 4x as long up to 16 ms, until one
+ * has -- and no more once workers were left behind on CPUs they never got
+ * WARP_MAX_STUCK times (a real-time task holds one): each such try leaves
+ * one more thread behind. */
+#define WARP_RETRY_NS (1LL * FC_NS_PER_SEC)
 #define WARP_RETRY_MAX_NS (320LL * FC_NS_PER_SEC)
+#define WARP_MAX_WINDOW_NS 16000000LL
+#define WARP_MAX_STUCK 3
 
 static pthread_t cal_thread;
 static _Atomic int thread_stop;
@@ -168,9 +174,11 @@ static int warp_pending;
 
 /* Start-up check: are the CPUs' counters in step?  If not, each CPU gets its
  * own line (or, without rdtscp, the kernel's clocks).  0 where no pair could
- * be compared: no verdict yet (status shows max_warp_cycles -1). */
-static int startup_warp_check(void)
+ * be compared: no verdict yet (status shows max_warp_cycles -1); try is the
+ * number of tries before this one. */
+static int startup_warp_check(int try)
 {
+    static int stuck_tries;
     if (fc_seam.skip_warp_check || (fc_seam.counter && fc_seam.warp_cycles <= 0))
         return 1;
     struct fc_warp_result w;
@@ -178,8 +186,12 @@ static int startup_warp_check(void)
         memset(&w, 0, sizeof w);
         w.max_warp_cycles = fc_seam.warp_cycles;
         w.worst_cpu_b = 1;
-    } else if (fc_warp_check(WARP_NS_PER_PAIR, WARP_MAX_PAIRS, &w) != 0) {
-        return w.stuck; /* no verdict: again later, unless a worker is stuck */
+    } else {
+        int64_t window = WARP_NS_PER_PAIR;
+        for (int i = 0; i < try && window < WARP_MAX_WINDOW_NS; i++)
+            window *= 4;
+        if (fc_warp_check(window, WARP_MAX_PAIRS, &w) != 0)
+            return w.stuck && ++stuck_tries >= WARP_MAX_STUCK; /* no verdict: again later */
     }
     fc_warp_note(w.max_warp_cycles);
     if (w.max_warp_cycles <= 0)
@@ -238,6 +250,7 @@ static void *calibrator_main(void *arg)
     int64_t last_cal = 0, last_tick = 0, last_adj = 0;
     uint64_t seen_gen = fc_sync_generation();
     int64_t warp_check_at = 0, warp_retry_ns = WARP_RETRY_NS; /* at -1: done */
+    int warp_tries = 0;
 
     while (!atomic_load_explicit(&thread_stop, memory_order_acquire)) {
         int seen = fc_upkeep_wake_count();
@@ -302,7 +315,7 @@ static void *calibrator_main(void *arg)
         if (mode != FC_MODE_TSC && mode != FC_MODE_PERCPU)
             continue;
         if (warp_check_at >= 0 && mode == FC_MODE_TSC && fastclock_mono_ns() >= warp_check_at) {
-            if (startup_warp_check()) {
+            if (startup_warp_check(warp_tries++)) {
                 warp_check_at = -1;
             } else {
                 warp_check_at = fastclock_mono_ns() + warp_retry_ns;

@@ -1934,12 +1934,7 @@ void hold_one_warp_worker(int cpu)
 
 TEST(WarpCheck, AWorkerThatNeverGetsItsCpuDoesNotHoldTheCheck)
 {
-    cpu_set_t set;
-    ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
-    std::vector<int> cpus;
-    for (int i = 0; i < CPU_SETSIZE; i++)
-        if (CPU_ISSET(i, &set))
-            cpus.push_back(i);
+    std::vector<int> cpus = fctest::allowed_cpus();
     if (cpus.size() < 2)
         GTEST_SKIP() << "the warp check needs two CPUs this process may run on";
     struct fc_seam seam;
@@ -1978,12 +1973,7 @@ TEST(WarpCheck, AWorkerThatNeverGetsItsCpuDoesNotHoldTheCheck)
 // nothing was compared, so the pair is skipped, not passed as free of warps.
 TEST(WarpCheck, APairWhoseCpusNeverTookTurnsIsNotCountedAsTested)
 {
-    cpu_set_t set;
-    ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
-    std::vector<int> cpus;
-    for (int i = 0; i < CPU_SETSIZE; i++)
-        if (CPU_ISSET(i, &set))
-            cpus.push_back(i);
+    std::vector<int> cpus = fctest::allowed_cpus();
     if (cpus.size() < 2)
         GTEST_SKIP() << "the warp check needs two CPUs this process may run on";
     struct fc_seam seam;
@@ -2027,14 +2017,10 @@ void hold_all_warp_workers_but_one(int cpu)
 
 TEST(RealMachine, AWarpCheckThatComparedNothingIsTriedAgain)
 {
-    cpu_set_t set;
-    ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
-    int first = -1, n = 0;
-    for (int i = 0; i < CPU_SETSIZE; i++)
-        if (CPU_ISSET(i, &set) && n++ == 0)
-            first = i;
-    if (n < 2)
+    std::vector<int> cpus = fctest::allowed_cpus();
+    if (cpus.size() < 2)
         GTEST_SKIP() << "the warp check needs two CPUs this process may run on";
+    int first = cpus[0];
     struct fc_seam seam;
     memset(&seam, 0, sizeof seam);
     seam.warp_worker_ready = hold_all_warp_workers_but_one;
@@ -2057,7 +2043,7 @@ TEST(RealMachine, AWarpCheckThatComparedNothingIsTriedAgain)
     fastclock_status(&st);
     EXPECT_EQ(st.max_warp_cycles, -1) << "a check that compared no pair gave a verdict";
     warp_hold_us = 0;
-    for (int i = 0; i < 300 && st.max_warp_cycles < 0; i++) { // the retry, 5 s on (more on a busy machine)
+    for (int i = 0; i < 300 && st.max_warp_cycles < 0; i++) { // the retry, 1 s on (more on a busy machine)
         usleep(100000);
         fastclock_status(&st);
     }
