@@ -1658,6 +1658,17 @@ void away_8ms_while_building(const char *where)
         sim.away_between_reads = 0;
 }
 
+// One recalibration with the writer 8 ms late at each of its counter reads
+// from its build on; the reads made meanwhile land in sim.other_reads.
+void recalibrate_with_the_writer_away()
+{
+    sim.other_reads.clear();
+    fc_seam.writer_step = away_8ms_while_building;
+    ASSERT_EQ(fc_test_recalibrate(), 0);
+    fc_seam.writer_step = nullptr;
+    sim.away_between_reads = 0;
+}
+
 TEST_F(Faults, AStepOntoAShallowerSlopeIsGuardedToo)
 {
     install();
@@ -1668,11 +1679,7 @@ TEST_F(Faults, AStepOntoAShallowerSlopeIsGuardedToo)
     sim_set_rate(sim.rate * (1 - 1000e-6));
     struct fc_test_line before, after;
     fc_test_current_line(&before);
-    sim.other_reads.clear();
-    fc_seam.writer_step = away_8ms_while_building;
-    ASSERT_EQ(fc_test_recalibrate(), 0);
-    fc_seam.writer_step = nullptr;
-    sim.away_between_reads = 0;
+    recalibrate_with_the_writer_away();
     fc_test_current_line(&after);
     ASSERT_FALSE(sim.other_reads.empty());
     EXPECT_GE(fastclock_mono_ns(), other_reads_stay_under(before, after));
@@ -2507,11 +2514,7 @@ TEST_F(Faults, AfterAShortSuspendTheNewLineNeverUndercutsTheOldOnesReads)
     struct fc_test_line before, after;
     fc_test_current_line(&before);
     sleep_for(0.005, false); // 5 ms asleep
-    sim.other_reads.clear();
-    fc_seam.writer_step = away_8ms_while_building;
-    ASSERT_EQ(fc_test_recalibrate(), 0);
-    fc_seam.writer_step = nullptr;
-    sim.away_between_reads = 0;
+    recalibrate_with_the_writer_away();
     fc_test_current_line(&after);
     ASSERT_FALSE(sim.other_reads.empty());
     EXPECT_GE(fastclock_mono_ns(), other_reads_stay_under(before, after));
@@ -2541,11 +2544,7 @@ TEST_F(Faults, AfterALongSuspendWithAStoppedCounterTheNewLineNeverUndercutsTheOl
     sleep_for(30, false);
     sim.ctr_offset -= int64_t(sim.tick - sim.frozen_at);
     sim.counter_frozen = false;
-    sim.other_reads.clear();
-    fc_seam.writer_step = away_8ms_while_building;
-    ASSERT_EQ(fc_test_recalibrate(), 0);
-    fc_seam.writer_step = nullptr;
-    sim.away_between_reads = 0;
+    recalibrate_with_the_writer_away();
     fc_test_current_line(&after);
     ASSERT_FALSE(sim.other_reads.empty());
     // A read of the old line could have come at any counter up to the
