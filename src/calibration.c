@@ -1756,10 +1756,11 @@ void fc_cal_stats(struct fc_cal_stats *out)
     out->warp_raw_compares = atomic_load_explicit(&stats.warp_raw_compares, memory_order_relaxed);
 }
 
-int64_t fc_cal_ticks_to_ns(int64_t ticks)
+int fc_cal_ticks_to_ns(int64_t ticks, int64_t *ns)
 {
     int64_t mult = atomic_load_explicit(&ticks_mult, memory_order_relaxed);
-    return (int64_t)(((__int128)ticks * mult) >> FC_SHIFT);
+    *ns = (int64_t)(((__int128)ticks * mult) >> FC_SHIFT);
+    return mult != 0;
 }
 
 void fc_cal_reset_for_tests(void)

@@ -166,7 +166,8 @@ struct fc_cal_stats {
     uint64_t warp_raw_compares; /* lazy warp check: pairs of CPUs compared on MONOTONIC_RAW */
 };
 void fc_cal_stats(struct fc_cal_stats *out);
-int64_t fc_cal_ticks_to_ns(int64_t ticks);
+/* Counter ticks -> ns at the global line's rate; 0 where no line has set one yet. */
+int fc_cal_ticks_to_ns(int64_t ticks, int64_t *ns);
 /* Error bound of a line at a given age, in ns. */
 int64_t fc_meta_bound(const struct fc_meta *m, int64_t mono_now);
 

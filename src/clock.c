@@ -199,10 +199,16 @@ static FC_COLD int decided_gettime(clockid_t id, struct timespec *ts)
 
 static int deferred_gettime(clockid_t id, struct timespec *ts)
 {
+    /* seq first: a counter's line published before this load was published
+     * after the mode left "undecided" (the first line follows the decision), so the
+     * mode's load below sees that; one published after it shows in seq's
+     * second load.  The other way round, a reader preempted between the
+     * two loads could hand out a kernel value, unnoted, above a line
+     * published meanwhile. */
+    uint64_t seq = atomic_load_explicit(&fc_latch.seq, memory_order_acquire);
     int mode = atomic_load_explicit(&fc_mode, memory_order_acquire);
     if (FC_UNLIKELY(mode != FC_MODE_UNINIT && mode != FC_MODE_INITIALIZING))
         return decided_gettime(id, ts);
-    uint64_t seq = atomic_load_explicit(&fc_latch.seq, memory_order_acquire);
     int r = fc_kernel_gettime(id, ts);
     if (FC_UNLIKELY(!atomic_load_explicit(&read_before_decision, memory_order_relaxed))) {
         atomic_store_explicit(&read_before_decision, 1, memory_order_relaxed);
@@ -647,7 +653,9 @@ static FC_COLD uint64_t ticks_slow(void)
     if (atomic_load_explicit(&fc_ticks_raw, memory_order_acquire))
         return fc_counter_unordered();
     int mode = atomic_load_explicit(&fc_mode, memory_order_acquire);
-    if (mode == FC_MODE_TSC && !fc_ticks_synthesised())
+    if (mode == FC_MODE_UNINIT || mode == FC_MODE_INITIALIZING)
+        return fc_ticks_before_decision(); /* it could not wait for the decision */
+    if (mode == FC_MODE_TSC && !fc_ticks_synthesised() && !atomic_load_explicit(&fc_ticks_in_ns, memory_order_relaxed))
         return fc_now_counter(0); /* an injected counter (tests) */
     fc_direct_fn direct = atomic_load_explicit(&fc_ticks_direct, memory_order_acquire);
     if (direct != 0)

@@ -66,6 +66,11 @@ static _Atomic int default_unordered;
 _Atomic int fc_ticks_raw;            /* read by fastclock_ticks' fast path */
 _Atomic int fc_ticks_in_ns;             /* ticks count ns of the kernel's MONOTONIC (not tsc at the decision) */
 _Atomic(fc_direct_fn) fc_ticks_direct;  /* ... read here */
+/* The unit, fixed once: by the decision, or before it by a ticks read that
+ * could not wait for it (a signal handler on the deciding thread, a
+ * decision over 100 ms late), which fixes ns (fc_ticks_before_decision). */
+enum { TICKS_OPEN, TICKS_COUNTER, TICKS_NS };
+static _Atomic int ticks_unit;
 static _Atomic int ticks_synth;
 static _Atomic uint64_t synth_base_t, synth_tpn; /* ticks per ns << 32 */
 static _Atomic int64_t synth_base_mono;
@@ -296,6 +301,40 @@ static double rate_without_a_line(const struct moment *at)
     return 1.0;
 }
 
+/* Fixes the unit at `want` unless it is fixed already; returns the unit. */
+static int fix_ticks_unit(int want)
+{
+    int unit = TICKS_OPEN;
+    if (atomic_compare_exchange_strong_explicit(&ticks_unit, &unit, want, memory_order_acq_rel,
+                                                memory_order_acquire))
+        return want;
+    return unit;
+}
+
+/* Ticks in ns of the kernel's MONOTONIC, one vDSO call each, for the life
+ * of the process (tsc-percpu's own read costs more: 1.23x libc, measured). */
+static void ticks_in_ns(void)
+{
+    atomic_store_explicit(&fc_ticks_raw, 0, memory_order_relaxed);
+    atomic_store_explicit(&fc_ticks_in_ns, 1, memory_order_relaxed);
+    atomic_store_explicit(&fc_ticks_direct, fc_refclock_answering(), memory_order_release);
+}
+
+uint64_t fc_ticks_before_decision(void)
+{
+    if (fix_ticks_unit(TICKS_NS) == TICKS_NS) {
+        if (!atomic_load_explicit(&fc_ticks_direct, memory_order_acquire))
+            ticks_in_ns();
+        struct timespec ts;
+        if (atomic_load_explicit(&fc_ticks_direct, memory_order_acquire)(CLOCK_MONOTONIC, &ts) == 0)
+            return (uint64_t)fc_ts_to_ns(&ts);
+        return (uint64_t)fc_kernel_ns(CLOCK_MONOTONIC);
+    }
+    /* Counter ticks: a decision for tsc fixed them a moment ago, and is
+     * about to say so. */
+    return fc_now_counter(0);
+}
+
 /* Synthesised ticks from now on: base_t at MONOTONIC base_mono, tpn ticks
  * per ns << 32 (fc_ticks_synth). */
 static void synthesise_ticks(uint64_t base_t, int64_t base_mono, uint64_t tpn)
@@ -335,19 +374,19 @@ void fc_mode_enter(int mode, const char *reason, int64_t floor_ns)
     int old = atomic_load_explicit(&fc_mode, memory_order_relaxed);
     set_reason(reason);
     if (mode == FC_MODE_TSC) {
-        atomic_store_explicit(&fc_ticks_raw, !fc_seam.counter, memory_order_relaxed);
+        /* Counter ticks -- unless a read before the decision fixed ns. */
+        if (fix_ticks_unit(TICKS_COUNTER) == TICKS_COUNTER)
+            atomic_store_explicit(&fc_ticks_raw, !fc_seam.counter, memory_order_relaxed);
+        else
+            ticks_in_ns();
     } else {
         int at_start = old == FC_MODE_INITIALIZING;
         if (mode == FC_MODE_PERCPU)
             fc_wall_enter_percpu();
-        fc_gettime_fn kernel = fc_refclock_answering();
         atomic_store_explicit(&fc_ticks_raw, 0, memory_order_relaxed);
-        if (at_start) {
-            /* No raw tick was ever handed out: ticks are ns of the kernel's
-             * MONOTONIC, one vDSO call (tsc-percpu's own read costs more
-             * than that: 1.23x libc, measured). */
-            atomic_store_explicit(&fc_ticks_in_ns, 1, memory_order_relaxed);
-            atomic_store_explicit(&fc_ticks_direct, kernel, memory_order_release);
+        if (at_start && fix_ticks_unit(TICKS_NS) == TICKS_NS) {
+            /* No raw tick was ever handed out. */
+            ticks_in_ns();
         } else {
             ticks_leave_raw(floor_ns, 0);
         }
@@ -816,7 +855,12 @@ int64_t fc_ticks_to_ns(uint64_t ticks)
     fc_first_line_now(); /* the rate */
     if (atomic_load_explicit(&fc_ticks_in_ns, memory_order_relaxed))
         return (int64_t)ticks;
-    return fc_cal_ticks_to_ns((int64_t)ticks);
+    int64_t ns;
+    if (fc_cal_ticks_to_ns((int64_t)ticks, &ns))
+        return ns;
+    /* No rate yet: the first line is late (a handler interrupted its
+     * calibration on this thread, or its writer is away over 100 ms). */
+    return (int64_t)((double)(int64_t)ticks * rate_without_a_line(0));
 }
 
 void fc_reset_for_tests(void)
@@ -839,5 +883,6 @@ void fc_reset_for_tests(void)
     atomic_store(&fc_ticks_raw, 0);
     atomic_store(&fc_ticks_in_ns, 0);
     atomic_store(&fc_ticks_direct, (fc_direct_fn)0);
+    atomic_store(&ticks_unit, TICKS_OPEN);
     atomic_store(&ticks_synth, 0);
 }

@@ -687,6 +687,62 @@ TEST_F(Faults, TicksKeepTheirUnitWhenTheFirstLineFails)
     }
 }
 
+// A signal handler that interrupts the mode's decision on its own thread
+// cannot wait for it: a ticks read there used to hand out ns of MONOTONIC,
+// and the decision (tsc) then switched ticks to counter ticks, so an
+// interval across the two converted to nonsense.  The read fixes the unit
+// (ns) before the decision does, and the decision keeps it.
+TEST_F(Faults, TicksReadInsideTheDecisionKeepTheirUnit)
+{
+    install();
+    uint64_t t0 = 0;
+    int64_t m0 = 0;
+    std::string mode_then;
+    sim.other_at = 1; // the decision's first counter read (its sample)
+    sim.other = [&] {
+        mode_then = status_now().mode; // on the deciding thread: no wait
+        t0 = fastclock_ticks();
+        m0 = sim_mono();
+    };
+    fastclock_mono_ns(); // decides
+    ASSERT_EQ(mode_then, "initializing") << "the handler did not run inside the decision";
+    ASSERT_EQ(mode(), "tsc");
+    sim_advance_ns(10e6);
+    uint64_t t1 = fastclock_ticks();
+    int64_t m1 = sim_mono();
+    int64_t got = fastclock_ticks_to_ns(t1 - t0), want = m1 - m0;
+    std::printf("ticks across the decision: %lld ns, the kernel %lld ns\n", (long long)got, (long long)want);
+    EXPECT_GE(got, want - want / 100);
+    EXPECT_LE(got, want + want / 100);
+}
+
+// A handler that interrupts the first line's calibration (its writer holds
+// the lock on this thread) cannot have the line published for it, and the
+// line's rate is not there yet: ticks_to_ns must still convert, from the
+// counter's frequency or the decision's sample, not return 0.
+TEST_F(Faults, TicksConvertWhileTheFirstLineIsBeingWritten)
+{
+    static int64_t converted;
+    static int calls;
+    converted = -1;
+    calls = 0;
+    cpu.tsc_hz = 2.6e9;
+    cpu.tsc_hz_source = "cpuid 0x15 (crystal ratio)";
+    struct fc_seam seam = sim_seam();
+    seam.writer_step = [](const char *where) {
+        if (std::strcmp(where, "publishing") == 0 && calls++ == 0)
+            converted = fastclock_ticks_to_ns(2600000); // 1 ms of ticks at 2.6 GHz
+    };
+    fc_test_reset(&seam);
+    fastclock_mono_ns(); // decides: mode tsc, no line yet
+    struct fc_test_line l = {};
+    read_until_a_line(&l);
+    ASSERT_NE(l.mult, 0) << "no first line";
+    ASSERT_GT(calls, 0) << "the writer never published";
+    EXPECT_GE(converted, 990000) << "ticks_to_ns with no rate yet";
+    EXPECT_LE(converted, 1010000);
+}
+
 // Leaving the global line (a fail-safe), its writer cuts it ~100 us ahead
 // and takes its value there as the floor of what follows.  It cannot tell
 // whether it was preempted before or after the cut became visible, and
