@@ -732,7 +732,12 @@ static __attribute__((noinline)) int gettime_other(clockid_t id, struct timespec
     case CLOCK_MONOTONIC_COARSE: kind = FC_MONO; ns = fastclock_mono_coarse_ns(); break;
     case CLOCK_REALTIME_COARSE: kind = FC_REAL; ns = fastclock_real_coarse_ns(); break;
     case CLOCK_BOOTTIME: kind = FC_BOOT; ns = fc_read(FC_BOOT, 1); break;
-    case CLOCK_TAI: kind = FC_TAI; ns = fc_read(FC_TAI, 1); break;
+    case CLOCK_TAI:
+        if (FC_UNLIKELY(!fc_wall_tai_readable()))
+            return fc_kernel_gettime(id, ts);
+        kind = FC_TAI;
+        ns = fc_read(FC_TAI, 1);
+        break;
     default: return fc_kernel_gettime(id, ts);
     }
     split_ts(kind, ns, ts);

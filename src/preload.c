@@ -372,7 +372,10 @@ static __attribute__((noinline)) int gettime_other(clockid_t id, struct timespec
 {
     switch (id) {
     case CLOCK_BOOTTIME: return fine(FC_BOOT, id, ts, AS_TIMESPEC, flagged_boot);
-    case CLOCK_TAI: return fine(FC_TAI, id, ts, AS_TIMESPEC, flagged_tai);
+    case CLOCK_TAI:
+        if (FC_UNLIKELY(!fc_wall_tai_readable()))
+            return pass_gettime(id, ts);
+        return fine(FC_TAI, id, ts, AS_TIMESPEC, flagged_tai);
     default: return pass_gettime(id, ts);
     }
 }

@@ -3,12 +3,36 @@
 #define _GNU_SOURCE
 #include "wall.h"
 
+#include <errno.h>
+
 __thread struct fc_wall_cache fc_wall_cache __attribute__((tls_model("initial-exec"))) = {
     INT64_MIN, 0, INT64_MIN, 0};
 _Atomic(fc_gettime_fn) fc_wall_kernel;
 _Atomic(fc_gettime_fn) fc_wall_direct;
 _Atomic(fc_gettimeofday_fn) fc_wall_direct_tv;
 _Atomic(fc_gettime_fn) fc_wall_direct_unordered;
+
+/* 1: the kernel reads CLOCK_TAI; -1: it refuses it (before Linux 3.10, a
+ * sandbox); 0: not asked yet. */
+static _Atomic int tai_readable;
+
+int fc_wall_probe_tai(void)
+{
+    int saved = errno;
+    struct timespec ts;
+    int r = fc_refclock_answering()(CLOCK_TAI, &ts) == 0 ? 1 : -1;
+    errno = saved;
+    atomic_store_explicit(&tai_readable, r, memory_order_relaxed);
+    return r > 0;
+}
+
+int fc_wall_tai_readable(void)
+{
+    int r = atomic_load_explicit(&tai_readable, memory_order_relaxed);
+    if (FC_LIKELY(r != 0))
+        return r > 0;
+    return fc_wall_probe_tai(); /* a TAI read before the decision */
+}
 
 void fc_wall_init(void)
 {

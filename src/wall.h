@@ -58,6 +58,12 @@ FC_HIDDEN extern _Atomic(fc_gettime_fn) fc_wall_direct_unordered;
 
 /* At init (and when tests install a seam): which kernel clock to check. */
 FC_HIDDEN void fc_wall_init(void);
+/* Whether the kernel reads CLOCK_TAI (asked at the decision, or by a TAI
+ * read before it): where it does not, TAI reads go to the kernel, which
+ * fails them as it fails libc's. */
+FC_HIDDEN int fc_wall_tai_readable(void);
+/* At the decision (and again at each one: a fork child, tests' kernels): ask. */
+FC_HIDDEN int fc_wall_probe_tai(void);
 /* At the mode decision: the kernel's clocksource is the counter we read
  * (1), or something else (0). */
 FC_HIDDEN void fc_wall_choose(int kernel_reads_counter);

@@ -95,6 +95,7 @@ struct Sim {
     uint64_t away_per_read = 0; // the reader is preempted this long before each counter read
     bool coarse_fails = false;  // the kernel's _COARSE clocks cannot be read
     bool raw_fails = false;     // nor its MONOTONIC_RAW
+    bool tai_fails = false;     // nor its CLOCK_TAI (before Linux 3.10, a sandbox)
     // The writer is preempted this long between two of its own counter reads
     // (not inside a sample's bracket, whose second read follows a kernel
     // read), and meanwhile another thread reads MONOTONIC: `other_reads`.
@@ -246,7 +247,7 @@ int sim_gettime(clockid_t id, timespec *ts)
     sim.kernel_reads++;
     sim.last_was_counter = false;
     if ((sim.coarse_fails && (id == CLOCK_MONOTONIC_COARSE || id == CLOCK_REALTIME_COARSE)) ||
-        (sim.raw_fails && id == CLOCK_MONOTONIC_RAW)) {
+        (sim.raw_fails && id == CLOCK_MONOTONIC_RAW) || (sim.tai_fails && id == CLOCK_TAI)) {
         errno = EINVAL;
         return -1;
     }
@@ -685,6 +686,29 @@ TEST_F(Faults, TicksKeepTheirUnitWhenTheFirstLineFails)
         EXPECT_GE(got, want - want / 100) << (cpuid_knows ? "CPUID" : "estimate");
         EXPECT_LE(got, want + want / 100 + 2000000) << (cpuid_knows ? "CPUID" : "estimate");
     }
+}
+
+// A kernel that refuses CLOCK_TAI: fastclock_gettime(CLOCK_TAI) fails as
+// libc's would (EINVAL), before the decision and after it -- it used to
+// return UTC as TAI once decided, and an uninitialised timespec before.
+TEST_F(Faults, TaiWhereTheKernelRefusesItFailsAsTheKernelDoes)
+{
+    sim.tai_fails = true;
+    install();
+    for (int decided = 0; decided < 2; decided++) {
+        struct timespec ts = {12345, 6789};
+        errno = 0;
+        EXPECT_EQ(fastclock_gettime(CLOCK_TAI, &ts), -1) << (decided ? "decided" : "before the decision");
+        EXPECT_EQ(errno, EINVAL);
+        fastclock_mono_ns();
+        struct fc_test_line l = {};
+        read_until_a_line(&l);
+        ASSERT_EQ(mode(), "tsc");
+    }
+    // REALTIME is untouched by it.
+    struct timespec ts;
+    ASSERT_EQ(fastclock_gettime(CLOCK_REALTIME, &ts), 0);
+    EXPECT_NEAR(double(ts.tv_sec * 1000000000LL + ts.tv_nsec), double(sim_mono() + sim.real_off), 1e6);
 }
 
 // A signal handler that interrupts the mode's decision on its own thread
