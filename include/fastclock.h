@@ -51,7 +51,8 @@
  * process reads the time often (32 reads, or 1 ms after the first with the
  * calibrator thread); until then the kernel's vDSO answers every read.
  *
- * Environment (read with secure_getenv: setuid programs ignore it):
+ * Environment (read with secure_getenv when the library loads: setuid programs
+ * ignore it, and a change made later, in main, is not seen):
  *   FASTCLOCK_MODE=auto|tsc|percpu|system   (default auto; forced modes still refuse when unsafe)
  *   FASTCLOCK_CALIBRATOR=auto|thread|lazy
  */

@@ -512,6 +512,7 @@ void fc_calibrator_start_if_wanted(void)
 
 __attribute__((constructor)) static void fc_library_loaded(void)
 {
+    fc_mode_env_at_load();
     pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
     fc_calibrator_start_if_wanted();
 }

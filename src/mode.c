@@ -206,12 +206,8 @@ static int word_eq(const char *a, const char *b)
  * FASTCLOCK_* (and is never told about it on stderr).  A value that names no
  * mode is reported once on stderr and left in *ignored for the status's
  * reason (NULL otherwise). */
-static enum fc_mode_pref parse_mode_env(const char **ignored)
+static enum fc_mode_pref mode_env_pref(const char *v)
 {
-    static _Atomic int warned;
-    char clip[48];
-    *ignored = 0;
-    const char *v = secure_getenv("FASTCLOCK_MODE");
     if (!v || word_eq(v, "") || word_eq(v, "auto"))
         return PREF_AUTO;
     if (word_eq(v, "tsc"))
@@ -220,11 +216,49 @@ static enum fc_mode_pref parse_mode_env(const char **ignored)
         return PREF_SYSTEM;
     if (word_eq(v, "percpu") || word_eq(v, "tsc-percpu"))
         return PREF_PERCPU;
-    *ignored = v;
-    if (!atomic_exchange(&warned, 1))
-        say("fastclock: ignoring FASTCLOCK_MODE=", clipped(v, clip, sizeof clip),
+    return -1;
+}
+
+/* FASTCLOCK_MODE as the library's constructor found it (fc_mode_read_env):
+ * the decision may run in a signal handler, or beside a thread's setenv,
+ * where reading the environment is not safe.  The value is kept clipped,
+ * for the reason; env_read 0: not read yet (a clock read by another
+ * library's constructor, before ours: read then). */
+static _Atomic int env_read;
+static enum fc_mode_pref env_pref;
+static char env_ignored[48];
+
+void fc_mode_read_env(void)
+{
+    const char *v = secure_getenv("FASTCLOCK_MODE");
+    int p = mode_env_pref(v);
+    env_ignored[0] = 0;
+    if (p < 0) {
+        const char *c = clipped(v, env_ignored, sizeof env_ignored);
+        if (c != env_ignored)
+            memcpy(env_ignored, c, strlen(c) + 1); /* short enough: clipped at 40 */
+        p = PREF_AUTO;
+    }
+    env_pref = (enum fc_mode_pref)p;
+    atomic_store_explicit(&env_read, 1, memory_order_release);
+}
+
+void fc_mode_env_at_load(void)
+{
+    if (!atomic_load_explicit(&env_read, memory_order_acquire))
+        fc_mode_read_env();
+}
+
+static enum fc_mode_pref parse_mode_env(const char **ignored)
+{
+    static _Atomic int warned;
+    if (!atomic_load_explicit(&env_read, memory_order_acquire))
+        fc_mode_read_env();
+    *ignored = env_ignored[0] ? env_ignored : 0;
+    if (*ignored && !atomic_exchange(&warned, 1))
+        say("fastclock: ignoring FASTCLOCK_MODE=", env_ignored,
             ": it must be auto, tsc, percpu or system; using auto\n");
-    return PREF_AUTO;
+    return env_pref;
 }
 
 enum fc_calibrator_pref fc_calibrator_pref(void)
@@ -877,6 +911,7 @@ void fc_reset_for_tests(void)
     atomic_store(&mode_forced, 0);
     decided_pref = PREF_AUTO;
     fc_counter_reset_for_tests();
+    fc_mode_read_env(); /* tests set FASTCLOCK_MODE before each decision */
     atomic_store(&reason_used, 0);
     atomic_store(&reason_ptr, (const char *)0);
     atomic_store(&calibrator_pref, -1);

@@ -96,6 +96,11 @@ FC_HIDDEN void fc_set_default_unordered(int unordered);
 FC_HIDDEN int fc_default_unordered(void);
 
 FC_HIDDEN enum fc_calibrator_pref fc_calibrator_pref(void);
+/* The library's constructor: FASTCLOCK_MODE read now, once, for the
+ * decision (which may run in a signal handler, where the environment is not
+ * safe to read); fc_mode_read_env reads it again (tests). */
+FC_HIDDEN void fc_mode_env_at_load(void);
+FC_HIDDEN void fc_mode_read_env(void);
 /* Preload shim: prefer lazy calibration unless FASTCLOCK_CALIBRATOR says
  * otherwise (weak default in defaults.c, strong override in preload.c). */
 FC_HIDDEN extern const int fc_default_lazy;

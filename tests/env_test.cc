@@ -131,6 +131,18 @@ TEST(Environment, BogusModeIsReportedOnceAndIgnored)
 
 // A value of any length is echoed clipped: the warning keeps its advice and
 // its newline, the status its reason.
+// FASTCLOCK_MODE is read when the library loads, not at the decision,
+// which may run in a signal handler or beside another thread's setenv,
+// where reading the environment is not safe.  So a program that changes it
+// in main does not change the mode (here: system at load, tsc set in main).
+TEST(Environment, ModeIsReadWhenTheLibraryLoads)
+{
+    ProbeRun r = probe({"FASTCLOCK_MODE=system"}, "setenv-tsc");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(field(r.out, "mode"), "system") << field(r.out, "reason");
+    EXPECT_EQ(field(r.out, "forced"), "1");
+}
+
 TEST(Environment, ALongBogusModeIsClippedNotTheReason)
 {
     std::string v(600, 'x');
