@@ -116,7 +116,8 @@ struct fastclock_status {
                                 "lfence;rdtsc" (ordered), "rdtsc" (unordered), or "clock_gettime"
                                 first where the kernel's clock answers (some or all of them:
                                 the words after it say which) */
-    double   counter_hz;     /* counter ticks per second of CLOCK_MONOTONIC (current estimate) */
+    double   counter_hz;     /* counter ticks per second of CLOCK_MONOTONIC (current estimate); in
+                                mode system, fastclock_ticks()' unit per second (1e9: ns) */
     uint64_t calibrations;   /* successful calibrations since start */
     int64_t  last_calibration_age_ns; /* time since the last calibration (tsc-percpu: the stalest CPU's), -1 if none */
     int64_t  calibration_interval_ns; /* current target interval between calibrations */
@@ -126,7 +127,8 @@ struct fastclock_status {
                                 in tsc-percpu mode the two largest CPU bounds added, which also
                                 bounds steps back across threads */
     int64_t  sample_width_ns;/* width of the best kernel sample at the last calibration */
-    uint64_t fallback_reads; /* reads answered by the kernel while in mode "tsc" */
+    uint64_t fallback_reads; /* reads answered by the kernel while in mode "tsc" (its first line
+                                pending, a line run out while another thread recalibrates) */
     uint64_t realtime_steps; /* REALTIME steps followed */
     int      ordered;        /* 1: the process's default fine reads (fastclock_mono_ns, and under the
                                 preload shim clock_gettime) are ordered across threads (in

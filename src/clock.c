@@ -459,8 +459,11 @@ static FC_COLD int64_t slow_read(enum fc_kind kind, int ordered)
         }
         if (mode == FC_MODE_INITIALIZING || mode == FC_MODE_SYSTEM || f.l.mult == 0) {
             /* No line yet, or the kernel's clocks by decision. */
-            if (fallback_read(kind, &f, &v))
+            if (fallback_read(kind, &f, &v)) {
+                if (mode == FC_MODE_TSC) /* the first line pending: the status counts these too */
+                    atomic_fetch_add_explicit(&fallback_reads, 1, memory_order_relaxed);
                 return v;
+            }
             continue;
         }
         uint64_t d = f.t - f.l.base_tsc;
@@ -1036,11 +1039,10 @@ static int status_fill(struct fastclock_status *out)
     } else {
         out->counter = "clock_gettime";
         out->calibrator = "none";
-        out->counter_hz = 1e9;
+        out->counter_hz = fc_ticks_hz(); /* fastclock_ticks()' unit: ns, or the counter's kept */
     }
-    out->real_source =
-        (mode == FC_MODE_TSC || (mode == FC_MODE_PERCPU && !fc_percpu_to_kernel())) && !real_is_kernels() ? "line"
-                                                                                                        : "vdso";
+    int lines = (mode == FC_MODE_TSC && f.l.mult != 0) || (mode == FC_MODE_PERCPU && !fc_percpu_to_kernel());
+    out->real_source = lines && !real_is_kernels() ? "line" : "vdso";
     out->error_bound_ns = own_bound(mode, now); /* once: it reads the clocks, and REALTIME's is the same */
     struct fc_sync_snapshot ks;
     fresh_sync(now, &ks);

@@ -884,6 +884,15 @@ uint64_t fc_ticks_synth(int64_t mono)
            (uint64_t)(((unsigned __int128)(uint64_t)d * tpn) >> 32);
 }
 
+double fc_ticks_hz(void)
+{
+    if (atomic_load_explicit(&fc_ticks_in_ns, memory_order_relaxed))
+        return 1e9;
+    if (atomic_load_explicit(&ticks_synth, memory_order_acquire))
+        return (double)atomic_load_explicit(&synth_tpn, memory_order_relaxed) * 1e9 / (double)((uint64_t)1 << 32);
+    return 1e9;
+}
+
 int64_t fc_ticks_to_ns(uint64_t ticks)
 {
     fc_decide_now();

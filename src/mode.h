@@ -72,6 +72,9 @@ FC_HIDDEN int fc_ticks_synthesised(void);
 /* MONOTONIC ns -> ticks in the process's unit (synthesised, or ns). */
 FC_HIDDEN uint64_t fc_ticks_synth(int64_t mono);
 FC_HIDDEN int64_t fc_ticks_to_ns(uint64_t ticks);
+/* fastclock_ticks()' unit per second where no line answers: 1e9 where
+ * ticks are ns, else the counter's rate they are synthesised at. */
+FC_HIDDEN double fc_ticks_hz(void);
 /* A ticks read with the mode still undecided here (a handler on the
  * deciding thread, a decision over 100 ms late): fixes the unit at ns of
  * MONOTONIC unless the decision has fixed it already, and reads it. */

@@ -685,6 +685,8 @@ TEST_F(Faults, TicksKeepTheirUnitWhenTheFirstLineFails)
         // The switch adds a margin of 1 ms above any raw tick read before it.
         EXPECT_GE(got, want - want / 100) << (cpuid_knows ? "CPUID" : "estimate");
         EXPECT_LE(got, want + want / 100 + 2000000) << (cpuid_knows ? "CPUID" : "estimate");
+        // The status gives the ticks' rate, the counter's still, not 1e9.
+        EXPECT_NEAR(st.counter_hz, 2.6e9, 2.6e7) << (cpuid_knows ? "CPUID" : "estimate");
     }
 }
 
@@ -709,6 +711,38 @@ TEST_F(Faults, TaiWhereTheKernelRefusesItFailsAsTheKernelDoes)
     struct timespec ts;
     ASSERT_EQ(fastclock_gettime(CLOCK_REALTIME, &ts), 0);
     EXPECT_NEAR(double(ts.tv_sec * 1000000000LL + ts.tv_nsec), double(sim_mono() + sim.real_off), 1e6);
+}
+
+// The status while the first line is still being written (here: asked by
+// a handler on the writer's thread, which cannot wait for it): the kernel
+// answers every read then, REALTIME's too, and each such read counts as a
+// fallback.
+TEST_F(Faults, StatusWhileTheFirstLineIsPendingSaysTheKernelAnswers)
+{
+    static struct fastclock_status seen;
+    static uint64_t fallbacks_before, fallbacks_after;
+    static int calls;
+    calls = 0;
+    struct fc_seam seam = sim_seam();
+    seam.writer_step = [](const char *where) {
+        if (std::strcmp(where, "publishing") != 0 || calls++ != 0)
+            return;
+        fastclock_status(&seen);
+        fallbacks_before = seen.fallback_reads;
+        fastclock_mono_ns(); // no line yet: the kernel's
+        struct fastclock_status st;
+        fastclock_status(&st);
+        fallbacks_after = st.fallback_reads;
+    };
+    fc_test_reset(&seam);
+    fastclock_mono_ns(); // decides: mode tsc, no line yet
+    struct fc_test_line l = {};
+    read_until_a_line(&l);
+    ASSERT_GT(calls, 0) << "the writer never published";
+    EXPECT_STREQ(seen.mode, "tsc");
+    EXPECT_STREQ(seen.counter, "clock_gettime (first line pending)");
+    EXPECT_STREQ(seen.real_source, "vdso");
+    EXPECT_GT(fallbacks_after, fallbacks_before) << "a read the kernel answered, not counted";
 }
 
 // A signal handler that interrupts the mode's decision on its own thread
