@@ -3,7 +3,8 @@ package io.fastclock;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.Objects;
-import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.UnaryOperator;
 
 /**
  * A {@link TimeSource} for tests: time stands still until the test moves it.
@@ -16,21 +17,52 @@ import java.util.concurrent.atomic.AtomicLong;
  * &plusmn; a half-width the test chooses (default 0), and "synchronised" as the test
  * says (default true).
  *
- * <p>Thread-safe: reads and changes may come from any thread; a read that
- * happens after a change sees it.
+ * <p>Thread-safe and lock-free: reads and changes may come from any thread; a read that
+ * happens after a change sees it.  The whole clock (monotonic time, UTC offset,
+ * auto-advance step, bounds) is one immutable state behind one atomic reference, and every
+ * change replaces it by compare-and-set: each change and each read is atomic, so a read never
+ * mixes two states (a UTC the clock never held), and a step of UTC applies to the monotonic
+ * time it finds (an advance is either before it or after it, never half of each).  A read
+ * without auto-advance is one volatile load and allocates nothing; changes (and reads with
+ * auto-advance, which change the clock) allocate the new state.
+ *
+ * <p>Not {@link java.io.Serializable}: it is mutable test state (and so is a
+ * {@code java.time.Clock} from {@link #withZone}, which serialises only with its source).
  */
 public final class ManualTimeSource implements TimeSource {
-    private final AtomicLong nanos;
-    /** UTC ns minus monotonic ns. */
-    private volatile long utcOffset;
-    private volatile long autoAdvanceNs;
-    private volatile long halfWidthNs;
-    private volatile boolean synchronised = true;
+    /** One state of the clock; never changed, only replaced. */
+    private static final class State {
+        final long nanos;
+        /** UTC ns minus monotonic ns. */
+        final long utcOffset;
+        final long autoAdvanceNs;
+        final long halfWidthNs;
+        final boolean synchronised;
+
+        State(long nanos, long utcOffset, long autoAdvanceNs, long halfWidthNs, boolean synchronised) {
+            this.nanos = nanos;
+            this.utcOffset = utcOffset;
+            this.autoAdvanceNs = autoAdvanceNs;
+            this.halfWidthNs = halfWidthNs;
+            this.synchronised = synchronised;
+        }
+
+        /** Monotonic time moved to {@code next}, UTC with it; exact: UTC beyond a long throws. */
+        State at(long next) {
+            Math.addExact(next, utcOffset);
+            return new State(next, utcOffset, autoAdvanceNs, halfWidthNs, synchronised);
+        }
+
+        long utc() {
+            return Math.addExact(nanos, utcOffset);
+        }
+    }
+
+    private final AtomicReference<State> state;
 
     private ManualTimeSource(long nanoTime, long utcNanos) {
-        this.nanos = new AtomicLong(nanoTime);
         // Exact: a wrapped offset would make every later read throw instead.
-        this.utcOffset = Math.subtractExact(utcNanos, nanoTime);
+        this.state = new AtomicReference<>(new State(nanoTime, Math.subtractExact(utcNanos, nanoTime), 0, 0, true));
     }
 
     /** UTC at {@code utc}, monotonic time at 0. */
@@ -71,21 +103,25 @@ public final class ManualTimeSource implements TimeSource {
     public ManualTimeSource advanceNanos(long ns) {
         if (ns < 0)
             throw new IllegalArgumentException("monotonic time never goes back: " + ns + " ns");
-        for (;;) { // a CAS, not an add: a concurrent auto-advance is kept, an overflow is not
-            long cur = nanos.get(), next = Math.addExact(cur, ns);
-            Math.addExact(next, utcOffset);
-            if (nanos.compareAndSet(cur, next))
-                return this;
-        }
+        // Exact: an overflow throws before anything changes; a concurrent change is kept.
+        return update(s -> s.at(Math.addExact(s.nanos, ns)));
     }
 
     /** Steps UTC to {@code utc} (forward or back); monotonic time does not move. */
     public ManualTimeSource setInstant(Instant utc) {
         long target = epochNanos(Objects.requireNonNull(utc, "utc"));
-        synchronized (this) { // against a concurrent step; reads stay lock-free
-            utcOffset = Math.subtractExact(target, nanos.get());
+        // At the monotonic time of the state it replaces: an advance is wholly before or after.
+        return update(s -> new State(s.nanos, Math.subtractExact(target, s.nanos), s.autoAdvanceNs, s.halfWidthNs,
+                s.synchronised));
+    }
+
+    /** Replaces the state by {@code f} of it, atomically (compare-and-set, retried on a concurrent change). */
+    private ManualTimeSource update(UnaryOperator<State> f) {
+        for (;;) {
+            State cur = state.get(), next = f.apply(cur);
+            if (state.compareAndSet(cur, next))
+                return this;
         }
-        return this;
     }
 
     /**
@@ -100,8 +136,7 @@ public final class ManualTimeSource implements TimeSource {
         long ns = step.toNanos();
         if (ns < 0)
             throw new IllegalArgumentException("monotonic time never goes back: step " + step);
-        autoAdvanceNs = ns;
-        return this;
+        return update(s -> new State(s.nanos, s.utcOffset, ns, s.halfWidthNs, s.synchronised));
     }
 
     /**
@@ -112,56 +147,54 @@ public final class ManualTimeSource implements TimeSource {
         long ns = halfWidth.toNanos();
         if (ns < 0)
             throw new IllegalArgumentException("negative half-width " + halfWidth);
-        this.halfWidthNs = ns;
-        this.synchronised = synchronised;
-        return this;
+        return update(s -> new State(s.nanos, s.utcOffset, s.autoAdvanceNs, ns, synchronised));
     }
 
     /**
-     * The time now, then moved on by the auto-advance step.
+     * The state now, then moved on by its auto-advance step: a read is one state.
      *
      * @throws ArithmeticException if the step would carry the clock, or UTC, past a long of
      *     ns (as {@link #advanceNanos} refuses it); the clock is then unchanged
      */
-    private long read() {
-        long step = autoAdvanceNs;
-        if (step == 0)
-            return nanos.get();
-        for (;;) { // as advanceNanos: never wraps, nor carries UTC past a long
-            long cur = nanos.get(), next = Math.addExact(cur, step);
-            Math.addExact(next, utcOffset);
-            if (nanos.compareAndSet(cur, next))
+    private State read() {
+        for (;;) {
+            State cur = state.get();
+            long step = cur.autoAdvanceNs;
+            if (step == 0)
+                return cur;
+            // As advanceNanos: never wraps, nor carries UTC past a long.
+            if (state.compareAndSet(cur, cur.at(Math.addExact(cur.nanos, step))))
                 return cur;
         }
     }
 
     @Override
     public long nanoTime() {
-        return read();
+        return read().nanos;
     }
 
     /** @throws ArithmeticException if auto-advance has carried UTC past the year 2262 */
     @Override
     public long currentTimeNanos() {
-        long offset = utcOffset;
-        return Math.addExact(read(), offset);
+        return read().utc();
     }
 
     @Override
     public boolean currentTimeBounds(long[] earliestLatest) {
         if (earliestLatest.length < 2)
             throw new IllegalArgumentException("earliestLatest needs 2 elements, has " + earliestLatest.length);
-        long now = currentTimeNanos(), w = halfWidthNs;
+        State s = read(); // the time and the bounds of one state
+        long now = s.utc(), w = s.halfWidthNs;
         // Saturated: a half-width set wide enough to leave a long never turns the interval inside out.
         long earliest = now - w, latest = now + w;
         earliestLatest[0] = earliest > now ? Long.MIN_VALUE : earliest;
         earliestLatest[1] = latest < now ? Long.MAX_VALUE : latest;
-        return synchronised;
+        return s.synchronised;
     }
 
     @Override
     public String toString() {
-        long n = nanos.get();
-        return "ManualTimeSource[nanoTime=" + n + ", utc=" + Instant.ofEpochSecond(0, 0).plusNanos(n + utcOffset) + "]";
+        State s = state.get();
+        return "ManualTimeSource[nanoTime=" + s.nanos + ", utc=" + Instant.ofEpochSecond(0, 0).plusNanos(s.nanos + s.utcOffset) + "]";
     }
 }

@@ -12,6 +12,9 @@ import java.time.ZoneId;
 import java.time.ZonedDateTime;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
 
 /** The instance-level clock: the system source tells FastClock's time; the manual one only moves when told. */
@@ -168,5 +171,104 @@ class TimeSourceTest {
         for (boolean b : ok)
             assertTrue(b);
         assertEquals(400_000, m.nanoTime());
+    }
+
+    /** Runs body in a thread until stop is set; returns the thread, started. */
+    static Thread loop(AtomicBoolean stop, Runnable body) {
+        Thread t = new Thread(() -> {
+            while (!stop.get())
+                body.run();
+        });
+        t.setDaemon(true);
+        t.start();
+        return t;
+    }
+
+    /**
+     * A read is one state of the clock.  A writer advances by 1 ns and steps UTC back to T0,
+     * over and over: UTC is only ever T0 or T0 + 1 ns.  A read that took the UTC offset of
+     * one state and the monotonic time of a later one saw T0 + 2 ns or more: a time the
+     * clock never held.
+     */
+    @Test
+    void aReadNeverMixesTwoStatesOfTheClock() throws InterruptedException {
+        ManualTimeSource m = ManualTimeSource.at(T0);
+        long t0 = epochNs(T0);
+        AtomicBoolean stop = new AtomicBoolean();
+        AtomicReference<String> torn = new AtomicReference<>();
+        AtomicLong reads = new AtomicLong();
+        List<Thread> threads = new ArrayList<>();
+        threads.add(loop(stop, () -> m.advanceNanos(1).setInstant(T0)));
+        for (int r = 0; r < 2; r++)
+            threads.add(loop(stop, () -> {
+                for (int i = 0; i < 1000; i++) {
+                    long u = m.currentTimeNanos();
+                    if (u != t0 && u != t0 + 1)
+                        torn.compareAndSet(null, "UTC at T0 + " + (u - t0) + " ns");
+                }
+                reads.addAndGet(1000);
+            }));
+        long end = System.nanoTime() + 2_000_000_000L;
+        while (torn.get() == null && System.nanoTime() < end)
+            Thread.sleep(10);
+        stop.set(true);
+        for (Thread t : threads)
+            t.join();
+        assertEquals(null, torn.get(), "after " + reads.get() + " reads: a time the clock never held");
+    }
+
+    /**
+     * A step is applied at the monotonic time it finds, atomically: an advance that a reader
+     * saw before the step (the step not yet visible) is not added on top of the step's target.
+     * One thread steps UTC between two targets far apart, one advances, one reads consistent
+     * (nanoTime, UTC) pairs: each new UTC offset says at which monotonic time its step was
+     * applied (target - offset), and that is never below a monotonic time read under the
+     * previous offset.  (The old two-field clock broke this only when the stepping thread
+     * lost its CPU between its two accesses: about once in 10 s here, so this guards the
+     * one-state design rather than reliably catching that race; the test above does.)
+     */
+    @Test
+    void aStepIsNeverAppliedToAnEarlierMonotonicTimeThanReadersSaw() throws InterruptedException {
+        ManualTimeSource m = ManualTimeSource.at(T0);
+        Instant far = T0.plus(Duration.ofDays(1000));
+        long x0 = epochNs(T0), x1 = epochNs(far), mid = x0 + (x1 - x0) / 2;
+        AtomicBoolean stop = new AtomicBoolean();
+        AtomicReference<String> bad = new AtomicReference<>();
+        AtomicLong pairs = new AtomicLong();
+        List<Thread> threads = new ArrayList<>();
+        boolean[] which = new boolean[1];
+        threads.add(loop(stop, () -> m.setInstant((which[0] = !which[0]) ? far : T0)));
+        threads.add(loop(stop, () -> m.advanceNanos(1)));
+        threads.add(loop(stop, new Runnable() {
+            long lastOffset = Long.MIN_VALUE, seenUnderIt = Long.MIN_VALUE;
+
+            @Override
+            public void run() {
+                for (int i = 0; i < 1000; i++) {
+                    long n1 = m.nanoTime(), u = m.currentTimeNanos(), n2 = m.nanoTime();
+                    if (n1 != n2)
+                        continue; // not one state
+                    long offset = u - n1;
+                    if (offset != lastOffset) {
+                        long appliedAt = (offset > mid ? x1 : x0) - offset;
+                        if (appliedAt < seenUnderIt)
+                            bad.compareAndSet(null, "a step applied at nanoTime " + appliedAt
+                                    + " after a read saw nanoTime " + seenUnderIt + " under the previous offset");
+                        lastOffset = offset;
+                        seenUnderIt = n1;
+                    } else {
+                        seenUnderIt = Math.max(seenUnderIt, n1);
+                    }
+                }
+                pairs.addAndGet(1000);
+            }
+        }));
+        long end = System.nanoTime() + 1_000_000_000L;
+        while (bad.get() == null && System.nanoTime() < end)
+            Thread.sleep(10);
+        stop.set(true);
+        for (Thread t : threads)
+            t.join();
+        assertEquals(null, bad.get(), "after " + pairs.get() + " reads");
     }
 }
