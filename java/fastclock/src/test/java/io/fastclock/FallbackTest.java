@@ -54,12 +54,75 @@ class FallbackTest {
         assertEquals(0, back, "worst step back " + worst + " ns");
     }
 
+    /** The resampling threads of the pure-Java UTC clock in this JVM (there should be none). */
+    static long resampleThreads() {
+        return Thread.getAllStackTraces().keySet().stream()
+                .filter(t -> t.getName().equals("fastclock-java-resample"))
+                .count();
+    }
+
+    /**
+     * No thread of its own: a thread running JavaClock's code would pin its class loader for
+     * the JVM's life (an application server's redeploy in fallback mode leaked one thread and
+     * one class loader each time).  The offset is resampled by the read that finds it older
+     * than the interval; an idle clock does no work at all.
+     */
     @Test
-    void theOffsetIsResampledInTheBackground() throws InterruptedException {
+    void theOffsetIsResampledByTheFirstReadAfterTheIntervalAndByNoThread() throws InterruptedException {
+        JavaClock.currentTimeNanos(); // initialised
+        assertEquals(0, resampleThreads(), "a resampling thread runs");
+        JavaClock.currentTimeNanos();
         long before = JavaClock.samples();
-        Thread.sleep(5 * JavaClock.RESAMPLE_INTERVAL_NS / 1_000_000);
+        Thread.sleep(3 * JavaClock.RESAMPLE_INTERVAL_NS / 1_000_000);
+        assertEquals(before, JavaClock.samples(), "resampled with nobody reading");
+        long t0 = System.nanoTime();
+        long a = JavaClock.currentTimeNanos();
+        assertEquals(before + 1, JavaClock.samples(), "the first read after the interval resamples");
+        long b = JavaClock.currentTimeNanos();
+        if (System.nanoTime() - t0 < JavaClock.RESAMPLE_INTERVAL_NS) // (not if this thread lost its CPU that long)
+            assertEquals(before + 1, JavaClock.samples(), "the next read does not");
+        assertTrue(b >= a, a + " -> " + b);
+    }
+
+    /** Readers racing for a stale offset: one resamples, the others read on, none waits or throws. */
+    @Test
+    void concurrentReadersOfAStaleOffsetResampleItOnce() throws Exception {
+        JavaClock.currentTimeNanos();
+        Thread.sleep(2 * JavaClock.RESAMPLE_INTERVAL_NS / 1_000_000);
+        long before = JavaClock.samples();
+        java.util.concurrent.CountDownLatch go = new java.util.concurrent.CountDownLatch(1);
+        java.util.List<Thread> readers = new java.util.ArrayList<>();
+        long[] worst = new long[4];
+        for (int r = 0; r < 4; r++) {
+            int id = r;
+            Thread t = new Thread(() -> {
+                try {
+                    go.await();
+                } catch (InterruptedException e) {
+                    return;
+                }
+                long prev = JavaClock.currentTimeNanos();
+                for (int i = 0; i < 100_000; i++) {
+                    long v = JavaClock.currentTimeNanos();
+                    worst[id] = Math.max(worst[id], prev - v);
+                    prev = v;
+                }
+            });
+            t.start();
+            readers.add(t);
+        }
+        long t0 = System.nanoTime();
+        go.countDown();
+        for (Thread t : readers)
+            t.join();
+        long elapsed = System.nanoTime() - t0;
         long after = JavaClock.samples();
-        assertTrue(after >= before + 2, "resamples: " + before + " -> " + after);
+        assertTrue(after >= before + 1, "resampled: " + before + " -> " + after);
+        // One resample per interval that the reads spanned, not one per reader or per read.
+        long most = 2 + elapsed / JavaClock.RESAMPLE_INTERVAL_NS;
+        assertTrue(after - before <= most, "resampled " + (after - before) + " times in " + elapsed / 1_000_000 + " ms");
+        for (long w : worst)
+            assertEquals(0, w, "UTC went back within a reader");
     }
 
     @Test

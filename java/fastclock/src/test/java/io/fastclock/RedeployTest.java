@@ -125,4 +125,40 @@ class RedeployTest {
         assertTrue(gone.get() == null, "the class loader was not collected: nothing was undeployed");
         assertEquals(before, after, "the collected copy's calibrator thread still runs");
     }
+
+    /**
+     * The pure-Java fallback redeployed: its UTC clock starts no thread (one running
+     * JavaClock's code would pin the deployment's class loader for the JVM's life), so the
+     * undeployed class loader is collected.
+     */
+    @Test
+    void aCollectedClassLoadersPureJavaClockLeavesNoThreadBehind() throws Exception {
+        String old = System.getProperty("fastclock.native");
+        System.setProperty("fastclock.native", "false");
+        URLClassLoader app;
+        try {
+            List<URL> urls = new ArrayList<>();
+            for (String entry : System.getProperty("java.class.path").split(java.io.File.pathSeparator))
+                urls.add(Paths.get(entry).toUri().toURL());
+            app = new URLClassLoader(urls.toArray(new URL[0]), ClassLoader.getPlatformClassLoader());
+            Class<?> clock = Class.forName("io.fastclock.FastClock", true, app);
+            assertEquals(false, clock.getMethod("isNative").invoke(null));
+            long utc = (long) clock.getMethod("currentTimeNanos").invoke(null); // JavaClock's UTC
+            assertTrue(Math.abs(utc - System.currentTimeMillis() * 1_000_000L) < 1_000_000_000L, "utc " + utc);
+            app.close();
+        } finally {
+            if (old == null)
+                System.clearProperty("fastclock.native");
+            else
+                System.setProperty("fastclock.native", old);
+        }
+        assertEquals(0, FallbackTest.resampleThreads(), "the deployment's pure-Java clock started a thread");
+        WeakReference<ClassLoader> gone = new WeakReference<>(app);
+        app = null;
+        for (int i = 0; i < 100 && gone.get() != null; i++) {
+            System.gc();
+            Thread.sleep(50);
+        }
+        assertTrue(gone.get() == null, "the undeployed class loader was not collected");
+    }
 }
