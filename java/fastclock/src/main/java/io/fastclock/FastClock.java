@@ -42,7 +42,10 @@ import java.util.concurrent.locks.LockSupport;
  *       ordered by a lock, a volatile or any other happens-before edge) never returns a
  *       smaller {@code nanoTime()}.  The same contract as {@code System.nanoTime()}, on the
  *       same timeline: values are directly comparable with {@code System.nanoTime()} on
- *       Linux.</li>
+ *       Linux, to within the core's error bound (monotonicity holds within each clock, not
+ *       between a {@code System.nanoTime()} read and a {@code FastClock} one).  In the core's
+ *       {@code tsc-percpu} mode (machines whose CPUs' counters disagree) order across threads
+ *       holds to within that error bound only; {@link #mode()} says which mode runs.</li>
  *   <li>The {@code *Unordered()} variants skip the fence and cost about half as much in C;
  *       they are monotonic within one thread only.  Use them for intervals timed by one
  *       thread.  Monotonicity holds per method: where the JDK answers one of
@@ -53,8 +56,13 @@ import java.util.concurrent.locks.LockSupport;
  *       (about 100 ns), at any uptime; UTC follows the kernel's steps and NTP slewing.</li>
  * </ul>
  * Pure Java: {@code nanoTime()} is {@code System.nanoTime()}; UTC is
- * {@code System.nanoTime()} plus an offset to {@code Instant.now()} resampled every
- * 100 ms by a daemon thread.
+ * {@code System.nanoTime()} plus an offset to {@code Instant.now()}, resampled by the first
+ * read that finds it older than 100 ms (no thread of its own).
+ *
+ * <p>The objects {@link #timeSource()} / {@link #instantSource()} and {@link #clock(ZoneId)}
+ * return are {@link java.io.Serializable}, as {@code java.time.Clock} asks: the source
+ * deserialises as the one shared instance, a clock as {@code FastClock.clock(zone)} in the
+ * deserialising JVM (what it reads is that JVM's fastclock, not a value carried over).
  */
 public final class FastClock {
     private static final long NANOS_PER_SECOND = 1_000_000_000L;
@@ -85,8 +93,8 @@ public final class FastClock {
                 double[] measured = new double[10];
                 Jni.costs(measured);
                 double[] costs = Routes.fromMeasurement(measured);
-                // Asks the core for its coarse ticker, whose memory the coarse clocks read.
-                NativeCalls.monoCoarseNs();
+                // No coarse read here: the core ticks the coarse clocks every millisecond
+                // from their first read on (coarseNanoTime), not for every JVM that loads this.
                 // Where fastclock's read is the kernel's own (mode system, or
                 // tsc-percpu answered by the kernel's clock: counter "clock_gettime
                 // ..."), it cannot beat the JDK's call of the same clock: no
@@ -218,7 +226,9 @@ public final class FastClock {
      * than the core's error bound.  Read from memory the core's calibrator thread publishes
      * about every millisecond (no native call), with an acquire load: a read never returns
      * less than a read that happens before it, in any thread.  While nobody publishes (mode
-     * system, or before the thread's first tick) the core's function answers.
+     * system, or before the thread's first tick) the core's function answers.  The core ticks
+     * only once the coarse clocks are read: the first coarse read in the process asks for
+     * ticks and, until the first one (about a millisecond), is answered from the fine clock.
      */
     public static long coarseNanoTime() {
         if (NATIVE) {
@@ -340,14 +350,18 @@ public final class FastClock {
         return Instant.ofEpochSecond(0, currentTimeNanos());
     }
 
-    /** An {@link InstantSource} backed by this clock, for code that takes one (the {@link #timeSource()}). */
+    /**
+     * An {@link InstantSource} backed by this clock, for code that takes one (the {@link #timeSource()}).
+     * Serializable: it deserialises as this same instance.
+     */
     public static InstantSource instantSource() {
         return SOURCE;
     }
 
     /**
      * This clock as a {@link TimeSource} object (one shared instance), for code that takes
-     * its clock as a parameter; tests pass a {@link ManualTimeSource} instead.
+     * its clock as a parameter; tests pass a {@link ManualTimeSource} instead.  Serializable:
+     * it deserialises as this same instance.
      */
     public static TimeSource timeSource() {
         return SOURCE;
@@ -355,7 +369,8 @@ public final class FastClock {
 
     /**
      * A {@link Clock} backed by this clock in the given zone, for java.time code
-     * ({@code ZonedDateTime.now(FastClock.clock(zone))}).
+     * ({@code ZonedDateTime.now(FastClock.clock(zone))}).  Serializable, as the JDK's clocks
+     * are: it deserialises as {@code FastClock.clock(zone)}, equal to this one.
      *
      * @throws NullPointerException if {@code zone} is null
      */
@@ -405,7 +420,8 @@ public final class FastClock {
             sb.append("answers_why=").append(ROUTES.costs).append('\n');
             sb.append("coarse=").append(coarseFromMemory()
                     ? "memory the core publishes (" + NativeCalls.coarseAccess() + ", no native call)"
-                    : "a native call (the core publishes no coarse clocks now)").append('\n');
+                    : "a native call (the core publishes no coarse clocks now; it ticks them from"
+                            + " their first read on)").append('\n');
             String noFfm = NativeCalls.ffmUnavailable();
             if (noFfm != null)
                 sb.append("ffm=").append(noFfm).append('\n');
@@ -447,7 +463,14 @@ public final class FastClock {
 
     // ------------------------------------------------------------ adapters
 
-    private static final class Source implements TimeSource {
+    /** Serializable as the one instance: deserialised, it is this JVM's {@link FastClock#timeSource()}. */
+    private static final class Source implements TimeSource, java.io.Serializable {
+        private static final long serialVersionUID = 1L;
+
+        private Object readResolve() {
+            return SOURCE;
+        }
+
         @Override
         public long nanoTime() {
             return FastClock.nanoTime();
@@ -489,11 +512,20 @@ public final class FastClock {
         }
     }
 
-    private static final class ZonedClock extends Clock {
+    /** Serializable as its zone: deserialised, it is {@code FastClock.clock(zone)} in that JVM. */
+    private static final class ZonedClock extends Clock implements java.io.Serializable {
+        private static final long serialVersionUID = 1L;
         private final ZoneId zone;
 
         ZonedClock(ZoneId zone) {
             this.zone = zone;
+        }
+
+        /** Refuses a stream without a zone, as {@link FastClock#clock} refuses a null one. */
+        private Object readResolve() throws java.io.ObjectStreamException {
+            if (zone == null)
+                throw new java.io.InvalidObjectException("zone");
+            return this;
         }
 
         @Override

@@ -6,6 +6,11 @@ import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.io.ByteArrayInputStream;
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.ObjectInputStream;
+import java.io.ObjectOutputStream;
 import java.time.Clock;
 import java.time.Duration;
 import java.time.Instant;
@@ -84,5 +89,38 @@ class AdaptersTest {
         long n1 = FastClock.currentTimeNanos();
         long ns = i.getEpochSecond() * 1_000_000_000L + i.getNano();
         assertTrue(ns >= n0 && ns <= n1, n0 + " " + ns + " " + n1);
+    }
+
+    static Object roundTrip(Object o) throws IOException, ClassNotFoundException {
+        ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+        try (ObjectOutputStream out = new ObjectOutputStream(bytes)) {
+            out.writeObject(o);
+        }
+        try (ObjectInputStream in = new ObjectInputStream(new ByteArrayInputStream(bytes.toByteArray()))) {
+            return in.readObject();
+        }
+    }
+
+    /**
+     * java.time.Clock asks implementations to be Serializable where possible (the JDK's are):
+     * a zoned clock comes back in its zone, telling the time; the shared source comes back as
+     * the one instance (readResolve), wherever it is deserialised.
+     */
+    @Test
+    void clocksAndTheSystemSourceSurviveSerialisation() throws Exception {
+        Clock c = FastClock.clock(PARIS);
+        Object back = roundTrip(c);
+        assertEquals(c, back);
+        Clock copy = (Clock) back;
+        assertEquals(PARIS, copy.getZone());
+        Instant a = Instant.now();
+        Instant v = copy.instant();
+        between(a, v, Instant.now());
+        assertEquals(ZoneOffset.UTC, ((Clock) roundTrip(FastClock.clock(ZoneOffset.UTC))).getZone());
+        assertSame(FastClock.timeSource(), roundTrip(FastClock.timeSource()));
+        assertSame(FastClock.instantSource(), roundTrip(FastClock.instantSource()));
+        // The JDK's own clock over this source (InstantSource.withZone's default is not used
+        // here, but a Clock from FastClock's source must round-trip as the JDK's do).
+        assertEquals(FastClock.instantSource().withZone(PARIS), roundTrip(FastClock.instantSource().withZone(PARIS)));
     }
 }

@@ -44,4 +44,27 @@ class CoarseTest {
         assertTrue(j.get("answers").contains("nanoTime=System.nanoTime()"), j.toString());
         assertTrue(j.get("answers").contains("currentTimeMillis=System.currentTimeMillis()"), j.toString());
     }
+
+    /**
+     * The core ticks the coarse clocks (its calibrator thread, every millisecond) only once
+     * they are read: a JVM that loads FastClock and reads only the fine clocks asks for no
+     * ticks.  The first coarse read starts them; until the first tick it is answered from the
+     * fine clock, never ahead of it, and the coarse clock never goes back across the switch.
+     */
+    @Test
+    void coarseTicksStartAtTheFirstCoarseRead() throws Exception {
+        assumeTrue(FastClock.isNative(), "needs the native library (the core's published coarse clocks)");
+        String mode = FastClock.mode();
+        assumeTrue(mode.startsWith("tsc"), "needs the core's calibrator thread (mode tsc), mode is " + mode);
+        Jvm j = Jvm.probeArgs(java.util.List.of("coarse-lazy"), null);
+        assertEquals(0, j.exitCode, j.toString());
+        assertEquals("true", j.get("native"), j.toString());
+        assumeTrue(j.get("mode").startsWith("tsc"), "the child's mode is " + j.get("mode"));
+        assertEquals("false", j.get("ticking_before_a_coarse_read"), "ticks before any coarse read:\n" + j);
+        assertEquals("true", j.get("ticking_after_a_coarse_read"), "no ticks after coarse reads:\n" + j);
+        // The error bound against the kernel is ~100 ns; the coarse values come from the fine clocks.
+        assertTrue(Long.parseLong(j.get("coarse_ahead_ns")) <= 1_000, j.toString());
+        assertEquals(0, Long.parseLong(j.get("coarse_back_ns")), j.toString());
+        assertTrue(j.get("status").contains("coarse=memory the core publishes"), j.toString());
+    }
 }

@@ -9,7 +9,11 @@ import java.time.ZonedDateTime;
  * how its clocks compare with the JDK's, as key=value lines.
  */
 public final class Probe {
-    public static void main(String[] args) {
+    public static void main(String[] args) throws InterruptedException {
+        if (args.length > 0 && args[0].equals("coarse-lazy")) {
+            coarseLazy();
+            return;
+        }
         if (args.length > 0 && args[0].equals("interrupted")) {
             // Class initialisation on a thread already interrupted (a cancelled task).
             Thread.currentThread().interrupt();
@@ -58,6 +62,46 @@ public final class Probe {
         System.out.println("bounds_synchronized=" + synced);
         System.out.println("bounds_contain_now=" + (bounds[0] <= after && bounds[1] >= before));
         System.out.println("bounds_width_ns=" + (bounds[1] - bounds[0]));
+        System.out.println("status=" + oneLine(FastClock.status()));
+    }
+
+    /**
+     * Reads only the fine clocks for a while, then the coarse ones: whether the core ticked
+     * the coarse clocks before anyone read them, and how the first coarse reads behave.
+     */
+    private static void coarseLazy() throws InterruptedException {
+        long end = System.nanoTime() + 100_000_000L;
+        while (System.nanoTime() < end) { // fine reads only, well past the core's mode decision
+            FastClock.nanoTime();
+            FastClock.currentTimeNanos();
+            Thread.sleep(1);
+        }
+        System.out.println("native=" + FastClock.isNative());
+        System.out.println("mode=" + FastClock.mode());
+        System.out.println("ticking_before_a_coarse_read=" + FastClock.coarseFromMemory());
+        // The first coarse reads: served before the first tick, then from the memory.
+        long prev = Long.MIN_VALUE, ahead = 0, back = 0, reads = 0;
+        long deadline = System.nanoTime() + 2_000_000_000L;
+        boolean fromMemory = false;
+        while (System.nanoTime() < deadline && !(fromMemory && reads > 10_000)) {
+            long c = FastClock.coarseNanoTime();
+            long f = FastClock.nanoTime();
+            long cm = FastClock.coarseCurrentTimeMillis();
+            long fm = FastClock.currentTimeNanos();
+            if (c > f)
+                ahead = Math.max(ahead, c - f);
+            if (cm * 1_000_000L > fm)
+                ahead = Math.max(ahead, cm * 1_000_000L - fm);
+            if (c < prev)
+                back = Math.max(back, prev - c);
+            prev = c;
+            reads++;
+            fromMemory = FastClock.coarseFromMemory();
+        }
+        System.out.println("ticking_after_a_coarse_read=" + fromMemory);
+        System.out.println("coarse_reads=" + reads);
+        System.out.println("coarse_ahead_ns=" + ahead);
+        System.out.println("coarse_back_ns=" + back);
         System.out.println("status=" + oneLine(FastClock.status()));
     }
 
