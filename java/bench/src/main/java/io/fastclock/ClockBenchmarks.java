@@ -1,5 +1,6 @@
 package io.fastclock;
 
+import io.fastclock.bench.ForkRoutes;
 import java.time.Instant;
 import java.util.concurrent.TimeUnit;
 import org.agrona.concurrent.CachedNanoClock;
@@ -12,6 +13,7 @@ import org.openjdk.jmh.annotations.OutputTimeUnit;
 import org.openjdk.jmh.annotations.Scope;
 import org.openjdk.jmh.annotations.Setup;
 import org.openjdk.jmh.annotations.State;
+import org.openjdk.jmh.infra.BenchmarkParams;
 
 /**
  * Every clock against the JDK's and Agrona's, one thread, average time per
@@ -33,9 +35,10 @@ public class ClockBenchmarks {
      * BenchMain leaves the Jni/FFM rows out when it runs the pure-Java fallback.
      */
     @Setup
-    public void setup() {
+    public void setup(BenchmarkParams params) {
         FastClock.isNative();
         agronaCached.update(System.nanoTime());
+        ForkRoutes.record(params); // what this fork decided, for BenchMain's report
     }
 
     // ---- monotonic

@@ -1,5 +1,6 @@
 package io.fastclock;
 
+import io.fastclock.bench.ForkRoutes;
 import java.util.concurrent.TimeUnit;
 import org.openjdk.jmh.annotations.Benchmark;
 import org.openjdk.jmh.annotations.BenchmarkMode;
@@ -9,6 +10,7 @@ import org.openjdk.jmh.annotations.OutputTimeUnit;
 import org.openjdk.jmh.annotations.Scope;
 import org.openjdk.jmh.annotations.Setup;
 import org.openjdk.jmh.annotations.State;
+import org.openjdk.jmh.infra.BenchmarkParams;
 
 /**
  * The JNI path with -XX:+CriticalJNINatives, which makes JDK 16-17 call the
@@ -22,9 +24,10 @@ import org.openjdk.jmh.annotations.State;
 public class CriticalJniBenchmarks {
     /** Loads the library (FastClock's class initialiser) before Jni.* is called directly. */
     @Setup
-    public void requireNative() {
+    public void requireNative(BenchmarkParams params) {
         if (!FastClock.isNative())
             throw new IllegalStateException("the native library did not load:\n" + FastClock.status());
+        ForkRoutes.record(params);
     }
 
     @Benchmark

@@ -1,6 +1,7 @@
 package io.fastclock;
 
 import io.fastclock.adapters.Log4jClock;
+import io.fastclock.bench.ForkRoutes;
 import java.lang.management.ManagementFactory;
 import java.lang.management.ThreadMXBean;
 import java.lang.reflect.Field;
@@ -30,6 +31,7 @@ import org.openjdk.jmh.annotations.Setup;
 import org.openjdk.jmh.annotations.State;
 import org.openjdk.jmh.annotations.TearDown;
 import org.openjdk.jmh.annotations.Threads;
+import org.openjdk.jmh.infra.BenchmarkParams;
 import org.openjdk.jmh.infra.ThreadParams;
 
 /**
@@ -107,7 +109,7 @@ public class Log4jAsyncBenchmarks {
         long consumer;
 
         @Setup(Level.Trial)
-        public void start() {
+        public void start(BenchmarkParams params) {
             System.setProperty("log4j2.contextSelector", "org.apache.logging.log4j.core.async.AsyncLoggerContextSelector");
             System.setProperty("log4j2.configurationFile", "log4j2-async-bench.xml");
             System.setProperty("log4j2.AsyncQueueFullPolicy", CountingQueueFullPolicy.class.getName());
@@ -130,6 +132,7 @@ public class Log4jAsyncBenchmarks {
                 throw new IllegalStateException("clock=" + clock + " but Log4j's async loggers use " + inUse);
             System.out.println("# Log4j async loggers' clock: " + inUse.getClass().getName() + " (" + inUse + "); ring "
                     + ringSize + " slots; fastclock " + FastClock.binding() + ", mode " + FastClock.mode());
+            ForkRoutes.record(params); // (FastClock is loaded by the line above in either clock's fork)
         }
 
         /** The clock AsyncLogger took (its static CLOCK, read once): the one every event here gets its time from. */

@@ -1,5 +1,6 @@
 package io.fastclock;
 
+import io.fastclock.bench.ForkRoutes;
 import java.util.concurrent.TimeUnit;
 import org.apache.logging.log4j.LogManager;
 import org.apache.logging.log4j.Logger;
@@ -13,6 +14,7 @@ import org.openjdk.jmh.annotations.OutputTimeUnit;
 import org.openjdk.jmh.annotations.Scope;
 import org.openjdk.jmh.annotations.Setup;
 import org.openjdk.jmh.annotations.State;
+import org.openjdk.jmh.infra.BenchmarkParams;
 
 /**
  * One real use end to end: Log4j 2 logging an event (created, timestamped, passed to
@@ -50,6 +52,11 @@ public class Log4jBenchmarks {
             if (!(org.apache.logging.log4j.core.util.ClockFactory.getClock() instanceof io.fastclock.adapters.Log4jClock))
                 throw new IllegalStateException("Log4j did not take log4j2.clock");
         }
+
+        @Setup
+        public void record(BenchmarkParams params) {
+            ForkRoutes.record(params);
+        }
     }
 
     /**
@@ -62,6 +69,12 @@ public class Log4jBenchmarks {
         final PreciseClock log4jDefault = new SystemClock();
         final PreciseClock fastclock = new io.fastclock.adapters.Log4jClock();
         final MutableInstant instant = new MutableInstant();
+
+        /** Both clocks are here; fastclock's loads FastClock (the default-clock fork above does not). */
+        @Setup
+        public void record(BenchmarkParams params) {
+            ForkRoutes.record(params);
+        }
     }
 
     @Benchmark

@@ -42,6 +42,11 @@ import org.openjdk.jmh.util.Statistics;
  * {@code --jvmArg -Dfastclock.native=false} measures the pure-Java fallback (the
  * rows that call the bindings directly are left out); FASTCLOCK_MODE in the
  * environment reaches the forks.
+ *
+ * Each JMH fork is a fresh JVM that takes its own never-slower decision: the header's
+ * binding, mode and answers are the launcher JVM's, and after the run a line gives what
+ * the forks themselves decided ({@link ForkRoutes}), or a warning listing each decision
+ * when they differ.  Verdicts: see {@link #verdict}.
  */
 public final class BenchMain {
     private static final String PKG = "io.fastclock.";
@@ -136,12 +141,19 @@ public final class BenchMain {
         forkArgs.addAll(jvmArgs);
         if (!forkArgs.isEmpty())
             o.jvmArgsAppend(forkArgs.toArray(new String[0]));
+        // Each fork takes its own never-slower decision: the forks record theirs here
+        // (ForkRoutes).  Prepended, not appended: an append here would replace a
+        // benchmark's own @Fork(jvmArgsAppend) (CriticalJniBenchmarks' flag on 17).
+        Path forkRoutes = Files.createTempFile("fastclock-fork-routes", ".tsv");
+        forkRoutes.toFile().deleteOnExit();
+        o.jvmArgsPrepend("-D" + ForkRoutes.FILE_PROPERTY + "=" + forkRoutes);
 
         String clocksourceBefore = clocksource();
         if (fallback)
             System.setProperty("fastclock.native", "false"); // so the context below describes the forks
         String context = context();
         System.out.println(context);
+        int forks = 0;
         Map<String, ListStatistics> byName = new HashMap<>();
         // Per benchmark: each round's mean (paired ratios) and the secondary counters summed.
         Map<String, List<Double>> roundMeans = new HashMap<>();
@@ -154,6 +166,7 @@ public final class BenchMain {
                     .param("clock", round % 2 == 1 ? new String[] {"default", "fastclock"} : new String[] {"fastclock", "default"})
                     .build()).run();
             for (RunResult r : results) {
+                forks++;
                 String key = key(r);
                 ListStatistics st = byName.computeIfAbsent(key, k -> new ListStatistics());
                 ListStatistics thisRound = new ListStatistics();
@@ -172,6 +185,7 @@ public final class BenchMain {
         if (!clocksourceBefore.equals(clocksourceAfter))
             context += "WARNING: the kernel's clocksource changed during the run (" + clocksourceBefore + " -> "
                     + clocksourceAfter + "): the JDK rows are not comparable\n";
+        context += forkRoutes(forkRoutes, forks);
         String table = context + "\n" + table(byName, rounds, warmups, iterations, warmupSeconds, iterationSeconds)
                 + log4jAsync(byName, roundMeans, counters, rounds, warmups, iterations, warmupSeconds, iterationSeconds);
         System.out.println();
@@ -254,8 +268,8 @@ public final class BenchMain {
                         100 * c.getOrDefault("consumerCpuNs", 0.0) / c.getOrDefault("wallNs", Double.NaN),
                         1000 * c.getOrDefault("ringFull", 0.0) / ev));
             }
-        sb.append("\nNever slower, Log4j 2 async (fastclock's events/s against the default clock's, same run; \"met\" when the "
-                + "ratio is >= 1 within its 99.9% error):\n\n");
+        sb.append("\nNever slower, Log4j 2 async (fastclock's events/s against the default clock's, same run; " + VERDICTS_HIGHER
+                + "):\n\n");
         for (String[] row : LOG4J_ASYNC) {
             Statistics a = r.get("Log4jAsyncBenchmarks." + row[0] + ":clock=fastclock");
             Statistics b = r.get("Log4jAsyncBenchmarks." + row[0] + ":clock=default");
@@ -263,7 +277,7 @@ public final class BenchMain {
                 continue;
             double q = a.getMean() / b.getMean(), e = q * Math.sqrt(sq(rel(a)) + sq(rel(b)));
             sb.append(String.format(Locale.ROOT, "- %s: %.2f ± %.2f (median %.2f) -> %s%n", row[1], q, e,
-                    median(a) / median(b), q + e >= 1.0 ? "met" : "NOT met"));
+                    median(a) / median(b), verdict(q, e, false)));
         }
         return sb.toString();
     }
@@ -298,8 +312,8 @@ public final class BenchMain {
         sb.append('\n');
         Statistics millis = r.get("ClockBenchmarks.systemCurrentTimeMillis");
         Statistics instantNow = r.get("ClockBenchmarks.instantNow");
-        sb.append("Never slower (promise 2: each method against its JDK counterpart, same run; "
-                + "\"met\" when the ratio is <= 1 within its 99.9% error):\n\n");
+        sb.append("Never slower (promise 2: each method against its JDK counterpart, same run; " + VERDICTS_LOWER
+                + "):\n\n");
         notSlower(sb, "FastClock.nanoTime()", r.get("ClockBenchmarks.nanoTime"), "System.nanoTime()", nano);
         notSlower(sb, "FastClock.nanoTimeUnordered()", r.get("ClockBenchmarks.nanoTimeUnordered"), "System.nanoTime()", nano);
         notSlower(sb, "FastClock.coarseNanoTime()", r.get("ClockBenchmarks.coarseNanoTime"), "System.nanoTime()", nano);
@@ -372,7 +386,38 @@ public final class BenchMain {
             return;
         double q = a.getMean() / b.getMean(), e = q * Math.sqrt(sq(rel(a)) + sq(rel(b)));
         sb.append(String.format(Locale.ROOT, "- %s vs %s: %.2f ± %.2f (median %.2f) -> %s%n", what, jdk, q, e,
-                median(a) / median(b), q - e <= 1.0 ? "met" : "NOT met"));
+                median(a) / median(b), verdict(q, e, true)));
+    }
+
+    static final String VERDICTS_LOWER = "\"met\" when the mean ratio is <= 1 and so is its 99.9% interval (ratio + error); "
+            + "\"NOT met\" when the mean ratio is above 1; either one \"inconclusive\" when the interval straddles 1";
+    static final String VERDICTS_HIGHER = "\"met\" when the mean ratio is >= 1 and so is its 99.9% interval (ratio - error); "
+            + "\"NOT met\" when the mean ratio is below 1; either one \"inconclusive\" when the interval straddles 1";
+
+    /**
+     * The never-slower verdict on a ratio q ± e (99.9% half-width): met only where the mean
+     * ratio is on the good side of 1 (at most 1 where lower is better, at least 1 where higher
+     * is), and inconclusive, said so, wherever the error interval reaches across 1.  (It was
+     * "met" while q - e <= 1: 1.19 ± 0.58 passed.)
+     */
+    static String verdict(double q, double e, boolean lowerIsBetter) {
+        if (Double.isNaN(q))
+            return "n/a";
+        double err = Double.isNaN(e) ? 0 : Math.abs(e);
+        double lo = q - err, hi = q + err;
+        // Where lower is better the pessimistic end is the top of the interval (higher: the bottom).
+        double pessimistic = lowerIsBetter ? hi : lo, optimistic = lowerIsBetter ? lo : hi;
+        boolean ok = lowerIsBetter ? pessimistic <= 1.0 : pessimistic >= 1.0;
+        boolean meanOk = lowerIsBetter ? q <= 1.0 : q >= 1.0;
+        boolean maybeOk = lowerIsBetter ? optimistic <= 1.0 : optimistic >= 1.0;
+        String interval = String.format(Locale.ROOT, "99.9%% interval %.2f..%.2f straddles 1", lo, hi);
+        if (ok)
+            return "met";
+        if (meanOk)
+            return "met on the mean, inconclusive (" + interval + ")";
+        if (maybeOk)
+            return "NOT met on the mean, inconclusive (" + interval + ")";
+        return "NOT met";
     }
 
     private static void absolute(StringBuilder sb, String what, Statistics a, double limitNs) {
@@ -391,8 +436,10 @@ public final class BenchMain {
         String hyp = firstLine("/proc/cpuinfo", "flags").contains(" hypervisor") ? ", virtualised" : "";
         String cs = clocksource();
         return String.format(Locale.ROOT,
-                "Machine: %s (%d CPUs%s), Linux %s, clocksource %s%nJava: %s %s (%s)%nfastclock: binding %s, mode %s (%s)%n"
-                        + "fastclock answers: %s%n",
+                "Machine: %s (%d CPUs%s), Linux %s, clocksource %s%nJava: %s %s (%s)%n"
+                        + "fastclock in the launcher JVM (each JMH fork decides for itself at start-up; what the forks "
+                        + "decided follows the run): binding %s, mode %s (%s)%n"
+                        + "fastclock answers in the launcher JVM: %s%n",
                 cpu, Runtime.getRuntime().availableProcessors(), hyp, System.getProperty("os.version"), cs,
                 System.getProperty("java.vm.name"), Runtime.version(), System.getProperty("java.vendor"),
                 FastClock.binding(), FastClock.mode(), FastClock.reason(), answers());
@@ -400,10 +447,40 @@ public final class BenchMain {
 
     /** The status() line that says who answers each fine clock (the never-slower decision). */
     private static String answers() {
-        for (String line : FastClock.status().split("\n"))
-            if (line.startsWith("answers="))
-                return line.substring("answers=".length());
-        return "unknown";
+        return ForkRoutes.answers();
+    }
+
+    /**
+     * What the forks decided (ForkRoutes' lines): one line when they all agree, else a warning
+     * and each decision with the benchmarks whose forks took it.  Forks of benchmarks that
+     * never load FastClock (Log4j's default clock) record nothing.
+     */
+    static String forkRoutes(Path file, int forks) throws IOException {
+        List<String> lines = Files.exists(file) ? Files.readAllLines(file, StandardCharsets.UTF_8) : new ArrayList<>();
+        Map<String, List<String>> byDecision = new TreeMap<>();
+        int recorded = 0;
+        for (String l : lines) {
+            String[] f = l.split("\t", 4);
+            if (f.length < 4)
+                continue;
+            recorded++;
+            String decision = "binding " + f[1] + ", mode " + f[2] + "; answers: " + f[3];
+            List<String> benches = byDecision.computeIfAbsent(decision, k -> new ArrayList<>());
+            if (!benches.contains(f[0]))
+                benches.add(f[0]);
+        }
+        String counted = recorded + " of " + forks + " forks"
+                + (recorded < forks ? "; the others' benchmarks never load FastClock" : "");
+        if (byDecision.isEmpty())
+            return "fastclock in the forks: unknown (" + counted + ")\n";
+        if (byDecision.size() == 1)
+            return "fastclock in every fork that recorded it (" + counted + "): " + byDecision.keySet().iterator().next()
+                    + "\n";
+        StringBuilder sb = new StringBuilder("WARNING: the forks decided differently (" + counted
+                + "); rows measured under different routes are compared below:\n");
+        for (Map.Entry<String, List<String>> e : byDecision.entrySet())
+            sb.append("- ").append(e.getKey()).append(" (").append(String.join(", ", e.getValue())).append(")\n");
+        return sb.toString();
     }
 
     private static String read(String path) {
