@@ -95,7 +95,10 @@ int64_t fastclock_real_coarse_ns(void);
 /* The raw counter (TSC on x86-64), unordered: for bracketing an operation
  * in one thread.  Its unit is fixed when the mode is decided: nanoseconds of
  * CLOCK_MONOTONIC where the decision was "system" or "tsc-percpu", counter
- * ticks where it was "tsc" (kept after a later fall to "system"). */
+ * ticks where it was "tsc" (kept after a later fall to "system") -- unless a
+ * read that could not wait for the decision (a signal handler on the
+ * deciding thread) fixed nanoseconds first.  Convert with
+ * fastclock_ticks_to_ns, never by assuming the unit. */
 uint64_t fastclock_ticks(void);
 /* A difference of two fastclock_ticks() values, in nanoseconds. */
 int64_t fastclock_ticks_to_ns(uint64_t ticks);

@@ -351,7 +351,11 @@ static void ticks_in_ns(void)
 {
     atomic_store_explicit(&fc_ticks_raw, 0, memory_order_relaxed);
     atomic_store_explicit(&fc_ticks_in_ns, 1, memory_order_relaxed);
-    atomic_store_explicit(&fc_ticks_direct, fc_refclock_answering(), memory_order_release);
+    /* Not where they are synthesised already (a fork child re-based them
+     * on a new time namespace's timeline): the kernel's MONOTONIC is not
+     * theirs any more. */
+    if (!atomic_load_explicit(&ticks_synth, memory_order_acquire))
+        atomic_store_explicit(&fc_ticks_direct, fc_refclock_answering(), memory_order_release);
 }
 
 uint64_t fc_ticks_before_decision(void)
@@ -359,10 +363,11 @@ uint64_t fc_ticks_before_decision(void)
     if (fix_ticks_unit(TICKS_NS) == TICKS_NS) {
         if (!atomic_load_explicit(&fc_ticks_direct, memory_order_acquire))
             ticks_in_ns();
+        fc_direct_fn direct = atomic_load_explicit(&fc_ticks_direct, memory_order_acquire);
         struct timespec ts;
-        if (atomic_load_explicit(&fc_ticks_direct, memory_order_acquire)(CLOCK_MONOTONIC, &ts) == 0)
+        if (direct && direct(CLOCK_MONOTONIC, &ts) == 0)
             return (uint64_t)fc_ts_to_ns(&ts);
-        return (uint64_t)fc_kernel_ns(CLOCK_MONOTONIC);
+        return fc_ticks_synth(fc_kernel_ns(CLOCK_MONOTONIC)); /* ns, or re-based ns */
     }
     /* Counter ticks: a decision for tsc fixed them a moment ago, and is
      * about to say so. */
@@ -521,8 +526,16 @@ int fc_mode_after_timens_change(uint64_t parent_t, int64_t parent_mono)
     fc_wall_forget_offsets();
     int mode = atomic_load_explicit(&fc_mode, memory_order_acquire);
     if ((mode != FC_MODE_TSC && mode != FC_MODE_PERCPU && mode != FC_MODE_SYSTEM) || !fc_cal_trylock()) {
+        /* Undecided: the child decides on its own timeline.  But ticks in
+         * ns handed out already (a read that could not wait for the
+         * decision) go on from the parent's value, as below. */
+        if (atomic_load_explicit(&fc_ticks_in_ns, memory_order_relaxed) &&
+            !atomic_load_explicit(&ticks_synth, memory_order_relaxed)) {
+            synthesise_ticks((uint64_t)parent_mono, fc_kernel_ns(CLOCK_MONOTONIC), (uint64_t)1 << 32);
+            atomic_store_explicit(&fc_ticks_direct, (fc_direct_fn)0, memory_order_release);
+        }
         errno = saved;
-        return 0; /* undecided: the child decides on its own timeline */
+        return 0;
     }
     int64_t now = fc_kernel_ns(CLOCK_MONOTONIC);
     if (atomic_load_explicit(&fc_ticks_raw, memory_order_relaxed)) {
