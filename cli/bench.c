@@ -25,7 +25,8 @@ static void usage(FILE *f)
                "\n"
                "Measures every way to read the time on this machine in one interleaved run: ns per call\n"
                "(median, min, max over ~1 ms batches) with ratios to rdtsc and clock_gettime(CLOCK_MONOTONIC),\n"
-               "thread scaling, and the smallest step of each clock.\n"
+               "thread scaling, and the smallest step of each clock.  fastclock is linked statically into this\n"
+               "command (direct calls); fastclock-bench-core measures it through libfastclock.so.\n"
                "\n"
                "  --json          machine-readable results\n"
                "  --csv           one row per measurement\n"
@@ -74,16 +75,36 @@ static void print_text(const struct bench_result *r)
            r->hypervisor[0] ? " (" : "", r->hypervisor, r->hypervisor[0] ? " guest)" : "", r->arch, r->kernel);
     printf("clocksource %s (available: %s); counter measured at %.3f MHz\n", r->clocksource, r->available,
            r->counter_hz / 1e6);
-    printf("fastclock mode %s (%s calibrator): %s\n", r->fc_mode, r->fc_calibrator, r->fc_reason);
+    const struct bench_fc_state *fc = &r->fc_start;
+    printf("fastclock mode %s%s (%s calibrator): %s\n", r->fc_mode, fc->forced ? ", forced by FASTCLOCK_MODE" : "",
+           r->fc_calibrator, r->fc_reason);
+    printf("fastclock reads (fastclock_status): counter %s; ordered reads from the %s, unordered from the %s;\n"
+           "  real_source %s\n",
+           fc->counter, bench_ordered_reads(fc->counter), bench_unordered_reads(fc->counter),
+           strcmp(fc->real_source, "line") == 0   ? "line (the counter's line plus the kernel's offset)"
+           : strcmp(fc->real_source, "vdso") == 0 ? "vdso (the kernel's own clock_gettime)"
+                                                  : fc->real_source);
+    if (strcmp(bench_ordered_reads(fc->counter), "kernel") == 0)
+        printf("NOTE: the kernel's clock answers fastclock_mono_ns here: its row measures clock_gettime through\n"
+               "  fastclock, not a counter read\n");
+    /* BENCH_LINKAGE: "static" (cli/CMakeLists.txt links fastclock_internal). */
+    printf("linkage: fastclock is linked statically into this command, so its calls are direct while libc's go\n"
+           "  through the PLT; a program linked with libfastclock.so pays one PLT jump more per call\n"
+           "  (fastclock-bench-core measures through the .so)\n");
     if (strcmp(r->clocksource, r->clocksource_end) != 0)
         printf("WARNING: the clocksource changed during the run (%s, then %s): the figures mix both\n",
                r->clocksource, r->clocksource_end);
+    if (r->fc_changed_cost[0])
+        printf("WARNING: fastclock changed during the cost phase, so its figures mix two read paths:\n  %s\n",
+               r->fc_changed_cost);
+    if (r->fc_changed_later[0])
+        printf("WARNING: fastclock changed during thread scaling or granularity:\n  %s\n", r->fc_changed_later);
     printf("\n");
 
     printf("Cost per call: %d interleaved rounds of ~%.2g ms batches per source; ns per call\n", r->cost_rounds,
            r->batch_ns / 1e6);
-    printf("  %-40s %8s %8s %8s %8s %10s  %s\n", "source", "median", "min", "max", "x rdtsc", "x clock_gt",
-           "smallest step");
+    printf("  %-40s %8s %8s %8s %8s %8s %10s  %s\n", "source", "median", "min", "max", "x rdtsc", "x floor",
+           "x clock_gt", "smallest step");
     static const char *const group_title[] = {"raw counter", "fastclock", "libc", "system call"};
     for (int g = 0; g < 4; g++) {
         printf("  %s\n", group_title[g]);
@@ -95,11 +116,12 @@ static void print_text(const struct bench_result *r)
                 printf("    %-38s unsupported here (%s)\n", s->key, strerror(s->err));
                 continue;
             }
-            char med[16], mn[16], mx[16], xr[16], xc[16], step[48];
+            char med[16], mn[16], mx[16], xr[16], xf[16], xc[16], step[48];
             num(med, sizeof med, s->median, 2);
             num(mn, sizeof mn, s->min, 2);
             num(mx, sizeof mx, s->max, 2);
             num(xr, sizeof xr, bench_ratio(r, i, r->rdtsc), 2);
+            num(xf, sizeof xf, bench_ratio(r, i, r->ordered_floor), 2);
             num(xc, sizeof xc, bench_ratio(r, i, r->cg_mono), 2);
             if (isnan(s->step_native))
                 snprintf(step, sizeof step, "none seen");
@@ -112,10 +134,17 @@ static void print_text(const struct bench_result *r)
                 snprintf(step, sizeof step, "%.0f %s%s%s%s", s->step_native, src_unit_name(s->unit),
                          ns[0] ? " (" : "", ns, ns[0] ? ")" : "");
             }
-            printf("    %-38s %8s %8s %8s %8s %10s  %s\n", s->key, med, mn, mx, xr, xc, step);
+            printf("    %-38s %8s %8s %8s %8s %8s %10s  %s\n", s->key, med, mn, mx, xr, xf, xc, step);
         }
     }
-    printf("  x rdtsc / x clock_gt: median over the median of bare rdtsc / of clock_gettime(CLOCK_MONOTONIC).\n");
+    printf("  x rdtsc / x clock_gt: median over the median of the bare counter read (%s) / of\n"
+           "  clock_gettime(CLOCK_MONOTONIC).\n", r->src[0].key);
+    if (r->ordered_floor >= 0)
+        printf("  x floor: median over the median of %s, the fenced read fastclock's ordered reads use here\n"
+               "  (fastclock_status counter): the ordered read's floor.\n", r->src[r->ordered_floor].key);
+    else
+        printf("  x floor: none here: fastclock's ordered reads use no fenced counter read (counter %s).\n",
+               r->fc_start.known ? r->fc_start.counter : "unknown");
     printf("  smallest step: smallest non-zero difference seen between consecutive reads (for fine clocks,\n"
            "  bounded by the cost of a call).\n");
 
@@ -161,6 +190,17 @@ static void print_text(const struct bench_result *r)
 
 /* ---- JSON ---------------------------------------------------------------- */
 
+/* The status fields that say what a fastclock row measured. */
+static void write_fc_state(struct json *j, const struct bench_fc_state *x)
+{
+    json_string(j, "counter", x->counter);
+    json_string(j, "ordered_reads", bench_ordered_reads(x->counter));
+    json_string(j, "unordered_reads", bench_unordered_reads(x->counter));
+    json_string(j, "real_source", x->real_source);
+    json_uint(j, "fallback_reads", x->fallback_reads);
+    json_bool(j, "forced", x->forced);
+}
+
 static void print_json(const struct bench_result *r, const struct bench_config *c)
 {
     struct json j;
@@ -183,6 +223,30 @@ static void print_json(const struct bench_result *r, const struct bench_config *
     json_string(&j, "mode", r->fc_mode);
     json_string(&j, "calibrator", r->fc_calibrator);
     json_string(&j, "reason", r->fc_reason);
+    write_fc_state(&j, &r->fc_start);
+    json_string(&j, "linkage", BENCH_LINKAGE);
+    json_string(&j, "ordered_floor", r->ordered_floor >= 0 ? r->src[r->ordered_floor].key : NULL);
+    json_double(&j, "ticks_ns_per_tick", r->ticks_ns_per_tick > 0 ? r->ticks_ns_per_tick : NAN, 9);
+    json_begin_object(&j, "after_cost");
+    json_string(&j, "mode", r->fc_after_cost.mode);
+    write_fc_state(&j, &r->fc_after_cost);
+    json_end_object(&j);
+    json_begin_object(&j, "at_end");
+    json_string(&j, "mode", r->fc_end.mode);
+    write_fc_state(&j, &r->fc_end);
+    json_end_object(&j);
+    json_begin_array(&j, "warnings");
+    if (r->fc_changed_cost[0]) {
+        char w[600];
+        snprintf(w, sizeof w, "changed during the cost phase: %s", r->fc_changed_cost);
+        json_string(&j, NULL, w);
+    }
+    if (r->fc_changed_later[0]) {
+        char w[600];
+        snprintf(w, sizeof w, "changed during thread scaling or granularity: %s", r->fc_changed_later);
+        json_string(&j, NULL, w);
+    }
+    json_end_array(&j);
     json_end_object(&j);
     json_begin_object(&j, "config");
     json_double(&j, "seconds", c->seconds, 3);
@@ -212,6 +276,7 @@ static void print_json(const struct bench_result *r, const struct bench_config *
         json_uint(&j, "calls_per_batch", s->n);
         json_double(&j, "x_rdtsc", bench_ratio(r, i, r->rdtsc), 3);
         json_double(&j, "x_clock_gettime_monotonic", bench_ratio(r, i, r->cg_mono), 3);
+        json_double(&j, "x_ordered_floor", bench_ratio(r, i, r->ordered_floor), 3);
         json_double(&j, "step", s->step_native, 0);
         json_string(&j, "step_unit", src_unit_name(s->unit));
         json_double(&j, "step_ns", s->step_ns, 1);
@@ -272,7 +337,7 @@ static void csv_num(double v, int decimals)
 static void print_csv(const struct bench_result *r)
 {
     printf("section,source,group,threads,median_ns,min_ns,max_ns,x_rdtsc,x_clock_gettime_monotonic,"
-           "calls_per_s,step_ns\n");
+           "calls_per_s,step_ns,x_ordered_floor\n");
     for (int i = 0; i < r->nsrc; i++) {
         const struct source *s = &r->src[i];
         if (!s->usable)
@@ -287,6 +352,7 @@ static void print_csv(const struct bench_result *r)
         csv_num(bench_ratio(r, i, r->cg_mono), 3);
         csv_num(NAN, 0);
         csv_num(s->step_ns, 1);
+        csv_num(bench_ratio(r, i, r->ordered_floor), 3);
         putchar('\n');
     }
     for (int k = 0; k < r->nscale; k++) {
@@ -301,7 +367,7 @@ static void print_csv(const struct bench_result *r)
             csv_num(p->ns_per_call, 3);
             printf(",,,,");
             csv_num(p->calls_per_s, 0);
-            printf(",\n");
+            printf(",,\n");
         }
     }
 }
@@ -379,6 +445,12 @@ int cmd_bench(int argc, char **argv)
     if (strcmp(r.clocksource, r.clocksource_end) != 0)
         fprintf(stderr, "fastclock bench: the clocksource changed during the run (%s, then %s)\n", r.clocksource,
                 r.clocksource_end);
+    if (r.fc_changed_cost[0])
+        fprintf(stderr, "fastclock bench: WARNING: fastclock changed during the cost phase, so its figures mix "
+                        "two read paths: %s\n", r.fc_changed_cost);
+    if (r.fc_changed_later[0])
+        fprintf(stderr, "fastclock bench: WARNING: fastclock changed during thread scaling or granularity: %s\n",
+                r.fc_changed_later);
     if (json)
         print_json(&r, &cfg);
     else if (csv)

@@ -77,7 +77,7 @@ bad:
     return -1;
 }
 
-/* ---- the plan ------------------------------------------------------------ */
+/* ---- sources by name ------------------------------------------------------ */
 
 static int index_of(const struct bench_result *r, const char *key)
 {
@@ -86,6 +86,93 @@ static int index_of(const struct bench_result *r, const char *key)
             return r->src[i].usable ? i : -1;
     return -1;
 }
+
+/* ---- fastclock's state ---------------------------------------------------- */
+
+static int starts_with(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
+
+const char *bench_ordered_reads(const char *counter)
+{
+    return starts_with(counter, "clock_gettime") ? "kernel" : "counter";
+}
+
+const char *bench_unordered_reads(const char *counter)
+{
+    /* "clock_gettime (ordered), rdtsc (unordered)": the bare reads stay on the counter. */
+    return !starts_with(counter, "clock_gettime") || strstr(counter, "(unordered)") ? "counter" : "kernel";
+}
+
+const char *bench_ordered_floor_key(const char *counter)
+{
+    /* The keys of src_counter's fenced rows are these instructions' names. */
+    if (!FC_HAVE_COUNTER)
+        return NULL;
+    if (strcmp(counter, FC_COUNTER_INSN_ALT) == 0)
+        return FC_COUNTER_INSN_ALT;
+    if (strcmp(counter, FC_COUNTER_INSN_ORDERED) == 0)
+        return FC_COUNTER_INSN_ORDERED;
+    return NULL; /* the kernel's clock, or the shim's unordered default (no fenced read named) */
+}
+
+int bench_fc_changes(const struct bench_fc_state *a, const struct bench_fc_state *b, double reads, char *out,
+                     size_t size)
+{
+    struct sbuf sb;
+    sb_init(&sb, out, size);
+    if (!a->known || !b->known)
+        return 0;
+    int n = 0;
+    if (strcmp(a->mode, b->mode) != 0)
+        sb_printf(&sb, "%smode %s -> %s", n++ ? "; " : "", a->mode, b->mode);
+    if (strcmp(a->counter, b->counter) != 0)
+        sb_printf(&sb, "%scounter %s -> %s", n++ ? "; " : "", a->counter, b->counter);
+    if (strcmp(bench_ordered_reads(a->counter), bench_ordered_reads(b->counter)) != 0)
+        sb_printf(&sb, "%sordered reads (fastclock_mono_ns) from the %s -> the %s", n++ ? "; " : "",
+                  bench_ordered_reads(a->counter), bench_ordered_reads(b->counter));
+    if (strcmp(bench_unordered_reads(a->counter), bench_unordered_reads(b->counter)) != 0)
+        sb_printf(&sb, "%sunordered reads from the %s -> the %s", n++ ? "; " : "", bench_unordered_reads(a->counter),
+                  bench_unordered_reads(b->counter));
+    if (strcmp(a->real_source, b->real_source) != 0)
+        sb_printf(&sb, "%sreal_source %s -> %s", n++ ? "; " : "", a->real_source, b->real_source);
+    if (b->fallback_reads > a->fallback_reads) {
+        uint64_t d = b->fallback_reads - a->fallback_reads;
+        sb_printf(&sb, "%s%llu read%s answered by the kernel in mode tsc", n++ ? "; " : "", (unsigned long long)d,
+                  d == 1 ? "" : "s");
+        if (reads >= (double)d)
+            sb_printf(&sb, ", %.2g%% of ~%.*f %sfastclock reads", 100.0 * (double)d / reads, reads >= 1e3 ? 1 : 0,
+                      reads >= 1e6 ? reads / 1e6 : reads >= 1e3 ? reads / 1e3 : reads,
+                      reads >= 1e6 ? "M " : reads >= 1e3 ? "k " : "");
+        sb_printf(&sb, " (fallback_reads %llu -> %llu)", (unsigned long long)a->fallback_reads,
+                  (unsigned long long)b->fallback_reads);
+    }
+    return n;
+}
+
+void bench_take_state(struct bench_fc_state *x)
+{
+    struct fastclock_status st;
+    memset(x, 0, sizeof *x);
+    if (fastclock_status(&st) != 0)
+        return;
+    x->known = 1;
+    copy_str(x->mode, sizeof x->mode, st.mode ? st.mode : "unknown");
+    copy_str(x->calibrator, sizeof x->calibrator, st.calibrator ? st.calibrator : "unknown");
+    copy_str(x->reason, sizeof x->reason, st.reason ? st.reason : "");
+    copy_str(x->counter, sizeof x->counter, st.counter ? st.counter : "unknown");
+    copy_str(x->real_source, sizeof x->real_source, st.real_source ? st.real_source : "unknown");
+    x->fallback_reads = st.fallback_reads;
+    x->forced = st.forced;
+}
+
+double bench_ticks_ns_per_tick(void)
+{
+    /* Over a billion ticks, so that a tick's fraction of a ns survives the
+     * integer result (an exact 1 where ticks are ns). */
+    int64_t ns = fastclock_ticks_to_ns(1000000000ULL);
+    return ns > 0 ? (double)ns / 1e9 : NAN;
+}
+
+/* ---- the plan ------------------------------------------------------------ */
 
 static void build_sources(struct bench_result *r)
 {
@@ -104,6 +191,12 @@ static void build_sources(struct bench_result *r)
     r->nsrc = n;
     r->rdtsc = r->src[0].usable ? 0 : -1;
     r->cg_mono = index_of(r, "clock_gettime(CLOCK_MONOTONIC)");
+    /* The floor of fastclock's ordered read: the fenced read the status
+     * names (the cheaper one, chosen by counter.c), not a fixed one. */
+    const char *floor = r->fc_start.known ? bench_ordered_floor_key(r->fc_start.counter) : NULL;
+    r->ordered_floor = floor ? index_of(r, floor) : -1;
+    if (r->ordered_floor >= 0)
+        r->src[r->ordered_floor].note = "ordered read that fastclock_mono_ns uses here (status counter): its floor";
 
     /* Thread scaling: one of each kind, and the ones known to serialise
      * (HPET-backed clock_gettime, the process CPU clock). */
@@ -266,6 +359,12 @@ void bench_run(const struct bench_config *cfg, struct bench_result *r)
     nanosleep(&nap, NULL);
 
     describe_machine(r);
+    /* What the fastclock rows will measure: taken again after the cost
+     * phase and at the end; a change is reported (bench_fc_changes). */
+    bench_take_state(&r->fc_start);
+    copy_str(r->fc_mode, sizeof r->fc_mode, r->fc_start.mode);
+    copy_str(r->fc_calibrator, sizeof r->fc_calibrator, r->fc_start.calibrator);
+    copy_str(r->fc_reason, sizeof r->fc_reason, r->fc_start.reason);
     build_sources(r);
     uint64_t t0 = 0, t1 = 0;
     int64_t n0 = 0, n1 = 0;
@@ -275,6 +374,7 @@ void bench_run(const struct bench_config *cfg, struct bench_result *r)
     r->batch_ns = cfg->seconds < 1 ? 250e3 : 1e6;
     src_measure(r->src, r->nsrc, cfg->seconds * 0.5, r->batch_ns, 5, progress, &pc);
     r->cost_rounds = r->src[r->cg_mono >= 0 ? r->cg_mono : 0].count;
+    bench_take_state(&r->fc_after_cost);
 
     run_scaling(cfg, r, &pc);
 
@@ -283,21 +383,29 @@ void bench_run(const struct bench_config *cfg, struct bench_result *r)
         if (n1 > n0 && t1 > t0)
             r->counter_hz = (double)(t1 - t0) * 1e9 / (double)(n1 - n0);
     }
-    struct fastclock_status st;
-    fastclock_status(&st);
-    copy_str(r->fc_mode, sizeof r->fc_mode, st.mode);
-    copy_str(r->fc_calibrator, sizeof r->fc_calibrator, st.calibrator);
-    copy_str(r->fc_reason, sizeof r->fc_reason, st.reason);
-    /* fastclock_ticks counts the TSC in mode tsc and nanoseconds otherwise. */
-    double fc_ticks_hz = strcmp(st.mode, "tsc") == 0 ? st.counter_hz : 1e9;
-
+    r->ticks_ns_per_tick = bench_ticks_ns_per_tick();
+    double ticks_hz = r->ticks_ns_per_tick > 0 ? 1e9 / r->ticks_ns_per_tick : NAN;
+    int ti = index_of(r, "fastclock_ticks");
+    if (ti >= 0 && r->ticks_ns_per_tick > 0)
+        r->src[ti].note = r->ticks_ns_per_tick == 1.0
+                              ? "ns of CLOCK_MONOTONIC here (the unit was fixed when the mode was decided)"
+                              : "counter ticks here, for intervals in one thread (fastclock_ticks_to_ns converts)";
     for (int i = 0; i < r->nsrc; i++) {
         struct source *s = &r->src[i];
         int is_fc_ticks = strcmp(s->key, "fastclock_ticks") == 0;
         double window = s->unit == UNIT_S ? 1.1e9 : 25e6;
-        src_step(s, window, is_fc_ticks ? fc_ticks_hz : r->counter_hz);
+        src_step(s, window, is_fc_ticks ? ticks_hz : r->counter_hz);
         progress("granularity", i + 1, r->nsrc, &pc);
     }
+    bench_take_state(&r->fc_end);
+    /* The fastclock reads of the cost phase's batches (its calibration
+     * and warm-up add a few): what fallback reads are a share of. */
+    double reads = 0;
+    for (int i = 0; i < r->nsrc; i++)
+        if (r->src[i].group == GROUP_FASTCLOCK)
+            reads += (double)r->src[i].count * (double)r->src[i].n;
+    bench_fc_changes(&r->fc_start, &r->fc_after_cost, reads, r->fc_changed_cost, sizeof r->fc_changed_cost);
+    bench_fc_changes(&r->fc_after_cost, &r->fc_end, 0, r->fc_changed_later, sizeof r->fc_changed_later);
     struct fc_clocksource_info cs;
     fc_clocksource_read("", &cs);
     copy_str(r->clocksource_end, sizeof r->clocksource_end, cs.current_errno ? "unknown" : cs.current);

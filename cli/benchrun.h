@@ -18,6 +18,43 @@ struct bench_config {
     int progress;                   /* progress line on stderr */
 };
 
+/* fastclock_status() at one moment: what a fastclock row measured.  The
+ * bench takes it before the cost phase, after it, and at the end; a change
+ * between two (a mode change, reads routed to the kernel, fallback reads)
+ * means the fastclock figures mix two read paths. */
+struct bench_fc_state {
+    int known;                 /* taken */
+    char mode[32], calibrator[32], reason[320];
+    char counter[96];          /* status().counter: the instruction, or "clock_gettime ..." */
+    char real_source[16];      /* "line" or "vdso" */
+    uint64_t fallback_reads;   /* reads the kernel answered while in mode tsc */
+    int forced;                /* FASTCLOCK_MODE chose the mode */
+};
+
+/* Takes fastclock_status() now. */
+void bench_take_state(struct bench_fc_state *x);
+/* fastclock_ticks' unit in ns per tick, from fastclock_ticks_to_ns: the
+ * unit is fixed when the mode is decided (counter ticks where that was tsc,
+ * kept after a later fall to tsc-percpu or system; ns otherwise), so the
+ * mode now cannot tell it.  NaN if unknown. */
+double bench_ticks_ns_per_tick(void);
+
+/* Who answers fastclock's fine reads, from status().counter: "counter" or
+ * "kernel" (clock_gettime), for the ordered reads (fastclock_mono_ns) and
+ * the unordered ones (fastclock_mono_ns_unordered). */
+const char *bench_ordered_reads(const char *counter);
+const char *bench_unordered_reads(const char *counter);
+/* The counter source (its key in the cost table) that is the floor of
+ * fastclock's ordered read, from status().counter: "rdtscp" or
+ * "lfence;rdtsc" (arm64: "cntvctss_el0" or "isb;cntvct_el0"); NULL where
+ * the ordered reads are the kernel's or the counter names no fenced read. */
+const char *bench_ordered_floor_key(const char *counter);
+/* Describes what changed from a to b ("mode tsc -> system; ..."), empty if
+ * nothing did; returns the number of changes.  reads: fastclock reads made
+ * in between, for the fallback reads' share (0: unknown). */
+int bench_fc_changes(const struct bench_fc_state *a, const struct bench_fc_state *b, double reads, char *out,
+                     size_t size);
+
 struct bench_point {
     int ok;
     double calls_per_s, ns_per_call;  /* medians over rounds (see src_scale) */
@@ -29,6 +66,8 @@ struct bench_result {
     struct source src[BENCH_MAX_SOURCES];
     int nsrc;
     int rdtsc, cg_mono;             /* indices of the two reference sources, -1 if unusable */
+    int ordered_floor;              /* index of the fenced counter read fastclock's ordered reads use
+                                       (status counter), -1 if none here or unusable */
     int scale_src[BENCH_MAX_SCALE]; /* indices into src[] */
     int nscale;
     int threads[BENCH_MAX_THREADS];
@@ -45,8 +84,20 @@ struct bench_result {
     /* The machine, to print beside the numbers. */
     char cpu[128], arch[32], kernel[128], hypervisor[48], clocksource[64], available[256];
     char clocksource_end[64];       /* read again at the end: someone may switch it meanwhile */
-    char fc_mode[32], fc_calibrator[32], fc_reason[320];
+    char fc_mode[32], fc_calibrator[32], fc_reason[320]; /* as the cost phase began (fc_start) */
+
+    /* fastclock's state before the cost phase, after it, and at the end
+     * (after thread scaling and granularity), and what changed between them
+     * ("" where nothing did). */
+    struct bench_fc_state fc_start, fc_after_cost, fc_end;
+    char fc_changed_cost[512], fc_changed_later[512];
+    double ticks_ns_per_tick;       /* fastclock_ticks' unit (bench_ticks_ns_per_tick) */
 };
+
+/* The CLI links the library statically (cli/CMakeLists.txt): its fastclock_*
+ * rows are direct calls, while libc's clock_gettime goes through the PLT.
+ * fastclock-bench-core (bench/core_bench.c) links libfastclock.so. */
+#define BENCH_LINKAGE "static"
 
 /* Parses "1,2,4" or "1-4" or "1,8-10" into ascending unique counts in
  * 1..1024.  Returns the count, or -1 with a message. */

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "counter.h"
+#include "cpu.h"
 #include "fastclock.h"
 #include "fastclock_inline.h"
 #include "util.h"
@@ -56,6 +57,11 @@ const char *src_unit_name(enum src_unit u)
 
 /* ---- one read of each source ------------------------------------------- */
 
+/* Paired loops do the same work: every call's return value is tested, by
+ * libc's loops and fastclock's alike (fastclock_gettime,
+ * fastclock_gettimeofday), and no loop branches on how to call (libc or
+ * system call) per read: each way has its own function. */
+
 static inline int64_t cg_ns(long id)
 {
     struct timespec ts;
@@ -72,31 +78,54 @@ static inline int64_t sys_cg_ns(long id)
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-static inline int64_t gtod_us(long via_syscall)
+static inline int64_t fc_gettime_ns(clockid_t id)
+{
+    struct timespec ts;
+    if (fastclock_gettime(id, &ts) != 0)
+        return 0;
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static inline int64_t gtod_us(void)
 {
     struct timeval tv;
-    if (via_syscall)
-        syscall(SYS_gettimeofday, &tv, NULL);
-    else
-        gettimeofday(&tv, NULL);
+    if (gettimeofday(&tv, NULL) != 0)
+        return 0;
     return (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
 }
 
-static inline int64_t time_s(long via_syscall)
+static inline int64_t sys_gtod_us(void)
 {
-#ifdef SYS_time
-    if (via_syscall)
-        return (int64_t)syscall(SYS_time, NULL);
-#endif
-    (void)via_syscall;
-    return (int64_t)time(NULL);
+    struct timeval tv;
+    if (syscall(SYS_gettimeofday, &tv, NULL) != 0)
+        return 0;
+    return (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
 }
 
-static inline int64_t rdtscp_read(void)
+static inline int64_t fc_gtod_us(void)
 {
-    uint32_t aux;
-    return (int64_t)fc_counter_rdtscp(&aux);
+    struct timeval tv;
+    if (fastclock_gettimeofday(&tv, NULL) != 0)
+        return 0;
+    return (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
 }
+
+static inline int64_t sys_time_s(void)
+{
+#ifdef SYS_time
+    return (int64_t)syscall(SYS_time, NULL);
+#else
+    return -1; /* not a source here (src_time) */
+#endif
+}
+
+/* The two fenced counter reads as fastclock's ordered reads execute them
+ * (counter.h fc_counter_fenced: on x86-64 rdtscp's or lfence;rdtsc's halves
+ * as the instruction leaves them; on arm64 mrs cntvctss_el0 or
+ * isb;mrs cntvct_el0, each followed by the kernel's ordering dependency):
+ * the floors of fastclock_mono_ns. */
+static inline int64_t fenced_alt(void) { return (int64_t)fc_counter_fenced(FC_READ_RDTSCP); }
+static inline int64_t fenced_default(void) { return (int64_t)fc_counter_fenced(0); }
 
 /* Readers (for granularity) and loops (for cost) share these expressions. */
 #define SOURCE(name, expr)                                                  \
@@ -115,8 +144,8 @@ static inline int64_t rdtscp_read(void)
     }
 
 SOURCE(counter, fc_counter_unordered())
-SOURCE(counter_p, rdtscp_read())
-SOURCE(counter_f, fc_counter_ordered())
+SOURCE(counter_p, fenced_alt())
+SOURCE(counter_f, fenced_default())
 SOURCE(fc_mono, fastclock_mono_ns())
 SOURCE(fc_mono_u, fastclock_mono_ns_unordered())
 SOURCE(fc_real, fastclock_real_ns())
@@ -127,25 +156,15 @@ SOURCE(fc_ticks, fastclock_ticks())
 SOURCE(fc_mono_i, fastclock_mono_ns_inline())
 SOURCE(fc_mono_ui, fastclock_mono_ns_unordered_inline())
 SOURCE(fc_mono_ci, fastclock_mono_coarse_ns_inline())
-SOURCE(fc_gettime, ({
-           struct timespec ts_;
-           fastclock_gettime(CLOCK_MONOTONIC, &ts_);
-           (int64_t)ts_.tv_sec * 1000000000LL + ts_.tv_nsec;
-       }))
-SOURCE(fc_gettime_real, ({
-           struct timespec ts_;
-           fastclock_gettime(CLOCK_REALTIME, &ts_);
-           (int64_t)ts_.tv_sec * 1000000000LL + ts_.tv_nsec;
-       }))
-SOURCE(fc_gtod, ({
-           struct timeval tv_;
-           fastclock_gettimeofday(&tv_, NULL);
-           (int64_t)tv_.tv_sec * 1000000 + tv_.tv_usec;
-       }))
+SOURCE(fc_gettime, fc_gettime_ns(CLOCK_MONOTONIC))
+SOURCE(fc_gettime_real, fc_gettime_ns(CLOCK_REALTIME))
+SOURCE(fc_gtod, fc_gtod_us())
 SOURCE(cg, cg_ns(arg))
 SOURCE(sys_cg, sys_cg_ns(arg))
-SOURCE(gtod, gtod_us(arg))
-SOURCE(time, time_s(arg))
+SOURCE(gtod, gtod_us())
+SOURCE(sys_gtod, sys_gtod_us())
+SOURCE(time, time(NULL))
+SOURCE(sys_time, sys_time_s())
 
 /* ---- constructors ------------------------------------------------------- */
 
@@ -171,11 +190,15 @@ void src_counter(struct source *s, int which)
     static const char *const keys[] = {"rdtsc", "rdtscp", "lfence;rdtsc"};
     static const char *const notes[] = {
         "bare counter read; the CPU may execute it early (out of order)",
-        "waits for earlier instructions; also returns the CPU number",
-        "ordered read (what fastclock_mono_ns uses)"};
+        "ordered read (waits for earlier instructions); fastclock's where the CPU has it",
+        "ordered read; fastclock's only where rdtscp costs over 1.25x it and lfence orders rdtsc"};
 #else
-    static const char *const keys[] = {"cntvct_el0", "isb;cntvct_el0 (aux)", "isb;cntvct_el0"};
-    static const char *const notes[] = {"bare counter read", "ordered counter read", "ordered counter read"};
+    /* The ordered reads fastclock may choose (counter.c): isb;cntvct_el0,
+     * or with FEAT_ECV the self-synchronised cntvctss_el0, which needs no isb. */
+    static const char *const keys[] = {"cntvct_el0", "cntvctss_el0", "isb;cntvct_el0"};
+    static const char *const notes[] = {"bare counter read; the CPU may read it early or late",
+                                        "ordered read without isb (FEAT_ECV); fastclock's where the CPU has it",
+                                        "ordered read (the kernel vDSO's)"};
 #endif
     static const src_loop_fn loops[] = {l_counter, l_counter_p, l_counter_f};
     static const src_read_fn reads[] = {r_counter, r_counter_p, r_counter_f};
@@ -183,6 +206,17 @@ void src_counter(struct source *s, int which)
     if (!FC_HAVE_COUNTER) {
         s->usable = 0;
         s->err = ENOSYS;
+    } else if (which == 1) {
+        /* rdtscp, cntvctss_el0: an undefined instruction where the CPU lacks it. */
+#if defined(__x86_64__) || defined(__i386__)
+        int present = fc_cpu_has_rdtscp();
+#else
+        int present = fc_cpu_counter_self_synced();
+#endif
+        if (!present) {
+            s->usable = 0;
+            s->err = ENOTSUP;
+        }
     }
 }
 
@@ -237,14 +271,18 @@ void src_syscall_clock_gettime(struct source *s, int i)
 
 void src_gettimeofday(struct source *s, int via_syscall)
 {
-    init(s, via_syscall ? "syscall(gettimeofday)" : "gettimeofday", via_syscall ? "always enters the kernel" : "libc, microseconds",
-         via_syscall ? GROUP_SYSCALL : GROUP_LIBC, l_gtod, r_gtod, UNIT_US, via_syscall);
+    if (via_syscall)
+        init(s, "syscall(gettimeofday)", "always enters the kernel", GROUP_SYSCALL, l_sys_gtod, r_sys_gtod, UNIT_US, 0);
+    else
+        init(s, "gettimeofday", "libc, microseconds", GROUP_LIBC, l_gtod, r_gtod, UNIT_US, 0);
 }
 
 void src_time(struct source *s, int via_syscall)
 {
-    init(s, via_syscall ? "syscall(time)" : "time", via_syscall ? "always enters the kernel" : "libc, seconds",
-         via_syscall ? GROUP_SYSCALL : GROUP_LIBC, l_time, r_time, UNIT_S, via_syscall);
+    if (via_syscall)
+        init(s, "syscall(time)", "always enters the kernel", GROUP_SYSCALL, l_sys_time, r_sys_time, UNIT_S, 0);
+    else
+        init(s, "time", "libc, seconds", GROUP_LIBC, l_time, r_time, UNIT_S, 0);
 #ifndef SYS_time
     if (via_syscall) {
         s->usable = 0;

@@ -54,7 +54,10 @@ extern const struct clock_name src_clocks[];
 extern const int src_nclocks;
 
 /* Constructors: fill *s and probe whether the call works. */
-void src_counter(struct source *s, int which);   /* 0 bare, 1 rdtscp, 2 fenced */
+/* Counters: 0 the bare read, 1 and 2 the two fenced reads fastclock chooses
+ * between (x86: rdtscp, lfence;rdtsc; arm64: cntvctss_el0, isb;cntvct_el0),
+ * as its ordered reads execute them; 1 is unusable where the CPU lacks it. */
+void src_counter(struct source *s, int which);
 void src_fastclock(struct source *s, int which); /* see FC_SRC_* */
 void src_clock_gettime(struct source *s, int clock_index);
 void src_syscall_clock_gettime(struct source *s, int clock_index);

@@ -16,12 +16,18 @@
  *   static     linked with libfastclock.a, lazy: no library to load (optional);
  *   shim       the plain program under LD_PRELOAD=libfastclock-preload.so;
  * and reports the median wall time from posix_spawn to waitpid, the
- * difference from plain, and the first read's own cost inside the process.
+ * difference from plain, and the first read's own cost inside the process
+ * (the median over the runs that reported one; the others are counted).
+ * Every probe must exit 0: one that fails (127: the loader could not start
+ * it) stops the run with exit 1 rather than being timed as a fast start.
  *
  * usage: fastclock-bench-startup [--runs N] PROBE_PLAIN PROBE_LINKED LIBRARY
  *                                PRELOAD_SO [EMPTY_SO [PROBE_STATIC]]
  */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +35,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "../bench_util.h"
 
 extern char **environ;
 
@@ -43,22 +51,48 @@ static double now_us(void)
     return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
 }
 
-static int cmp(const void *a, const void *b)
+/* A probe that did not run to its end (exit 127: the loader could not
+ * start it) would be timed as a fast start: the run stops here instead. */
+static void require_success(const char *variant, const char *prog, int st)
 {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+        return;
+    if (WIFEXITED(st))
+        fprintf(stderr, "fastclock-bench-startup: %s (%s) exited with status %d%s; its start-up cannot be timed\n",
+                variant, prog, WEXITSTATUS(st),
+                WEXITSTATUS(st) == 127 ? " (the loader could not start it: a library missing?)" : "");
+    else if (WIFSIGNALED(st))
+        fprintf(stderr, "fastclock-bench-startup: %s (%s) was killed by signal %d (%s); its start-up cannot be timed\n",
+                variant, prog, WTERMSIG(st), strsignal(WTERMSIG(st)));
+    else
+        fprintf(stderr, "fastclock-bench-startup: %s (%s) ended with wait status 0x%x\n", variant, prog, st);
+    exit(1);
+}
+
+/* The probe's report: its first read's ns, a whole line and nothing else;
+ * -1 when it wrote none (counted, never sorted in with the others). */
+static double parse_first(const char *buf)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(buf, &end);
+    if (end == buf || errno || !(v >= 0) || (*end && strcmp(end, "\n") != 0))
+        return -1;
+    return v;
 }
 
 /* Runs one variant; with first_read, reads the probe's report from a pipe. */
-static double run(const char *prog, char **env, int first_read, double *first_ns)
+static double run(const char *variant, const char *prog, char **env, int first_read, double *first_ns)
 {
     int fd[2] = {-1, -1};
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     char *argv[3] = {(char *)prog, first_read ? (char *)"report" : NULL, NULL};
     if (first_read) {
-        if (pipe(fd) != 0)
-            return -1;
+        if (pipe(fd) != 0) {
+            perror("fastclock-bench-startup: pipe");
+            exit(2);
+        }
         posix_spawn_file_actions_adddup2(&fa, fd[1], 1);
         posix_spawn_file_actions_addclose(&fa, fd[0]);
     }
@@ -71,14 +105,21 @@ static double run(const char *prog, char **env, int first_read, double *first_ns
         exit(2);
     }
     int st;
-    waitpid(pid, &st, 0);
+    pid_t w;
+    while ((w = waitpid(pid, &st, 0)) < 0 && errno == EINTR)
+        ;
     double t1 = now_us();
+    if (w != pid) {
+        fprintf(stderr, "fastclock-bench-startup: waiting for %s: %s\n", prog, strerror(errno));
+        exit(2);
+    }
+    require_success(variant, prog, st);
     if (first_read) {
         close(fd[1]);
         char buf[64] = {0};
         ssize_t n = read(fd[0], buf, sizeof buf - 1);
         close(fd[0]);
-        *first_ns = n > 0 ? atof(buf) : -1;
+        *first_ns = n > 0 ? parse_first(buf) : -1;
     }
     return t1 - t0;
 }
@@ -86,11 +127,17 @@ static double run(const char *prog, char **env, int first_read, double *first_ns
 int main(int argc, char **argv)
 {
     int runs = 300, a = 1;
-    if (argc > 2 && strcmp(argv[1], "--runs") == 0) {
-        runs = atoi(argv[2]);
+    if (argc > 1 && strcmp(argv[1], "--runs") == 0) {
+        long v;
+        if (argc < 3 || bench_parse_count(argv[2], 10, 100000, &v) != 0) {
+            fprintf(stderr, "fastclock-bench-startup: --runs needs a whole number from 10 to 100000 (got '%s')\n",
+                    argc < 3 ? "" : argv[2]);
+            return 2;
+        }
+        runs = (int)v;
         a = 3;
     }
-    if (argc - a < 4 || argc - a > 6 || runs < 10 || runs > 100000) {
+    if (argc - a < 4 || argc - a > 6) {
         fprintf(stderr, "usage: fastclock-bench-startup [--runs N (10..100000)] PROBE_PLAIN PROBE_LINKED LIBRARY "
                         "PRELOAD_SO [EMPTY_SO [PROBE_STATIC]]\n");
         return 2;
@@ -138,27 +185,49 @@ int main(int argc, char **argv)
     const char *prog[NVAR] = {plain, empty ? plain : NULL, linked, linked, stat, plain};
     double *wall = calloc((size_t)NVAR * (size_t)runs, sizeof *wall);
     double *first = calloc((size_t)NVAR * (size_t)runs, sizeof *first);
-    for (int v = 0; v < NVAR; v++) /* warm the page cache */
+    int nfirst[NVAR] = {0}, missing[NVAR] = {0};
+    if (!wall || !first) {
+        fprintf(stderr, "fastclock-bench-startup: out of memory\n");
+        return 2;
+    }
+    for (int v = 0; v < NVAR; v++) /* warm the page cache; a probe that cannot run stops here */
         if (prog[v])
-            run(prog[v], envs[v], 0, NULL);
+            run(names[v], prog[v], envs[v], 0, NULL);
     for (int r = 0; r < runs; r++)
         for (int v = 0; v < NVAR; v++) {
             if (!prog[v])
                 continue;
-            wall[v * runs + r] = run(prog[v], envs[v], 0, NULL);
-            run(prog[v], envs[v], 1, &first[v * runs + r]);
+            wall[v * runs + r] = run(names[v], prog[v], envs[v], 0, NULL);
+            double f;
+            run(names[v], prog[v], envs[v], 1, &f);
+            if (f >= 0)
+                first[v * runs + nfirst[v]++] = f;
+            else
+                missing[v]++; /* no report: left out of the median, and counted */
         }
     printf("one read per process, %d interleaved runs of each; median wall time from spawn to reap\n", runs);
     printf("%-18s %12s %12s %16s\n", "process", "median us", "vs plain", "first read ns");
-    double med[NVAR];
+    double med[NVAR], first_med[NVAR];
     for (int v = 0; v < NVAR; v++) {
-        qsort(wall + v * runs, (size_t)runs, sizeof *wall, cmp);
-        qsort(first + v * runs, (size_t)runs, sizeof *first, cmp);
-        med[v] = wall[v * runs + runs / 2];
+        med[v] = prog[v] ? bench_median(wall + v * runs, runs) : NAN;
+        first_med[v] = bench_median(first + v * runs, nfirst[v]);
     }
+    int any_missing = 0;
     for (int v = 0; v < NVAR; v++)
-        if (prog[v])
-            printf("%-18s %12.1f %+12.1f %16.0f\n", names[v], med[v], med[v] - med[PLAIN], first[v * runs + runs / 2]);
+        if (prog[v]) {
+            printf("%-18s %12.1f %+12.1f", names[v], med[v], med[v] - med[PLAIN]);
+            if (isnan(first_med[v]))
+                printf(" %16s", "-");
+            else
+                printf(" %16.0f", first_med[v]);
+            if (missing[v]) {
+                printf("  (%d of %d runs reported no first read)", missing[v], runs);
+                any_missing = 1;
+            }
+            printf("\n");
+        }
+    if (any_missing)
+        fprintf(stderr, "fastclock-bench-startup: some probes reported no first read: their medians leave them out\n");
     if (prog[EMPTY])
         printf("empty library: a shared library with nothing in it, preloaded -- what loading any library costs here\n");
     printf("linked: the library handed to the loader by its path, as an installed one is found (no RUNPATH search)\n");

@@ -352,7 +352,7 @@ class Bench(unittest.TestCase):
         jsonschema.validate(d, BENCH_SCHEMA)
         self.assertEqual(d["config"]["threads"], [1, 2])
         src = {s["name"]: s for s in d["sources"]}
-        counters = ({"cntvct_el0", "isb;cntvct_el0 (aux)", "isb;cntvct_el0"} if "cntvct_el0" in src
+        counters = ({"cntvct_el0", "cntvctss_el0", "isb;cntvct_el0"} if "cntvct_el0" in src
                     else {"rdtsc", "rdtscp", "lfence;rdtsc"})
         expected = counters | {"fastclock_mono_ns", "fastclock_mono_ns_unordered",
                     "fastclock_real_ns", "fastclock_real_ns_unordered", "fastclock_mono_coarse_ns",
@@ -375,6 +375,35 @@ class Bench(unittest.TestCase):
         self.assertEqual(src["clock_gettime(CLOCK_MONOTONIC)"]["x_clock_gettime_monotonic"], 1.0)
         ratio = src["syscall(clock_gettime, CLOCK_MONOTONIC)"]["median_ns"] / src[bare]["median_ns"]
         self.assertAlmostEqual(src["syscall(clock_gettime, CLOCK_MONOTONIC)"]["x_rdtsc"], ratio, places=2)
+        # What the fastclock rows measured: the status before the cost phase,
+        # after it and at the end, and a warning for every change between them.
+        fc = d["fastclock"]
+        self.assertEqual(fc["linkage"], "static")
+        self.assertIn(fc["ordered_reads"], ("counter", "kernel"))
+        self.assertIn(fc["real_source"], ("line", "vdso"))
+        for later in (fc["after_cost"], fc["at_end"]):
+            self.assertGreaterEqual(later["fallback_reads"], fc["fallback_reads"])
+        changed = any(fc["after_cost"][k] != fc[k] for k in ("mode", "counter", "real_source", "fallback_reads"))
+        self.assertEqual(changed, any(w.startswith("changed during the cost phase") for w in fc["warnings"]),
+                         fc["warnings"])
+        self.assertEqual(changed, "fastclock changed during the cost phase" in self.p.stderr, self.p.stderr)
+        # The ordered floor: the fenced read the status names, or none where
+        # the kernel answers the ordered reads.
+        if fc["counter"] in counters - {bare}:
+            self.assertEqual(fc["ordered_floor"], fc["counter"])
+            self.assertEqual(src[fc["counter"]]["x_ordered_floor"], 1.0)
+            ratio = src["fastclock_mono_ns"]["median_ns"] / src[fc["counter"]]["median_ns"]
+            self.assertAlmostEqual(src["fastclock_mono_ns"]["x_ordered_floor"], ratio, places=2)
+        else:
+            self.assertIsNone(fc["ordered_floor"])
+            self.assertTrue(all(s["x_ordered_floor"] is None for s in d["sources"]))
+        if fc["ordered_reads"] == "kernel":
+            self.assertTrue(fc["counter"].startswith("clock_gettime"), fc["counter"])
+        # fastclock_ticks: its step in ns through the library's own conversion.
+        ticks = src["fastclock_ticks"]
+        self.assertGreater(fc["ticks_ns_per_tick"], 0)
+        if ticks["step"] is not None:
+            self.assertAlmostEqual(ticks["step_ns"], ticks["step"] * fc["ticks_ns_per_tick"], delta=0.1)
         # Granularity: the coarse clock moves by its resolution, time() by a second.
         coarse = src["clock_gettime(CLOCK_MONOTONIC_COARSE)"]
         res = time.clock_getres(CLOCK_MONOTONIC_COARSE) * 1e9
@@ -416,7 +445,8 @@ class Bench(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         rows = list(csv.DictReader(io.StringIO(p.stdout)))
         self.assertEqual(list(rows[0]), ["section", "source", "group", "threads", "median_ns", "min_ns", "max_ns",
-                                         "x_rdtsc", "x_clock_gettime_monotonic", "calls_per_s", "step_ns"])
+                                         "x_rdtsc", "x_clock_gettime_monotonic", "calls_per_s", "step_ns",
+                                         "x_ordered_floor"])
         sections = {r["section"] for r in rows}
         self.assertEqual(sections, {"cost", "scaling"})
         names = {r["source"] for r in rows}
@@ -429,7 +459,9 @@ class Bench(unittest.TestCase):
                 self.assertGreater(float(r["calls_per_s"]), 0)
         t = run("bench", "--seconds", "0.2", "--threads", "1")
         self.assertEqual(t.returncode, 0, t.stderr)
-        for heading in ("Cost per call", "Thread scaling", "x rdtsc", "smallest step"):
+        for heading in ("Cost per call", "Thread scaling", "x rdtsc", "x floor", "smallest step",
+                        "fastclock reads (fastclock_status): counter ", "linkage: fastclock is linked statically",
+                        "fastclock-bench-core"):
             self.assertIn(heading, t.stdout)
         self.assertEqual(t.stderr, "", "a progress line on a pipe")
 
