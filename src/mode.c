@@ -525,11 +525,14 @@ int fc_mode_after_timens_change(uint64_t parent_t, int64_t parent_mono)
     fc_sync_forget();
     fc_wall_forget_offsets();
     int mode = atomic_load_explicit(&fc_mode, memory_order_acquire);
-    if ((mode != FC_MODE_TSC && mode != FC_MODE_PERCPU && mode != FC_MODE_SYSTEM) || !fc_cal_trylock()) {
+    int undecided = mode != FC_MODE_TSC && mode != FC_MODE_PERCPU && mode != FC_MODE_SYSTEM;
+    if (undecided || !fc_cal_trylock()) {
         /* Undecided: the child decides on its own timeline.  But ticks in
          * ns handed out already (a read that could not wait for the
-         * decision) go on from the parent's value, as below. */
-        if (atomic_load_explicit(&fc_ticks_in_ns, memory_order_relaxed) &&
+         * decision) go on from the parent's value, as below.  (Decided,
+         * with the lock held by the handler that forked: the child stays
+         * on the parent's lines, ticks too.) */
+        if (undecided && atomic_load_explicit(&fc_ticks_in_ns, memory_order_relaxed) &&
             !atomic_load_explicit(&ticks_synth, memory_order_relaxed)) {
             synthesise_ticks((uint64_t)parent_mono, fc_kernel_ns(CLOCK_MONOTONIC), (uint64_t)1 << 32);
             atomic_store_explicit(&fc_ticks_direct, (fc_direct_fn)0, memory_order_release);

@@ -463,7 +463,10 @@ class Bench(unittest.TestCase):
                         "fastclock reads (fastclock_status): counter ", "linkage: fastclock is linked statically",
                         "fastclock-bench-core"):
             self.assertIn(heading, t.stdout)
-        self.assertEqual(t.stderr, "", "a progress line on a pipe")
+        # Nothing but the warnings the bench may print on a busy machine
+        # (a read path that changed mid-run): no progress line on a pipe.
+        others = [l for l in t.stderr.splitlines() if l and not l.startswith("fastclock bench: ")]
+        self.assertEqual(others, [], "a progress line on a pipe")
 
 
 if __name__ == "__main__":
