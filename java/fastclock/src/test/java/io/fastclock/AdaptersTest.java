@@ -119,8 +119,8 @@ class AdaptersTest {
         assertEquals(ZoneOffset.UTC, ((Clock) roundTrip(FastClock.clock(ZoneOffset.UTC))).getZone());
         assertSame(FastClock.timeSource(), roundTrip(FastClock.timeSource()));
         assertSame(FastClock.instantSource(), roundTrip(FastClock.instantSource()));
-        // The JDK's own clock over this source (InstantSource.withZone's default is not used
-        // here, but a Clock from FastClock's source must round-trip as the JDK's do).
+        // The source's own withZone (FastClock's zone clock, not the JDK's default wrapper)
+        // round-trips too.
         assertEquals(FastClock.instantSource().withZone(PARIS), roundTrip(FastClock.instantSource().withZone(PARIS)));
     }
 }
