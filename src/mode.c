@@ -760,7 +760,6 @@ static void do_init(void)
 {
     int saved = errno; /* sysfs, getauxval: a successful read never changes errno */
     fc_refclock_init();
-    fc_wall_probe_tai();
     /* Nobody else calibrates before the mode is decided, but a fork may have
      * left the lock set; and a fork handler (atfork prepare) may hold it now,
      * in which case it is the handler's to release, not ours. */
@@ -768,6 +767,7 @@ static void do_init(void)
     decide();
     if (locked)
         fc_cal_unlock();
+    fc_wall_probe_tai(); /* after: a TAI read meanwhile asks itself */
     errno = saved;
 }
 
