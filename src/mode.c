@@ -527,14 +527,17 @@ int fc_mode_after_timens_change(uint64_t parent_t, int64_t parent_mono)
     int mode = atomic_load_explicit(&fc_mode, memory_order_acquire);
     int undecided = mode != FC_MODE_TSC && mode != FC_MODE_PERCPU && mode != FC_MODE_SYSTEM;
     if (undecided || !fc_cal_trylock()) {
-        /* Undecided: the child decides on its own timeline.  But ticks in
-         * ns handed out already (a read that could not wait for the
-         * decision) go on from the parent's value, as below.  (Decided,
-         * with the lock held by the handler that forked: the child stays
-         * on the parent's lines, ticks too.) */
-        if (undecided && atomic_load_explicit(&fc_ticks_in_ns, memory_order_relaxed) &&
+        /* Undecided: the child decides on its own timeline.  Decided, with
+         * the lock held by the handler that forked: the child stays on the
+         * parent's lines.  Either way ticks in ns of the kernel's MONOTONIC
+         * (a read that could not wait for the decision fixed ns) go on from
+         * the parent's value, one per ns: of the child's own MONOTONIC
+         * where it will decide, of the MONOTONIC its lines give where it
+         * stays on them (the kernel's is the new namespace's now). */
+        if (atomic_load_explicit(&fc_ticks_in_ns, memory_order_relaxed) &&
             !atomic_load_explicit(&ticks_synth, memory_order_relaxed)) {
-            synthesise_ticks((uint64_t)parent_mono, fc_kernel_ns(CLOCK_MONOTONIC), (uint64_t)1 << 32);
+            synthesise_ticks((uint64_t)parent_mono, undecided ? fc_kernel_ns(CLOCK_MONOTONIC) : parent_mono,
+                             (uint64_t)1 << 32);
             atomic_store_explicit(&fc_ticks_direct, (fc_direct_fn)0, memory_order_release);
         }
         errno = saved;
