@@ -202,10 +202,8 @@ static int word_eq(const char *a, const char *b)
     return *a == 0;
 }
 
-/* secure_getenv: a setuid or setgid program that links the library ignores
- * FASTCLOCK_* (and is never told about it on stderr).  A value that names no
- * mode is reported once on stderr and left in *ignored for the status's
- * reason (NULL otherwise). */
+/* What FASTCLOCK_MODE's value v asks for; -1 for a value that names no
+ * mode (NULL or blank: auto). */
 static enum fc_mode_pref mode_env_pref(const char *v)
 {
     if (!v || word_eq(v, "") || word_eq(v, "auto"))
@@ -219,7 +217,11 @@ static enum fc_mode_pref mode_env_pref(const char *v)
     return -1;
 }
 
-/* FASTCLOCK_MODE as the library's constructor found it (fc_mode_read_env):
+/* FASTCLOCK_MODE as the library's constructor found it (fc_mode_read_env),
+ * with secure_getenv: a setuid or setgid program that links the library
+ * ignores FASTCLOCK_* (and is never told about it on stderr).  A value that
+ * names no mode is reported once on stderr, at the decision, and left in
+ * *ignored for the status's reason (NULL otherwise).  Read there, not at the decision:
  * the decision may run in a signal handler, or beside a thread's setenv,
  * where reading the environment is not safe.  The value is kept clipped,
  * for the reason; env_read 0: not read yet (a clock read by another
