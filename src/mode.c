@@ -254,8 +254,7 @@ void fc_mode_env_at_load(void)
 static enum fc_mode_pref parse_mode_env(const char **ignored)
 {
     static _Atomic int warned;
-    if (!atomic_load_explicit(&env_read, memory_order_acquire))
-        fc_mode_read_env();
+    fc_mode_env_at_load(); /* not read yet: a clock read by another library's constructor */
     *ignored = env_ignored[0] ? env_ignored : 0;
     if (*ignored && !atomic_exchange(&warned, 1))
         say("fastclock: ignoring FASTCLOCK_MODE=", env_ignored,

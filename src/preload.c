@@ -394,14 +394,16 @@ SHIM_API int clock_gettime(clockid_t id, struct timespec *ts)
         /* Mode system: one call into the vDSO for the served clocks, as libc
          * makes; the rest to libc. */
         gettime_fn vdso = atomic_load_explicit(&vdso_gettime, memory_order_relaxed);
-        /* REALTIME and MONOTONIC never fail with a buffer: a tail call, no
-         * frame (with one, 1.07x libc here); a bad non-NULL pointer gets the
-         * raw -EFAULT where the vDSO makes a system call (docs/shim.md). */
-        _Static_assert(CLOCK_REALTIME == 0 && CLOCK_MONOTONIC == 1, "one test for both");
-        if (FC_LIKELY(vdso != 0) && (unsigned)id <= CLOCK_MONOTONIC)
-            return vdso(id, ts);
-        if (FC_LIKELY(vdso != 0) && (unsigned)id < 32 && ((SERVED_IDS >> id) & 1))
-            return fc_vdso_result(vdso(id, ts));
+        if (FC_LIKELY(vdso != 0)) {
+            /* REALTIME and MONOTONIC never fail with a buffer: a tail call, no
+             * frame (with one, 1.07x libc here); a bad non-NULL pointer gets the
+             * raw -EFAULT where the vDSO makes a system call (docs/shim.md). */
+            _Static_assert(CLOCK_REALTIME == 0 && CLOCK_MONOTONIC == 1, "one test for both");
+            if ((unsigned)id <= CLOCK_MONOTONIC)
+                return vdso(id, ts);
+            if ((unsigned)id < 32 && ((SERVED_IDS >> id) & 1))
+                return fc_vdso_result(vdso(id, ts));
+        }
     }
     /* The coarse clocks first: where the kernel answers them, they cost a
      * few ns, and every test before the jump would show; one compare more
