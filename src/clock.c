@@ -892,6 +892,10 @@ static int64_t own_bound(int mode, int64_t mono_now)
  * kernel's own clock answers them from the decision on -- its clocksource
  * is the counter (wall.h), or the counter costs too much (routed_to_kernel);
  * both are chosen before any line could have answered. */
+/* The gap between fastclock_real_bounded's REALTIME and MONOTONIC reads, and
+ * the poll's own measure of the offset: both a few reads apart. */
+#define WALL_STEP_SLACK_NS 100000LL
+
 static int real_is_kernels(void)
 {
     return fc_wall_route(FC_REAL, 1) != 0 || routed_to_kernel(1);
@@ -906,19 +910,29 @@ FC_API int fastclock_real_bounded(int64_t *earliest_ns, int64_t *latest_ns)
     int64_t real = fc_read(FC_REAL, 1);
     int64_t mono = fc_read(FC_MONO, 1);
     int mode = atomic_load_explicit(&fc_mode, memory_order_acquire);
-    struct fc_sync_snapshot ks;
-    fresh_sync(mono, &ks);
-    /* Unknown kernel state: assume the worst an unsynchronised clock reports. */
-    int64_t kernel_err = ks.known ? ks.maxerror_ns : 16LL * FC_NS_PER_SEC;
-    int64_t own = 0;
+    int64_t mono_own = own_bound(mode, mono), own = 0;
     if (!real_is_kernels()) {
-        own = own_bound(mode, mono);
+        own = mono_own;
         /* `real` came first: it may have been held at a line's end that the
          * reads own_bound makes no longer are (the writer done meanwhile). */
         int64_t lag = fc_kernel_ns(CLOCK_REALTIME) - real;
         if (lag > own)
             own += lag;
     }
+    struct fc_sync_snapshot ks;
+    fresh_sync(mono, &ks);
+    /* Stepped since the cached poll (date -s, a daemon's ADJ_SETOFFSET): the
+     * kernel has reset its maxerror to 16 s and set STA_UNSYNC, which a
+     * cache up to a second old (no thread) or 10 ms old (the thread's) does
+     * not show yet -- poll now.  Only a step moves REALTIME - MONOTONIC;
+     * here it is off by the two reads' errors and the gap between them
+     * (a preemption costs one needless poll). */
+    if (ks.known && fc_sync_wall_moved(real - mono, mono_own + own + WALL_STEP_SLACK_NS)) {
+        fc_sync_poll(mono);
+        fc_sync_get(mono, &ks);
+    }
+    /* Unknown kernel state: assume the worst an unsynchronised clock reports. */
+    int64_t kernel_err = ks.known ? ks.maxerror_ns : 16LL * FC_NS_PER_SEC;
     int64_t e = own + kernel_err;
     *earliest_ns = real - e;
     *latest_ns = real + e;

@@ -97,6 +97,10 @@ static struct {
     /* The last attempt, answered or refused (a seccomp filter, systemd's
      * ProtectClock): polls back off from it either way. */
     _Atomic int64_t attempted_mono;
+    /* The kernel's REALTIME - MONOTONIC, taken just before the poll's
+     * adjtimex (wall_offset_known: 1 once taken): see fc_sync_wall_moved. */
+    _Atomic int64_t wall_offset_ns;
+    _Atomic int wall_offset_known;
 } sync_state;
 
 static int sync_poll_locked(int64_t now);
@@ -142,6 +146,18 @@ static int sync_poll_locked(int64_t now)
     struct timex tx;
     memset(&tx, 0, sizeof tx);
     atomic_store_explicit(&sync_state.attempted_mono, now, memory_order_relaxed);
+    /* REALTIME - MONOTONIC, before adjtimex: only a step moves it
+     * (settimeofday, ADJ_SETOFFSET, a leap second; slewing moves both
+     * clocks alike), and a step resets the kernel's maxerror to 16 s and
+     * sets STA_UNSYNC at once.  Taken first, a step between the two shows
+     * later as a moved offset (a needless poll), never as a stale state
+     * that looks current.  MONOTONIC on both sides: the gap halved is its
+     * error. */
+    int64_t m1 = fc_kernel_ns(CLOCK_MONOTONIC), wall = fc_kernel_ns(CLOCK_REALTIME);
+    int64_t m2 = fc_kernel_ns(CLOCK_MONOTONIC);
+    int wall_known = m1 != 0 && wall != 0 && m2 >= m1;
+    atomic_store_explicit(&sync_state.wall_offset_ns, wall - m1 - (m2 - m1) / 2, memory_order_relaxed);
+    atomic_store_explicit(&sync_state.wall_offset_known, wall_known, memory_order_relaxed);
     int state = kernel_adjtimex(&tx);
     if (state < 0) {
         /* Refused (nothing seen; attempted_mono paces the next try): whether
@@ -363,6 +379,15 @@ double fc_sync_unseen_rate(long tick)
 }
 
 /* The last poll, answered or refused (0: none yet): polls pace themselves by it. */
+int fc_sync_wall_moved(int64_t real_minus_mono, int64_t tolerance_ns)
+{
+    if (!atomic_load_explicit(&sync_state.known, memory_order_acquire) ||
+        !atomic_load_explicit(&sync_state.wall_offset_known, memory_order_relaxed))
+        return 0;
+    int64_t d = real_minus_mono - atomic_load_explicit(&sync_state.wall_offset_ns, memory_order_relaxed);
+    return d > tolerance_ns || d < -tolerance_ns;
+}
+
 int64_t fc_sync_last_poll(void)
 {
     return atomic_load_explicit(&sync_state.attempted_mono, memory_order_acquire);
