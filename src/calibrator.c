@@ -390,12 +390,20 @@ void fc_calibrator_start(void)
     pthread_attr_setstacksize(&attr, 128 * 1024);
     atomic_store_explicit(&thread_stop, 0, memory_order_relaxed);
     fc_upkeep_set_running(1);
+    /* Started again after a stop: the coarse clocks' hand-over reopens (in
+     * mode system the kernel's coarse clocks go on answering: no tick). */
+    int resumed = atomic_load_explicit(&fc_mode, memory_order_acquire) != FC_MODE_SYSTEM &&
+                  atomic_load_explicit(&fc_coarse.stopped, memory_order_acquire);
+    if (resumed)
+        fc_coarse_resume_ticking();
     /* Made here, in the library's constructor before main runs, not on the
      * thread beside main, where it could take a number main is about to
      * reuse (close(0) then open("/dev/null")). */
     int tfd = new_clock_set_timer();
     atomic_store_explicit(&clock_set_tfd, tfd, memory_order_relaxed);
     if (pthread_create(&cal_thread, &attr, calibrator_main, 0) != 0) {
+        if (resumed)
+            fc_coarse_stop_ticking(1); /* no tick will come: closed again, at what was served */
         fc_upkeep_set_running(0);
         atomic_store_explicit(&clock_set_tfd, -1, memory_order_relaxed);
         if (tfd >= 0)

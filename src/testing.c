@@ -38,6 +38,11 @@ void fc_test_start_calibrator(void)
     fc_calibrator_start();
 }
 
+void fc_test_stop_calibrator(void)
+{
+    fc_calibrator_stop();
+}
+
 void fc_test_current_line(struct fc_test_line *out)
 {
     uint64_t seq = atomic_load(&fc_latch.seq);

@@ -18,6 +18,8 @@ extern "C" {
 void fc_test_reset(const struct fc_seam *seam);
 /* Start the background calibrator (the constructor normally does). */
 void fc_test_start_calibrator(void);
+/* Stop it, as JNI_OnUnload does (a redeploy); start it again with the above. */
+void fc_test_stop_calibrator(void);
 /* Current line's error bound and spans, for assertions. */
 struct fc_test_line {
     uint64_t base_tsc, soft_span, base_frac, fast_span;

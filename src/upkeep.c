@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "fastclock_inline.h"
+#include "refclock.h"
 
 struct fc_coarse fc_coarse;
 
@@ -118,6 +119,26 @@ void fc_coarse_stop_ticking(int keep_floor)
     }
     atomic_store_explicit(&fc_coarse.mono, 0, memory_order_release);
     atomic_store_explicit(&fc_coarse.stopped, 1, memory_order_release);
+}
+
+void fc_coarse_resume_ticking(void)
+{
+    /* A ticker again after a stop (a JNI library loaded anew after
+     * JNI_OnUnload stopped it; on a first start the hand-over is open
+     * already): until its first tick, readers serve the fine clock through
+     * the hand-over (fc_coarse_serve_before_tick), which the stop left
+     * closed -- they would serve the stop's floor, however old.  Reopened
+     * at the highest value served since: the floor, and anything the
+     * kernel's coarse clock gave directly meanwhile (no more than it gives
+     * now), which the first tick must not undercut either.  The caller set
+     * the thread running first: from then on readers take the hand-over,
+     * not `direct`. */
+    int64_t open = fc_coarse_floor();
+    atomic_store_explicit(&fc_coarse.direct, (fc_coarse_fn)0, memory_order_relaxed);
+    int64_t k = fc_kernel_ns(CLOCK_MONOTONIC_COARSE);
+    if (k > open)
+        open = k;
+    atomic_store_explicit(&fc_coarse.handover, open, memory_order_release);
 }
 
 void fc_coarse_request(void)

@@ -84,6 +84,10 @@ FC_UPKEEP_HIDDEN int64_t fc_coarse_serve_before_tick(int64_t fine);
  * (a new timeline: a fork into a new time namespace). */
 FC_UPKEEP_HIDDEN void fc_coarse_stop_ticking(int keep_floor);
 
+/* The ticker starts again after a stop (calibrator.c, a JNI reload): the
+ * hand-over reopens, at no less than anything served meanwhile. */
+FC_UPKEEP_HIDDEN void fc_coarse_resume_ticking(void);
+
 /* A reader uses the coarse clocks: ask the thread to tick them. */
 FC_UPKEEP_HIDDEN void fc_coarse_request(void);
 FC_UPKEEP_HIDDEN int fc_coarse_wanted(void);

@@ -1868,6 +1868,53 @@ TEST_F(Faults, CoarseReadsBeforeTheFirstTickNeverGoBackAtIt)
     }
 }
 
+// A JNI library unloaded (a redeploy: JNI_OnUnload stops the thread) and
+// loaded again minutes later (JNI_OnLoad starts it): until the new thread's
+// first tick the coarse clocks serve the time now, not the last tick before
+// the stop; and neither they nor the first tick undercut what the kernel's
+// coarse clock served while no thread ran.  (That the first tick's line
+// value may lie below such a value, by up to the line's bound, the
+// simulation does not reach: its reader recalibrates first.)
+TEST_F(Faults, CoarseClocksWhenTheCalibratorStartsAgain)
+{
+    for (bool read_while_stopped : {false, true}) {
+        sim = Sim();
+        install();
+        warm_up(200, 10e6);
+        ASSERT_EQ(mode(), "tsc");
+        fc_test_pause_calibrator(1); // a thread runs, and its ticks are the test's
+        fc_test_start_calibrator();
+        fastclock_mono_coarse_ns(); // asks for ticks
+        fc_test_coarse_tick();
+        ASSERT_NE(__atomic_load_n(&fastclock_coarse_v1->mono, __ATOMIC_ACQUIRE), 0) << "the tick published nothing";
+        int64_t last_tick = fastclock_mono_coarse_ns();
+        fc_test_stop_calibrator();
+        sim_advance_ns(120e9);
+        warm_up(200, 10e6); // readers calibrate meanwhile
+        int64_t served = 0;
+        if (read_while_stopped) {
+            int64_t m = sim_mono();
+            sim_advance_ns(double(4000000 - m % 4000000)); // the kernel's coarse clock as new as its fine one
+            served = fastclock_mono_coarse_ns();
+            ASSERT_GE(served, last_tick + 120000000000LL);
+        }
+        fc_test_start_calibrator();
+        int64_t before = fastclock_mono_coarse_ns();
+        EXPECT_GE(before, sim_mono() - 10000000)
+            << "before the first tick: the last tick before the stop, " << (sim_mono() - before) / 1000000
+            << " ms old";
+        EXPECT_GE(before, served);
+        EXPECT_LE(before, fastclock_mono_ns() + 1000) << "coarse ahead of the fine clock";
+        fc_test_coarse_tick();
+        int64_t after = fastclock_mono_coarse_ns();
+        EXPECT_GE(after, before) << "the first tick went " << before - after << " ns back";
+        EXPECT_GE(after, served) << "the first tick went " << served - after
+                                 << " ns back from the kernel's coarse value served while no thread ran";
+        fc_test_stop_calibrator();
+        fc_test_pause_calibrator(0);
+    }
+}
+
 // The values served before a first tick are a floor for a fork child too:
 // it has no thread, and its coarse clocks are the kernel's, which lag the
 // fine clock by up to a tick.
@@ -2811,6 +2858,45 @@ TEST_F(Faults, RealBoundedContainsTheKernelsTime)
     EXPECT_GE(hi - lo, 2LL * 16 * 1000000000LL);
     EXPECT_EQ(fastclock_real_bounded(nullptr, &hi), -1);
     EXPECT_EQ(errno, EFAULT);
+}
+
+// A step (date -s, a daemon's ADJ_SETOFFSET) resets the kernel's maxerror
+// to 16 s and sets STA_UNSYNC at once.  A bounded read right after it, the
+// last adjtimex poll only a millisecond old, must say so -- not the tight
+// interval and "synchronised" of the poll before the step -- and reads
+// without a step must not poll adjtimex for it.
+TEST_F(Faults, RealBoundedRightAfterAStepSaysWhatTheKernelSays)
+{
+    // Mode tsc, 200 us after the step (readers poll once per 1 ms of
+    // reading); mode system, 100 ms after it (nothing reads a line: only
+    // the bounded reads' own once-a-second poll).
+    for (bool system : {false, true})
+        for (int64_t step : {3600LL * 1000000000LL, -2000000LL}) {
+            sim = Sim();
+            if (system)
+                setenv("FASTCLOCK_MODE", "system", 1);
+            install_synced(5000, 100);
+            unsetenv("FASTCLOCK_MODE");
+            ASSERT_EQ(mode(), system ? "system" : "tsc");
+            warm_up(100, 10e6);
+            int64_t lo, hi;
+            ASSERT_EQ(fastclock_real_bounded(&lo, &hi), 0);
+            long calls = sim.adjtimex_calls;
+            for (int i = 0; i < 100; i++)
+                ASSERT_EQ(fastclock_real_bounded(&lo, &hi), 0);
+            EXPECT_LE(sim.adjtimex_calls - calls, 4) << "bounded reads without a step polled adjtimex";
+            sim.real_off += step; // the kernel's step, as it makes it
+            sim.synced = false;
+            sim.maxerror_us = 16000000;
+            sim_advance_ns(system ? 100e6 : 200e3);
+            int64_t k0 = sim_mono() + sim.real_off;
+            EXPECT_EQ(fastclock_real_bounded(&lo, &hi), 1)
+                << "synchronised, just after a step of " << step << " ns, mode " << mode();
+            int64_t k1 = sim_mono() + sim.real_off;
+            EXPECT_GE(hi - lo, 2LL * 16 * 1000000000LL) << "step " << step << ", mode " << mode();
+            EXPECT_LE(lo, k0);
+            EXPECT_GE(hi, k1);
+        }
 }
 
 // The kernel adds 500 us to its maxerror at once as REALTIME passes each
