@@ -193,6 +193,7 @@ static void load_measurements(struct doctor_facts *f, struct loader *l)
         f->warp_err[0] = 0;
         f->warp_max_cycles = v;
         if (get_long(l, "warp.pairs", &v)) f->warp_pairs = (int)v;
+        if (get_long(l, "warp.pairs_skipped", &v)) f->warp_pairs_skipped = (int)v;
         if (get_long(l, "warp.iterations", &v)) f->warp_iterations = (uint64_t)v;
         if (get_long(l, "warp.warps", &v)) f->warp_count = (uint64_t)v;
         if (get_long(l, "warp.cpu_a", &v)) f->warp_cpu_a = (int)v;
@@ -421,9 +422,11 @@ int capture_write(const struct doctor_facts *f, const char *dir, char *err, size
     if (f->measured_tsc_hz > 0)
         fprintf(o, "measured.tsc_hz = %.17g\n", f->measured_tsc_hz); /* exact: the report derives ppm from it */
     if (f->warp_ran)
-        fprintf(o, "warp.max_cycles = %lld\nwarp.pairs = %d\nwarp.iterations = %llu\nwarp.warps = %llu\n",
-                (long long)f->warp_max_cycles, f->warp_pairs, (unsigned long long)f->warp_iterations,
-                (unsigned long long)f->warp_count);
+        fprintf(o,
+                "warp.max_cycles = %lld\nwarp.pairs = %d\nwarp.pairs_skipped = %d\nwarp.iterations = %llu\n"
+                "warp.warps = %llu\n",
+                (long long)f->warp_max_cycles, f->warp_pairs, f->warp_pairs_skipped,
+                (unsigned long long)f->warp_iterations, (unsigned long long)f->warp_count);
     if (f->seccomp_ok != TRI_UNKNOWN)
         fprintf(o, "seccomp = %s\n", f->seccomp_ok == TRI_YES ? "ok" : f->seccomp_err);
     for (int i = 0; i < FACT_NCALLS; i++) {

@@ -79,11 +79,12 @@
 #define WARP_MAX_PAIRS 4            /* ... at most 4 pairs */
 /* A check that compared no pair (one CPU allowed, for now; every pair's
  * CPUs busy: on a loaded 2-vCPU VM the two workers may not run at once
- * within 1 ms) is tried again 1 s later, twice as late each time up to
- * WARP_RETRY_MAX_NS, each pair's window 4x as long up to 16 ms, until one
- * has -- and no more once workers were left behind on CPUs they never got
- * WARP_MAX_STUCK times (a real-time task holds one): each such try leaves
- * one more thread behind. */
+ * within 1 ms), or that found no warp but skipped a pair, is tried again
+ * 1 s later, twice as late each time up to WARP_RETRY_MAX_NS, each pair's
+ * window 4x as long up to 16 ms, until every pair has been compared or a
+ * warp found -- and no more once workers were left behind on CPUs they
+ * never got WARP_MAX_STUCK times (a real-time task holds one): each such
+ * try leaves one more thread behind. */
 #define WARP_RETRY_NS (1LL * FC_NS_PER_SEC)
 #define WARP_RETRY_MAX_NS (320LL * FC_NS_PER_SEC)
 #define WARP_MAX_WINDOW_NS 16000000LL
@@ -190,8 +191,17 @@ static int startup_warp_check(int try)
         int64_t window = WARP_NS_PER_PAIR;
         for (int i = 0; i < try && window < WARP_MAX_WINDOW_NS; i++)
             window *= 4;
-        if (fc_warp_check(window, WARP_MAX_PAIRS, &w) != 0)
+        fc_warp_check(window, WARP_MAX_PAIRS, &w);
+        int v = fc_warp_verdict(&w);
+        if (v == FC_WARP_NO_VERDICT) {
+            /* Some pairs compared, none warped, others not (busy CPUs):
+             * status shows the largest warp seen so far (0, a lower bound),
+             * and the check runs again, all pairs, until each has been
+             * compared -- the pair left out may be the one across sockets. */
+            if (w.pairs_tested > 0 && fc_warp_noted() < 0)
+                fc_warp_note(0);
             return w.stuck && ++stuck_tries >= WARP_MAX_STUCK; /* no verdict: again later */
+        }
     }
     fc_warp_note(w.max_warp_cycles);
     if (w.max_warp_cycles <= 0)

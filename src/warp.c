@@ -210,6 +210,15 @@ int fc_warp_check(int64_t ns_per_pair, int max_pairs, struct fc_warp_result *out
     return out->pairs_tested > 0 ? 0 : -1;
 }
 
+int fc_warp_verdict(const struct fc_warp_result *w)
+{
+    if (w->pairs_tested > 0 && w->max_warp_cycles > 0)
+        return FC_WARP_FOUND;
+    if (w->pairs_tested > 0 && w->pairs_skipped == 0 && !w->stuck)
+        return FC_WARP_IN_STEP;
+    return FC_WARP_NO_VERDICT;
+}
+
 static _Atomic int64_t noted_plus1; /* 0: no check has run */
 
 void fc_warp_note(int64_t max_warp_cycles)

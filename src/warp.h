@@ -32,6 +32,15 @@ struct fc_warp_result {
  * Returns 0, or -1 when fewer than two CPUs can be used. */
 int fc_warp_check(int64_t ns_per_pair, int max_pairs, struct fc_warp_result *out);
 
+/* What a check's result lets its caller conclude: FC_WARP_FOUND, a warp
+ * between two CPUs (however few pairs were compared); FC_WARP_IN_STEP, no
+ * warp, and every pair the check set out to test was compared;
+ * FC_WARP_NO_VERDICT otherwise -- no pair compared, or no warp among those
+ * compared while others were skipped or never reached (the skipped pair
+ * may be the one across sockets): the caller tries again. */
+enum { FC_WARP_NO_VERDICT = -1, FC_WARP_IN_STEP = 0, FC_WARP_FOUND = 1 };
+int fc_warp_verdict(const struct fc_warp_result *w);
+
 /* The process's own verdict, from whichever check ran (the calibrator
  * thread's at start-up, or the lazy calibrator's samples): the largest warp
  * in cycles, -1 while none has run.  Reported by fastclock_status. */

@@ -2172,6 +2172,31 @@ TEST(WarpCheck, APairWhoseCpusNeverTookTurnsIsNotCountedAsTested)
     fc_test_reset(nullptr);
 }
 
+// What a check's counts allow: a warp stands however few pairs were
+// compared; "in step" needs every pair it set out to test (a 2-socket guest
+// whose cross-socket pairs never took turns on a busy host must not pass on
+// its same-socket pairs); otherwise no verdict, and the thread tries again.
+TEST(WarpCheck, NoWarpAmongSomePairsIsNoVerdict)
+{
+    struct fc_warp_result w;
+    auto result = [&](int tested, int skipped, int stuck, int64_t warp) {
+        memset(&w, 0, sizeof w);
+        w.cpus = 64;
+        w.pairs_tested = tested;
+        w.pairs_skipped = skipped;
+        w.stuck = stuck;
+        w.max_warp_cycles = warp;
+        return fc_warp_verdict(&w);
+    };
+    EXPECT_EQ(result(4, 0, 0, 0), FC_WARP_IN_STEP);
+    EXPECT_EQ(result(2, 2, 0, 0), FC_WARP_NO_VERDICT) << "cross-socket pairs skipped";
+    EXPECT_EQ(result(1, 0, 1, 0), FC_WARP_NO_VERDICT) << "stuck: the pairs after it never ran";
+    EXPECT_EQ(result(0, 4, 0, 0), FC_WARP_NO_VERDICT);
+    EXPECT_EQ(result(0, 0, 0, 0), FC_WARP_NO_VERDICT) << "one CPU";
+    EXPECT_EQ(result(1, 3, 0, 5000), FC_WARP_FOUND);
+    EXPECT_EQ(result(4, 0, 0, 5000), FC_WARP_FOUND);
+}
+
 // The calibrator thread's warp check compared no pair (here every worker
 // but one is held through its pair's window; in life one CPU allowed at
 // start, or every pair's CPUs busy): no verdict, so it is tried again

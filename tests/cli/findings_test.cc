@@ -4,6 +4,7 @@
 // check that the numbers of the capture reach the message.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <string>
 
 #include "cli_test_util.h"
@@ -169,6 +170,33 @@ TEST(Findings, WarpForbidsTscReliable)
     EXPECT_TRUE(has(w->message, "CPU 0 and CPU 8")) << w->message;
     EXPECT_TRUE(has(w->message, "2480 cycles (1035 ns)")) << w->message;
     EXPECT_TRUE(has(w->message, "9120 backward steps in 19223100 reads")) << w->message;
+}
+
+// A warp check that found nothing but could not compare every pair (busy
+// CPUs; the cross-socket pair, perhaps) does not say "in step".
+TEST(Findings, AWarpCheckThatSkippedPairsDoesNotSayInStep)
+{
+    for (int skipped : {0, 2}) {
+        Loaded *l = run("kvm-tsc");
+        l->f.warp_ran = 1;
+        l->f.warp_max_cycles = 0;
+        l->f.warp_pairs = 2;
+        l->f.warp_pairs_skipped = skipped;
+        char *text = nullptr;
+        size_t size = 0;
+        FILE *out = open_memstream(&text, &size);
+        ASSERT_NE(out, nullptr);
+        report_text(out, &l->f, &l->fs, 0);
+        fclose(out);
+        std::string flat; // the report wraps its rows: one space for each run of blanks
+        for (const char *c = text; *c; c++)
+            if (!isspace((unsigned char)*c) || flat.empty() || flat.back() != ' ')
+                flat += isspace((unsigned char)*c) ? ' ' : *c;
+        free(text);
+        EXPECT_TRUE(has(flat.c_str(), "0 cycles over 2 CPU pairs (")) << flat;
+        EXPECT_EQ(has(flat.c_str(), ": in step"), skipped == 0) << flat;
+        EXPECT_EQ(has(flat.c_str(), "none seen, but 2 pairs could not be compared"), skipped != 0) << flat;
+    }
 }
 
 // tsc-percpu, as fastclock_status reports it in a program: per-CPU lines, or
