@@ -384,7 +384,19 @@ static int bracket_kernel(int cpu, clockid_t id, uint64_t *t0, struct timespec *
     return on0 && on1;
 }
 
+static int sample_kernel(struct fc_sample *s, int tries, int cpu);
+
 int fc_cal_sample(struct fc_sample *s, int tries, int cpu)
+{
+    /* A refused clock (seccomp without a vDSO: the raw system call sets
+     * errno) must not show through the successful read that sampled. */
+    int saved = errno;
+    int r = sample_kernel(s, tries, cpu);
+    errno = saved;
+    return r;
+}
+
+static int sample_kernel(struct fc_sample *s, int tries, int cpu)
 {
     uint64_t best = UINT64_MAX;
     int migrated = 0;
@@ -424,7 +436,6 @@ int fc_cal_sample(struct fc_sample *s, int tries, int cpu)
         atomic_store_explicit(&raw_misses, misses + 1, memory_order_relaxed);
     } else {
         const uint64_t limit = 4 * best + 2 * fc_counter_step() + 16;
-        const int saved = errno; /* a refused RAW read must not show through a successful read */
         for (int i = 0; i < 3 && !s->raw_ok; i++) {
             struct timespec ts;
             uint64_t t0, t1;
@@ -438,7 +449,6 @@ int fc_cal_sample(struct fc_sample *s, int tries, int cpu)
             s->raw = fc_ts_to_ns(&ts);
             s->raw_ok = 1;
         }
-        errno = saved;
         atomic_store_explicit(&raw_misses, s->raw_ok ? 0 : misses + 1, memory_order_relaxed);
     }
 

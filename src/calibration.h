@@ -37,7 +37,7 @@ enum fc_sample_result {
     FC_SAMPLE_MIGRATED = -4,   /* per-CPU sample: the thread kept changing CPUs */
 };
 /* cpu < 0: ordered reads on any CPU; cpu >= 0: rdtscp reads that must all
- * come from that CPU (TSC_AUX), for per-CPU lines. */
+ * come from that CPU (TSC_AUX), for per-CPU lines.  errno as it was. */
 int fc_cal_sample(struct fc_sample *s, int tries, int cpu);
 /* BOOTTIME - MONOTONIC as every line carries it (one value for all lines,
  * raised only by a suspend); `otherwise` before any sample measured it. */

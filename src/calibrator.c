@@ -387,7 +387,18 @@ static void *calibrator_main(void *arg)
     return 0;
 }
 
+static void calibrator_start(void);
+
+/* errno as it was: this runs in the library's constructor, before main,
+ * and in JNI_OnLoad (a refused timerfd, a closed descriptor). */
 void fc_calibrator_start(void)
+{
+    int saved = errno;
+    calibrator_start();
+    errno = saved;
+}
+
+static void calibrator_start(void)
 {
     if (fc_upkeep_running())
         return;
@@ -432,6 +443,9 @@ static __thread int64_t fork_parent_mono __attribute__((tls_model("initial-exec"
 
 static void fc_calibrator_after_fork_child(void)
 {
+    /* fork() returns 0 with the errno it had: still_our_timer's
+     * timerfd_gettime fails where the program closed or reused the number. */
+    int saved = errno;
     fc_mode_after_fork_child();
     /* The thread does not exist in the child: readers calibrate from now on,
      * and its timerfd, if still ours, is closed (nothing waits on it). */
@@ -445,6 +459,7 @@ static void fc_calibrator_after_fork_child(void)
     int new_timeline = fork_changes_timens && fc_mode_after_timens_change(fork_parent_t, fork_parent_mono);
     fork_changes_timens = 0;
     fc_coarse_stop_ticking(!new_timeline); /* a no-op where nothing was served from memory */
+    errno = saved;
 }
 
 void fc_calibrator_stop(void)

@@ -115,6 +115,19 @@ TEST(Environment, TheTimerfdNeverTakesAStandardStream)
     EXPECT_GE(std::stoi(field(r.out, "timerfd_at_main")), 3) << r.out;
 }
 
+// A program that closed the calibrator's timerfd, then forks: the child's
+// fork() returns 0 with errno as it was (the library's fork handler asks
+// whether the descriptor is still its timer, and the kernel says EBADF).
+TEST(Environment, AForkChildKeepsItsErrnoWhenTheTimerfdWasClosed)
+{
+    ProbeRun r = probe({"FASTCLOCK_MODE=tsc", "FASTCLOCK_CALIBRATOR=thread"}, "fork-errno");
+    ASSERT_EQ(r.status, 0) << r.err;
+    if (field(r.out, "calibrator") != "thread")
+        GTEST_SKIP() << "no calibrator thread, so no timerfd: mode " << field(r.out, "mode") << " (" << field(r.out, "reason") << ")";
+    EXPECT_EQ(field(r.out, "timerfd_closed"), "1") << r.out;
+    EXPECT_EQ(field(r.out, "child_errno"), "unchanged") << r.out;
+}
+
 TEST(Environment, BogusModeIsReportedOnceAndIgnored)
 {
     ProbeRun r = probe({"FASTCLOCK_MODE=bogus"});

@@ -1,9 +1,11 @@
 /* Prints what fastclock decided, after exercising every public function.
  * Compiled as strict C11: it is also the check that the headers are clean C. */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -70,6 +72,21 @@ int main(int argc, char **argv)
             target[n > 0 ? n : 0] = 0;
             printf("fd.%d=%s\n", fd, n > 0 ? target : "closed");
         }
+    }
+    if (argc > 1 && strcmp(argv[1], "fork-errno") == 0) {
+        /* The program closes the calibrator's timerfd (a daemon closing
+         * every descriptor), then forks: the child's fork() returns 0 with
+         * errno as it was before the call. */
+        int fd = a_timerfd();
+        printf("timerfd_closed=%d\n", fd >= 0 && close(fd) == 0);
+        fflush(stdout);
+        errno = EDOM;
+        pid_t pid = fork();
+        if (pid == 0)
+            _exit(errno == EDOM ? 0 : errno == 0 ? 255 : errno);
+        int status = -1;
+        waitpid(pid, &status, 0);
+        printf("child_errno=%s\n", WIFEXITED(status) && WEXITSTATUS(status) == 0 ? "unchanged" : "changed");
     }
     (void)timerfd_at_main;
     return sum < 0 ? 5 : 0;
