@@ -1047,7 +1047,11 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
         if (fc_seam.writer_step)
             fc_seam.writer_step("publishing");
         int64_t hwm = atomic_load_explicit(&fallback.noted, memory_order_seq_cst);
-        uint64_t at = fc_now_counter(1);
+        /* Evaluated `past` before now, as the pivot rule evaluates P: a
+         * reader's unordered counter read may have run that much earlier
+         * than the load that showed it this line -- after a fallback read
+         * that returned hwm on its own thread. */
+        uint64_t at = fc_now_counter(1) - (uint64_t)past;
         __int128 v = (((__int128)l.base_ns << FC_SHIFT) + (__int128)base_frac) + (__int128)l.mult * (int64_t)(at - l.base_tsc);
         if (hwm > 0 && v < ns_to_fixed(hwm) + ns_to_fixed(1)) {
             /* Raise the whole line (a forward step): nothing it returns is
