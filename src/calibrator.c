@@ -219,7 +219,10 @@ static int startup_warp_check(int try)
     return 1;
 }
 
-/* Pin this thread to each allowed CPU in turn and calibrate it there. */
+/* Pin this thread to each allowed CPU in turn and calibrate it there,
+ * ticking the coarse clocks between CPUs: a CPU that is slow to take the
+ * thread (a busy one, a real-time task) stalls the whole tour, and the
+ * coarse clocks would stand still for all of it. */
 static void calibrate_every_cpu(const cpu_set_t *allowed, int force)
 {
     for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
@@ -230,6 +233,8 @@ static void calibrate_every_cpu(const cpu_set_t *allowed, int force)
         CPU_SET(cpu, &one);
         if (pthread_setaffinity_np(pthread_self(), sizeof one, &one) != 0)
             continue;
+        if (fc_coarse_wanted())
+            coarse_update(); /* on arrival: the wait for this CPU has passed */
         fc_percpu_maintain_cpu(cpu, force);
     }
     pthread_setaffinity_np(pthread_self(), sizeof *allowed, allowed);
