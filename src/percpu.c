@@ -27,6 +27,7 @@
 
 #include <string.h>
 #include <sys/mman.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -92,6 +93,26 @@ static struct fc_track track_of(struct fc_cpu_slot *sl, int cpu)
     return t;
 }
 
+/* Another thread's adjtimex poll in progress: a microsecond, unless that
+ * thread was preempted in it.  Waited out, bounded -- 20 ms of MONOTONIC,
+ * and a number of turns (a simulated clock may stand still) -- rather than
+ * measured again at once: twenty attempts take ~2 ms, and all failing left
+ * the process in mode system for good over one preempted poll.  Never this
+ * thread's own poll (a handler nested in it): fc_sync_poll says MINE. */
+static void wait_out_a_poll(void)
+{
+    int64_t start = fc_kernel_ns(CLOCK_MONOTONIC), now = start;
+    int polled = FC_SYNC_POLL_BUSY;
+    for (int i = 0; polled == FC_SYNC_POLL_BUSY && i < 100000 && now >= start && now - start < 20000000; i++) {
+        if (i < 64)
+            fc_cpu_relax();
+        else
+            sched_yield();
+        now = fc_kernel_ns(CLOCK_MONOTONIC);
+        polled = fc_sync_poll(now);
+    }
+}
+
 /* Measure the counter's rate on one CPU (the first line of every CPU starts
  * from it): two samples 50 us apart, both on the same CPU, between two
  * adjtimex polls that found the same settings (a slope across a change
@@ -100,6 +121,7 @@ static int measure_seed(char *why, size_t why_size)
 {
     struct fc_buf b;
     fc_buf_init(&b, why, why_size);
+    int waits = 0;
     for (int attempt = 0; attempt < 20; attempt++) {
         fc_sync_poll(fc_kernel_ns(CLOCK_MONOTONIC));
         uint64_t generation = fc_sync_generation();
@@ -122,10 +144,17 @@ static int measure_seed(char *why, size_t why_size)
         struct fc_rate_seed m;
         m.rate = rate;
         m.unc = ((double)s0.width + (double)s1.width) * rate * 0.5 / (double)(s1.mono - s0.mono);
-        /* Another thread's poll in progress: measured again (a handler
+        /* Another thread's poll in progress: waited out, then measured
+         * again, the attempt not counted (three times at most).  A handler
          * nested in this thread's own poll cannot wait for it: a change it
-         * found now is charged as an unseen one, as before polls were). */
-        if (fc_rate_seed_settings(&m, s1.mono) == FC_SYNC_POLL_BUSY || fc_sync_generation() != generation)
+         * found now is charged as an unseen one, as before polls were. */
+        if (fc_rate_seed_settings(&m, s1.mono) == FC_SYNC_POLL_BUSY) {
+            wait_out_a_poll();
+            if (waits++ < 3)
+                attempt--;
+            continue;
+        }
+        if (fc_sync_generation() != generation)
             continue;
         seed = m;
         return 0;

@@ -3389,6 +3389,35 @@ TEST_F(Faults, FirstLineWaitsForAPollInProgress)
     EXPECT_NEAR(slope / sim.rate, 1.0, 1e-3) << "the first line spans the change the held poll had not counted";
 }
 
+// The switch to per-CPU lines measures the counter's rate on one CPU
+// between two adjtimex polls.  Another thread's poll, preempted in the
+// middle of it (held here inside adjtimex for 5 ms of real time), is waited
+// out: not every attempt failed within its first 2 ms, and the process left
+// in mode system for good.
+TEST_F(Faults, TheSwitchToPerCpuLinesWaitsOutAPollInProgress)
+{
+    NEEDS_PERCPU();
+    struct fc_seam seam = sim_seam();
+    seam.adjtimex = held_adjtimex;
+    poll_held = 0;
+    poll_release = 0;
+    fc_test_reset(&seam);
+    warm_up(100, 10e6);
+    ASSERT_EQ(mode(), "tsc") << reason();
+    poll_held = 1;
+    std::thread poller;
+    ASSERT_TRUE(hold_a_poll_in_another_thread(poller, [] { return poll_held.load() == 2; }, poll_release))
+        << "the other thread's poll never reached adjtimex";
+    std::thread releaser([] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        poll_release = 1;
+    });
+    fc_test_switch_to_percpu("test: a warp between CPUs");
+    releaser.join();
+    poller.join();
+    EXPECT_EQ(mode(), "tsc-percpu") << reason();
+}
+
 // A poll in another thread at the fork never finishes in the child; if it
 // had found a change and stored its settings without counting it, the
 // child's own polls would find nothing changed.  The child counts it --
