@@ -20,14 +20,14 @@
 
 namespace {
 
-uint64_t libc_ns(clockid_t id)
+uint64_t clock_ns(clockid_t id)
 {
     struct timespec ts;
     clock_gettime(id, &ts);
     return uint64_t(ts.tv_sec) * 1000000000u + uint64_t(ts.tv_nsec);
 }
 
-template <class F> __attribute__((noinline)) uint64_t run(F f, uint64_t n)
+template <class F> __attribute__((noinline)) uint64_t run_batch(F f, uint64_t n)
 {
     uint64_t acc = 0;
     for (uint64_t i = 0; i < n; i++)
@@ -41,11 +41,11 @@ struct Source {
 };
 
 #define SOURCE(group, name, counterpart, expr)                                              \
-    Source { group, name, counterpart, [](uint64_t n) { return run([] { return expr; }, n); } }
+    Source { group, name, counterpart, [](uint64_t n) { return run_batch([] { return expr; }, n); } }
 
 const Source sources[] = {
-    SOURCE("libc", "clock_gettime(CLOCK_REALTIME)", nullptr, libc_ns(CLOCK_REALTIME)),
-    SOURCE("libc", "clock_gettime(CLOCK_MONOTONIC)", nullptr, libc_ns(CLOCK_MONOTONIC)),
+    SOURCE("libc", "clock_gettime(CLOCK_REALTIME)", nullptr, clock_ns(CLOCK_REALTIME)),
+    SOURCE("libc", "clock_gettime(CLOCK_MONOTONIC)", nullptr, clock_ns(CLOCK_MONOTONIC)),
     SOURCE("fastclock", "fastclock_real_ns", nullptr, fastclock_real_ns()),
     SOURCE("fastclock", "fastclock_real_ns_unordered", nullptr, fastclock_real_ns_unordered()),
     SOURCE("abseil", "absl::GetCurrentTimeNanos", "fastclock_real_ns", absl::GetCurrentTimeNanos()),
@@ -53,7 +53,7 @@ const Source sources[] = {
 };
 const int nsources = int(sizeof sources / sizeof sources[0]);
 
-double median(std::vector<double> v)
+double median_of(std::vector<double> v)
 {
     std::sort(v.begin(), v.end());
     size_t n = v.size();
@@ -83,9 +83,9 @@ int main(int argc, char **argv)
     nanosleep(&nap, nullptr);
     std::vector<uint64_t> batch(nsources);
     for (int k = 0; k < nsources; k++) {
-        uint64_t t0 = libc_ns(CLOCK_MONOTONIC);
+        uint64_t t0 = clock_ns(CLOCK_MONOTONIC);
         sources[k].batch(10000);
-        double dt = double(std::max<uint64_t>(libc_ns(CLOCK_MONOTONIC) - t0, 1)) / 10000;
+        double dt = double(std::max<uint64_t>(clock_ns(CLOCK_MONOTONIC) - t0, 1)) / 10000;
         batch[k] = std::clamp<uint64_t>(uint64_t(1e6 / dt), 1000, 10000000);
     }
     int rounds = std::clamp(int(seconds * 1e3 / nsources), 5, 10001) | 1;
@@ -93,14 +93,14 @@ int main(int argc, char **argv)
     volatile uint64_t sink = 0;
     for (int r = 0; r < rounds; r++)
         for (int k = 0; k < nsources; k++) {
-            uint64_t t0 = libc_ns(CLOCK_MONOTONIC);
+            uint64_t t0 = clock_ns(CLOCK_MONOTONIC);
             sink = sink + sources[k].batch(batch[k]);
-            uint64_t t1 = libc_ns(CLOCK_MONOTONIC);
+            uint64_t t1 = clock_ns(CLOCK_MONOTONIC);
             per_call[k].push_back(double(t1 - t0) / double(batch[k]));
         }
     std::vector<double> med(nsources);
     for (int k = 0; k < nsources; k++)
-        med[k] = median(per_call[k]);
+        med[k] = median_of(per_call[k]);
     auto by_name = [&](const char *n) {
         for (int k = 0; k < nsources; k++)
             if (std::strcmp(sources[k].name, n) == 0)
