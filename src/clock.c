@@ -31,7 +31,9 @@
  *     tsc-percpu, whose ticker reads its own CPU's line, by at most the
  *     error bound, the mode's cross-thread guarantee) -- until
  *     its first tick the fine clock answers, and the tick publishes no less
- *     than anything served before it (upkeep.c's hand-over); REALTIME is
+ *     than anything served before it (upkeep.c's hand-over; after the
+ *     thread starts again, no less than the kernel's coarse clock then,
+ *     which may be ahead of the fine clock by its error bound); REALTIME is
  *     the ticker's last value, so a clock_settime reaches
  *     it at the next tick (until then it may be ahead of a fine read after
  *     a step back); both behind the fine clocks by ~1 ms plus the ticker
@@ -600,8 +602,17 @@ static FC_COLD int64_t coarse_slow(enum fc_kind kind)
          * nothing was ever served from memory, else (a fork child of a
          * process whose thread ticked, for its whole life; a fail-safe)
          * once the kernel's coarse MONOTONIC has passed it. */
-        if (floor == 0 || (kind == FC_MONO ? k : fc_kernel_ns(CLOCK_MONOTONIC_COARSE)) >= floor)
-            atomic_store_explicit(&fc_coarse.direct, fc_refclock_answering(), memory_order_relaxed);
+        if (floor == 0 || (kind == FC_MONO ? k : fc_kernel_ns(CLOCK_MONOTONIC_COARSE)) >= floor) {
+            atomic_store_explicit(&fc_coarse.direct, fc_refclock_answering(), memory_order_seq_cst);
+            /* A thread started meanwhile (a JNI library loaded again) has
+             * dropped the route and reopened the hand-over after this read
+             * looked (fc_coarse_resume_ticking): dropped again, so that
+             * readers note their values for its first tick.  (Reads that
+             * took the route in between are the kernel's coarse values of
+             * those few instructions.) */
+            if (atomic_load_explicit(&fc_coarse.handover, memory_order_seq_cst) > 0)
+                atomic_store_explicit(&fc_coarse.direct, (fc_coarse_fn)0, memory_order_relaxed);
+        }
     }
     /* MONOTONIC never below a value served earlier from memory (the
      * kernel's coarse clock lags its tick by up to 4 ms). */
@@ -893,7 +904,8 @@ static int64_t own_bound(int mode, int64_t mono_now)
  * is the counter (wall.h), or the counter costs too much (routed_to_kernel);
  * both are chosen before any line could have answered. */
 /* The gap between fastclock_real_bounded's REALTIME and MONOTONIC reads, and
- * the poll's own measure of the offset: both a few reads apart. */
+ * the poll's own measure of the offset: both a few reads apart (where both
+ * come from one line, its error cancels). */
 #define WALL_STEP_SLACK_NS 100000LL
 
 static int real_is_kernels(void)
@@ -910,24 +922,31 @@ FC_API int fastclock_real_bounded(int64_t *earliest_ns, int64_t *latest_ns)
     int64_t real = fc_read(FC_REAL, 1);
     int64_t mono = fc_read(FC_MONO, 1);
     int mode = atomic_load_explicit(&fc_mode, memory_order_acquire);
-    int64_t mono_own = own_bound(mode, mono), own = 0;
-    if (!real_is_kernels()) {
-        own = mono_own;
+    int real_kernels = real_is_kernels();
+    int64_t own = 0;
+    if (!real_kernels) {
+        own = own_bound(mode, mono);
         /* `real` came first: it may have been held at a line's end that the
          * reads own_bound makes no longer are (the writer done meanwhile). */
         int64_t lag = fc_kernel_ns(CLOCK_REALTIME) - real;
         if (lag > own)
             own += lag;
     }
+    int64_t wall_offset;
+    int wall_known = fc_sync_wall_offset(&wall_offset); /* before the state: sync.h */
     struct fc_sync_snapshot ks;
     fresh_sync(mono, &ks);
     /* Stepped since the cached poll (date -s, a daemon's ADJ_SETOFFSET): the
      * kernel has reset its maxerror to 16 s and set STA_UNSYNC, which a
      * cache up to a second old (no thread) or 10 ms old (the thread's) does
-     * not show yet -- poll now.  Only a step moves REALTIME - MONOTONIC;
-     * here it is off by the two reads' errors and the gap between them
-     * (a preemption costs one needless poll). */
-    if (ks.known && fc_sync_wall_moved(real - mono, mono_own + own + WALL_STEP_SLACK_NS)) {
+     * not show yet -- poll now.  Only a step moves REALTIME - MONOTONIC:
+     * here off by the gap between the two reads (a preemption costs one
+     * needless poll) and, where the kernel answered REALTIME but the line
+     * MONOTONIC, by the line's error, asked only when it matters. */
+    int64_t moved = real - mono - wall_offset;
+    moved = moved < 0 ? -moved : moved;
+    if (ks.known && wall_known && moved > WALL_STEP_SLACK_NS &&
+        (!real_kernels || moved > WALL_STEP_SLACK_NS + own_bound(mode, mono))) {
         fc_sync_poll(mono);
         fc_sync_get(mono, &ks);
     }

@@ -156,8 +156,7 @@ static int sync_poll_locked(int64_t now)
     int64_t m1 = fc_kernel_ns(CLOCK_MONOTONIC), wall = fc_kernel_ns(CLOCK_REALTIME);
     int64_t m2 = fc_kernel_ns(CLOCK_MONOTONIC);
     int wall_known = m1 != 0 && wall != 0 && m2 >= m1;
-    atomic_store_explicit(&sync_state.wall_offset_ns, wall - m1 - (m2 - m1) / 2, memory_order_relaxed);
-    atomic_store_explicit(&sync_state.wall_offset_known, wall_known, memory_order_relaxed);
+    int64_t wall_offset = wall - m1 - (m2 - m1) / 2;
     int state = kernel_adjtimex(&tx);
     if (state < 0) {
         /* Refused (nothing seen; attempted_mono paces the next try): whether
@@ -231,6 +230,9 @@ static int sync_poll_locked(int64_t now)
         atomic_fetch_add_explicit(&sync_state.generation, 1, memory_order_seq_cst);
         atomic_store_explicit(&sync_state.change_uncounted, 0, memory_order_relaxed);
     }
+    /* Stored after the state it goes with, released (fc_sync_wall_offset). */
+    atomic_store_explicit(&sync_state.wall_offset_ns, wall_offset, memory_order_relaxed);
+    atomic_store_explicit(&sync_state.wall_offset_known, wall_known, memory_order_release);
     atomic_store_explicit(&sync_state.sampled_mono, now, memory_order_release);
     atomic_store_explicit(&sync_state.known, 1, memory_order_release);
     return changed;
@@ -378,16 +380,18 @@ double fc_sync_unseen_rate(long tick)
     return a + 1.5 * (rise > drop ? rise : drop);
 }
 
-/* The last poll, answered or refused (0: none yet): polls pace themselves by it. */
-int fc_sync_wall_moved(int64_t real_minus_mono, int64_t tolerance_ns)
+int fc_sync_wall_offset(int64_t *offset_ns)
 {
-    if (!atomic_load_explicit(&sync_state.known, memory_order_acquire) ||
-        !atomic_load_explicit(&sync_state.wall_offset_known, memory_order_relaxed))
-        return 0;
-    int64_t d = real_minus_mono - atomic_load_explicit(&sync_state.wall_offset_ns, memory_order_relaxed);
-    return d > tolerance_ns || d < -tolerance_ns;
+    /* Acquire, and before the caller's fc_sync_get: the poll stores the
+     * offset after the state it read (release), so a state read after
+     * this is that poll's or a later one's -- never an older state with
+     * this newer offset, which would hide a step. */
+    int known = atomic_load_explicit(&sync_state.wall_offset_known, memory_order_acquire);
+    *offset_ns = atomic_load_explicit(&sync_state.wall_offset_ns, memory_order_relaxed);
+    return known;
 }
 
+/* The last poll, answered or refused (0: none yet): polls pace themselves by it. */
 int64_t fc_sync_last_poll(void)
 {
     return atomic_load_explicit(&sync_state.attempted_mono, memory_order_acquire);

@@ -51,12 +51,12 @@ int64_t fc_sync_exposure_ns(int64_t checked_mono, long tick_us, int64_t now);
  * known: from anywhere in its range), as a fraction: what exposure charges
  * per ns. */
 double fc_sync_unseen_rate(long tick_us);
-/* 1 when REALTIME - MONOTONIC now (real_minus_mono, from two reads whose
- * own error and gap tolerance_ns covers) differs from the last poll's by
- * more than tolerance_ns: the clock was stepped since, and the cached state
- * (maxerror, synchronised) predates the kernel's reset of it.  0 while
- * nothing was polled. */
-int fc_sync_wall_moved(int64_t real_minus_mono, int64_t tolerance_ns);
+/* REALTIME - MONOTONIC as the last answered poll found it, just before
+ * its adjtimex: only a step moves it, and a step resets the kernel's
+ * maxerror and sets STA_UNSYNC.  A caller that finds it moved since knows
+ * the cached state predates the step.  Read it before fc_sync_get.  0
+ * while no poll measured it. */
+int fc_sync_wall_offset(int64_t *offset_ns);
 /* When the last poll ran (0: never). */
 int64_t fc_sync_last_poll(void);
 void fc_sync_after_fork_child(void);

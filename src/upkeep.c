@@ -133,12 +133,16 @@ void fc_coarse_resume_ticking(void)
      * now), which the first tick must not undercut either.  The caller set
      * the thread running first: from then on readers take the hand-over,
      * not `direct`. */
-    int64_t open = fc_coarse_floor();
-    atomic_store_explicit(&fc_coarse.direct, (fc_coarse_fn)0, memory_order_relaxed);
+    atomic_store_explicit(&fc_coarse.handover, fc_coarse_floor(), memory_order_seq_cst);
+    /* The route dropped after: a reader that set it meanwhile finds the
+     * hand-over reopened and drops it too (coarse_slow). */
+    atomic_store_explicit(&fc_coarse.direct, (fc_coarse_fn)0, memory_order_seq_cst);
     int64_t k = fc_kernel_ns(CLOCK_MONOTONIC_COARSE);
-    if (k > open)
-        open = k;
-    atomic_store_explicit(&fc_coarse.handover, open, memory_order_release);
+    int64_t h = atomic_load_explicit(&fc_coarse.handover, memory_order_acquire);
+    while (h >= 0 && h < k &&
+           !atomic_compare_exchange_weak_explicit(&fc_coarse.handover, &h, k, memory_order_acq_rel,
+                                                  memory_order_acquire)) {
+    }
 }
 
 void fc_coarse_request(void)
