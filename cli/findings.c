@@ -426,6 +426,9 @@ static void rule_cmdline(struct ctx *c, struct findings *o)
         if (bad)
             msg(x, ", yet the warp check here found %lld cycles between CPUs: nothing protects programs from it.",
                 (long long)f->warp_max_cycles);
+        else if (f->warp_ran && f->warp_pairs_skipped > 0)
+            msg(x, "; the warp check here found no backward step, but could not compare %d CPU pair%s.",
+                f->warp_pairs_skipped, f->warp_pairs_skipped == 1 ? "" : "s");
         else if (f->warp_ran)
             msg(x, "; the warp check here found no backward step, so the TSC looks synchronised.");
         else

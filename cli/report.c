@@ -534,6 +534,7 @@ void report_json(FILE *out, const struct doctor_facts *f, const struct findings 
     json_bool(&j, "measured", f->warp_ran);
     json_string(&j, "error", f->warp_ran ? NULL : f->warp_err);
     json_int(&j, "pairs", f->warp_pairs);
+    json_int(&j, "pairs_skipped", f->warp_pairs_skipped);
     json_uint(&j, "iterations", f->warp_iterations);
     json_uint(&j, "backward_steps", f->warp_count);
     json_end_object(&j);

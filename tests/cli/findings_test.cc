@@ -197,6 +197,16 @@ TEST(Findings, AWarpCheckThatSkippedPairsDoesNotSayInStep)
         EXPECT_EQ(has(flat.c_str(), ": in step"), skipped == 0) << flat;
         EXPECT_EQ(has(flat.c_str(), "none seen, but 2 pairs could not be compared"), skipped != 0) << flat;
     }
+    // Nor does the tsc=reliable finding call the TSC synchronised then.
+    Loaded *l = run("baremetal-tsc");
+    l->f.warp_ran = 1;
+    l->f.warp_max_cycles = 0;
+    l->f.warp_pairs_skipped = 2;
+    findings_compute(&l->f, &l->fs);
+    const finding *x = l->get("cmdline-tsc-reliable");
+    ASSERT_NE(x, nullptr);
+    EXPECT_TRUE(has(x->message, "could not compare 2 CPU pairs")) << x->message;
+    EXPECT_FALSE(has(x->message, "looks synchronised")) << x->message;
 }
 
 // tsc-percpu, as fastclock_status reports it in a program: per-CPU lines, or
