@@ -9,8 +9,8 @@
 #   pkg   the .deb: dpkg-dev (dpkg-shlibdeps), lintian, man-db, fakeroot
 #   arm64 the cross toolchain, the arm64 libc, qemu-user (or qemu-user-static)
 #         and GoogleTest's source (built for arm64 with the tree)
-#   peers Abseil (libabsl-dev) and Rust's cargo (Debian's, where rustup's is
-#         not on PATH), for make bench-peers
+#   peers Abseil (libabsl-dev), for make bench-peers (which also needs
+#         rustup's cargo: Debian 12's is too old for its lock file)
 set -eu
 
 missing=""
@@ -37,8 +37,7 @@ for group in "$@"; do
     cli) for p in python3 python3-jsonschema; do want "$p"; done ;;
     pkg) for p in dpkg-dev lintian man-db fakeroot gzip; do want "$p"; done ;;
     peers)
-        for p in libabsl-dev pkg-config g++; do want "$p"; done
-        command -v cargo >/dev/null 2>&1 || want cargo ;;
+        for p in libabsl-dev pkg-config g++; do want "$p"; done ;;
     arm64)
         for p in gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-arm64-cross libc6-dev-arm64-cross googletest; do
             want "$p"

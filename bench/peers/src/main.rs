@@ -195,8 +195,13 @@ fn main() {
     let quanta_source = format!("{:?}", quanta_clock());
     println!("fastclock {version} beside Rust's quanta and minstant (Cargo.lock has their versions)");
     println!(
-        "quanta's clock: {}",
-        if quanta_source.contains("Counter") { "the TSC (calibrated)" } else { "the OS clock (no usable TSC)" }
+        "quanta's clock: {}; minstant's: {}",
+        if quanta_source.contains("Counter") { "the TSC (calibrated)" } else { "the OS clock (no usable TSC)" },
+        if minstant::is_tsc_available() {
+            "the TSC"
+        } else {
+            "CLOCK_MONOTONIC_COARSE (it found no usable TSC: its rows are not counter reads)"
+        }
     );
     println!(
         "{rounds} interleaved rounds of ~1 ms batches per source; ns per call, median over rounds\n"
