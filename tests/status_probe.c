@@ -77,16 +77,21 @@ int main(int argc, char **argv)
         /* The program closes the calibrator's timerfd (a daemon closing
          * every descriptor), then forks: the child's fork() returns 0 with
          * errno as it was before the call. */
-        int fd = a_timerfd();
-        printf("timerfd_closed=%d\n", fd >= 0 && close(fd) == 0);
         fflush(stdout);
+        int fd = a_timerfd();
+        /* Close and fork at once: should the thread's next wait see the
+         * closed number first, it forgets it, and the child would ask
+         * nothing (the test could then pass without the fix, never fail
+         * with it). */
+        int closed = fd >= 0 && close(fd) == 0;
         errno = EDOM;
         pid_t pid = fork();
         if (pid == 0)
             _exit(errno == EDOM ? 0 : errno == 0 ? 255 : errno);
         int status = -1;
         waitpid(pid, &status, 0);
-        printf("child_errno=%s\n", WIFEXITED(status) && WEXITSTATUS(status) == 0 ? "unchanged" : "changed");
+        printf("timerfd_closed=%d\nchild_errno=%s\n", closed,
+               WIFEXITED(status) && WEXITSTATUS(status) == 0 ? "unchanged" : "changed");
     }
     (void)timerfd_at_main;
     return sum < 0 ? 5 : 0;
