@@ -43,8 +43,10 @@ static inline __attribute__((always_inline)) uint64_t fc_counter_unordered(void)
 }
 
 /* lfence;rdtsc: the counter is sampled only after every earlier instruction
- * (in particular the loads that acquired a lock) has completed.  Linux sets
- * lfence dispatch-serialising on AMD too, which is what rdtsc_ordered relies on. */
+ * (in particular the loads that acquired a lock) has completed -- on Intel,
+ * and on AMD where lfence is dispatch-serialising (cpu.h: some families
+ * only once the kernel set DE_CFG[1], which a guest cannot see; there the
+ * read paths and fc_now_counter take rdtscp). */
 static inline __attribute__((always_inline)) uint64_t fc_counter_lfence(void)
 {
     unsigned long lo, hi; /* register-wide: as fc_counter_unordered */
@@ -63,7 +65,9 @@ static inline __attribute__((always_inline)) uint64_t fc_counter_rdtscp_only(voi
     return ((uint64_t)hi << 32) | lo;
 }
 
-/* The ordered read the library's own bookkeeping uses (calibration samples). */
+/* lfence;rdtsc by name: the counter's granularity measurement and the CLI
+ * (the library's ordered bookkeeping reads go through fc_now_counter, which
+ * follows the read paths' choice). */
 static inline __attribute__((always_inline)) uint64_t fc_counter_ordered(void)
 {
     return fc_counter_lfence();

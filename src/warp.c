@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cpu.h"
 #include "internal.h"
 #include "seam.h"
 
@@ -23,6 +24,7 @@ struct pair_state {
     _Atomic int ready;
     _Atomic int stop;
     int pin_failed;
+    uint32_t fenced; /* the ordered read: FC_READ_RDTSCP where the CPU has rdtscp */
 };
 
 struct worker {
@@ -77,7 +79,7 @@ static void worker_loop(struct worker *w)
             continue;
         }
         uint64_t prev = st->last;
-        uint64_t now = fc_counter_ordered();
+        uint64_t now = fc_counter_fenced(st->fenced);
         if (now < prev) {
             st->warps++;
             if ((int64_t)(prev - now) > st->max_warp)
@@ -112,13 +114,14 @@ static void *worker_main(void *arg)
  * took turns); -2: a worker did not
  * leave within the grace period after the deadline (it never got its CPU):
  * it is left behind, detached, and the check goes no further. */
-static int run_pair(int a, int b, int64_t ns, struct fc_warp_result *out)
+static int run_pair(int a, int b, int64_t ns, uint32_t fenced, struct fc_warp_result *out)
 {
     struct pair_block *blk = calloc(1, sizeof *blk);
     if (!blk)
         return -1;
     struct pair_state *st = &blk->st;
     st->last_cpu = -1;
+    st->fenced = fenced;
     blk->w[0] = (struct worker){st, a};
     blk->w[1] = (struct worker){st, b};
     atomic_store(&blk->refs, 3);
@@ -183,6 +186,10 @@ int fc_warp_check(int64_t ns_per_pair, int max_pairs, struct fc_warp_result *out
     if (n < 2 || max_pairs < 1)
         return -1;
     int64_t start = mono_ns();
+    /* rdtscp where the CPU has it, as the kernel's rdtsc_ordered(): lfence
+     * holds rdtsc back only on some AMD families (cpu.h), and a read let
+     * out early would be a false warp.  One CPUID per check. */
+    uint32_t fenced = fc_cpu_has_rdtscp() ? FC_READ_RDTSCP : 0;
     int total_pairs = n * (n - 1) / 2;
     /* All pairs on a small machine; on a big one the first CPU against an
      * even spread of the others (sockets and dies are usually contiguous
@@ -192,7 +199,7 @@ int fc_warp_check(int64_t ns_per_pair, int max_pairs, struct fc_warp_result *out
     for (int k = 0, i = 0, j = 1; k < pairs; k++) {
         int x = all ? cpus[i] : cpus[0];
         int y = all ? cpus[j] : cpus[1 + (int)((int64_t)k * (n - 1) / max_pairs)];
-        int r = run_pair(x, y, ns_per_pair, out);
+        int r = run_pair(x, y, ns_per_pair, fenced, out);
         if (r == 0)
             out->pairs_tested++;
         else
