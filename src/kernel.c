@@ -226,8 +226,12 @@ int fc_counter_erratum(const char *root, char *why, size_t size)
             if (r >= 0)
                 name = dt[i].name;
         }
-    if (!name && cpuinfo_has_a73(root))
-        name = "ARM erratum 858921 (Cortex-A73)";
+    if (!name) {
+        int saved = errno; /* its open and read: errno as it was, as fc_read_text keeps it */
+        if (cpuinfo_has_a73(root))
+            name = "ARM erratum 858921 (Cortex-A73)";
+        errno = saved;
+    }
     if (!name)
         return 0;
     if (size) {
