@@ -98,9 +98,10 @@ static struct {
      * ProtectClock): polls back off from it either way. */
     _Atomic int64_t attempted_mono;
     /* The kernel's REALTIME - MONOTONIC, taken just before the poll's
-     * adjtimex (wall_offset_known: 1 once taken): see fc_sync_wall_moved. */
+     * adjtimex (INT64_MIN: not taken): see fc_sync_wall_offset.  One word,
+     * stored last with release, so that its value and the state it came
+     * with are one poll's. */
     _Atomic int64_t wall_offset_ns;
-    _Atomic int wall_offset_known;
 } sync_state;
 
 static int sync_poll_locked(int64_t now);
@@ -155,8 +156,7 @@ static int sync_poll_locked(int64_t now)
      * error. */
     int64_t m1 = fc_kernel_ns(CLOCK_MONOTONIC), wall = fc_kernel_ns(CLOCK_REALTIME);
     int64_t m2 = fc_kernel_ns(CLOCK_MONOTONIC);
-    int wall_known = m1 != 0 && wall != 0 && m2 >= m1;
-    int64_t wall_offset = wall - m1 - (m2 - m1) / 2;
+    int64_t wall_offset = m1 != 0 && wall != 0 && m2 >= m1 ? wall - m1 - (m2 - m1) / 2 : INT64_MIN;
     int state = kernel_adjtimex(&tx);
     if (state < 0) {
         /* Refused (nothing seen; attempted_mono paces the next try): whether
@@ -231,8 +231,7 @@ static int sync_poll_locked(int64_t now)
         atomic_store_explicit(&sync_state.change_uncounted, 0, memory_order_relaxed);
     }
     /* Stored after the state it goes with, released (fc_sync_wall_offset). */
-    atomic_store_explicit(&sync_state.wall_offset_ns, wall_offset, memory_order_relaxed);
-    atomic_store_explicit(&sync_state.wall_offset_known, wall_known, memory_order_release);
+    atomic_store_explicit(&sync_state.wall_offset_ns, wall_offset, memory_order_release);
     atomic_store_explicit(&sync_state.sampled_mono, now, memory_order_release);
     atomic_store_explicit(&sync_state.known, 1, memory_order_release);
     return changed;
@@ -386,9 +385,8 @@ int fc_sync_wall_offset(int64_t *offset_ns)
      * offset after the state it read (release), so a state read after
      * this is that poll's or a later one's -- never an older state with
      * this newer offset, which would hide a step. */
-    int known = atomic_load_explicit(&sync_state.wall_offset_known, memory_order_acquire);
-    *offset_ns = atomic_load_explicit(&sync_state.wall_offset_ns, memory_order_relaxed);
-    return known;
+    *offset_ns = atomic_load_explicit(&sync_state.wall_offset_ns, memory_order_acquire);
+    return *offset_ns != INT64_MIN && *offset_ns != 0;
 }
 
 /* The last poll, answered or refused (0: none yet): polls pace themselves by it. */

@@ -133,16 +133,20 @@ void fc_coarse_resume_ticking(void)
      * now), which the first tick must not undercut either.  The caller set
      * the thread running first: from then on readers take the hand-over,
      * not `direct`. */
-    atomic_store_explicit(&fc_coarse.handover, fc_coarse_floor(), memory_order_seq_cst);
-    /* The route dropped after: a reader that set it meanwhile finds the
-     * hand-over reopened and drops it too (coarse_slow). */
-    atomic_store_explicit(&fc_coarse.direct, (fc_coarse_fn)0, memory_order_seq_cst);
+    int64_t open = fc_coarse_floor();
     int64_t k = fc_kernel_ns(CLOCK_MONOTONIC_COARSE);
-    int64_t h = atomic_load_explicit(&fc_coarse.handover, memory_order_acquire);
-    while (h >= 0 && h < k &&
-           !atomic_compare_exchange_weak_explicit(&fc_coarse.handover, &h, k, memory_order_acq_rel,
-                                                  memory_order_acquire)) {
-    }
+    if (k > open)
+        open = k;
+    if (open < 1)
+        open = 1; /* open and positive: coarse_slow's re-check below tests > 0 */
+    atomic_store_explicit(&fc_coarse.handover, open, memory_order_seq_cst);
+    /* The route dropped after: a reader that set it meanwhile finds the
+     * hand-over reopened and drops it too (coarse_slow).  A read through
+     * the route in between is the kernel's coarse clock of that moment: k,
+     * or one kernel tick later, which the first tick's line value (the
+     * fine clock, at or after it) does not undercut beyond the line's
+     * error bound. */
+    atomic_store_explicit(&fc_coarse.direct, (fc_coarse_fn)0, memory_order_seq_cst);
 }
 
 void fc_coarse_request(void)
