@@ -135,8 +135,26 @@ uint64_t fc_counter_time_calls(int64_t (*fn)(void))
     return ticks;
 }
 
+uint32_t fc_counter_early_flags;
+
+void fc_counter_order_early(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    if (fc_seam.counter)
+        return; /* a simulated counter: no instruction to choose */
+    int lfence_orders = fc_seam.cpu ? fc_cpu_lfence_orders_rdtsc_for(fc_seam.cpu->vendor, fc_seam.cpu->family,
+                                                                     fc_seam.cpu->lfence_always_serializing)
+                                    : fc_cpu_lfence_orders_rdtsc(); /* one CPUID on Intel */
+    if (lfence_orders)
+        return;
+    if (fc_seam.cpu ? fc_seam.cpu->has_rdtscp : fc_cpu_has_rdtscp())
+        __atomic_store_n(&fc_counter_early_flags, FC_READ_RDTSCP, __ATOMIC_RELAXED);
+#endif
+}
+
 void fc_counter_reset_for_tests(void)
 {
+    __atomic_store_n(&fc_counter_early_flags, 0u, __ATOMIC_SEQ_CST);
     atomic_store(&read_cost_ns, 0.0);
     atomic_store(&kernel_cost_ns, 0.0);
     atomic_store(&rdtscp_present, 0);

@@ -239,6 +239,13 @@ static inline __attribute__((always_inline)) uint64_t fc_counter_fenced(uint32_t
 /* counter.c: the ordered read's instruction (FC_READ_* of line.h), chosen
  * by measuring it against the kernel's clock (whose cost it keeps). */
 uint32_t fc_counter_choose(double ns_per_tick);
+/* Before that choice (the decision's and the first line's samples):
+ * FC_READ_RDTSCP where lfence may not hold rdtsc back and the CPU has
+ * rdtscp (the choice then takes it too: fc_counter_prefer_rdtscp), else 0.
+ * Set by fc_counter_order_early, called by the decision (one CPUID on
+ * Intel, up to four on AMD). */
+extern uint32_t fc_counter_early_flags __attribute__((visibility("hidden"))); /* atomic builtins */
+void fc_counter_order_early(void);
 /* Its rule for the instruction: rdtscp where the CPU has it, unless
  * lfence;rdtsc is certainly ordered here (lfence_orders) and clearly
  * cheaper (rdtscp costs over 1.25x it, as a paired median ratio, in two

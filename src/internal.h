@@ -33,10 +33,12 @@ FC_INLINE uint64_t fc_now_counter(int ordered)
         return fc_seam.counter();
     /* Ordered: the instruction the read paths use (counter.c's choice, made
      * with the first line: rdtscp where lfence may not hold rdtsc back, AMD
-     * families without LfenceAlwaysSerializing -- cpu.h); before that
-     * choice, lfence;rdtsc.  The slow path's reads and the calibration
-     * brackets are ordered as the fast reads are. */
-    return ordered ? fc_counter_fenced(FC_LOAD(&fc_latch.read_flags)) : fc_counter_unordered();
+     * families without LfenceAlwaysSerializing -- cpu.h), or before that
+     * choice the decision's (fc_counter_early_flags, the same rule).  The
+     * slow path's reads and the calibration brackets are ordered as the
+     * fast reads are. */
+    return ordered ? fc_counter_fenced(FC_LOAD(&fc_latch.read_flags) | FC_LOAD(&fc_counter_early_flags))
+                   : fc_counter_unordered();
 }
 
 /* rdtscp: the counter and TSC_AUX, read atomically on one CPU. */

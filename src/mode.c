@@ -650,6 +650,7 @@ static void decide(void)
         fc_mode_enter(FC_MODE_SYSTEM, msg, 0);
         return;
     }
+    fc_counter_order_early(); /* the samples from here on are ordered as the reads will be */
 
     struct fc_clocksource_info cs;
     fc_clocksource_read(fc_seam.sysroot ? fc_seam.sysroot : "", &cs);

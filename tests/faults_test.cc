@@ -2172,6 +2172,57 @@ TEST(WarpCheck, APairWhoseCpusNeverTookTurnsIsNotCountedAsTested)
     fc_test_reset(nullptr);
 }
 
+// From the decision on, the library's own ordered reads (the decision's
+// and the first line's samples, the slow path) are ordered as the reads will
+// be: rdtscp where lfence may not hold rdtsc back (AMD families 10h,
+// 12h-18h without LfenceAlwaysSerializing) and the CPU has it; lfence;rdtsc
+// elsewhere until the first line's choice.  The CPU described through the
+// seam; the counter and kernel are this machine's.
+TEST(Counter, BookkeepingReadsAreOrderedFromTheDecisionOn)
+{
+#if !defined(__x86_64__)
+    GTEST_SKIP() << "lfence and rdtscp are x86 instructions; arm64 orders its counter with isb";
+#else
+    struct Case {
+        const char *vendor;
+        unsigned family;
+        int always_serializing, has_rdtscp;
+        uint32_t want;
+    } cases[] = {
+        {"AuthenticAMD", 0x17, 0, 1, FC_READ_RDTSCP}, // Zen 2: lfence serialises only with DE_CFG[1]
+        {"HygonGenuine", 0x18, 0, 1, FC_READ_RDTSCP},
+        {"AuthenticAMD", 0x19, 1, 1, 0u},              // the bit says lfence serialises
+        {"AuthenticAMD", 0x17, 0, 0, 0u},              // no rdtscp: lfence;rdtsc is all there is
+        {"GenuineIntel", 6, 0, 1, 0u},
+    };
+    if (!fc_cpu_has_rdtscp())
+        GTEST_SKIP() << "this CPU hides rdtscp: the test's AMD cases would run it";
+    for (const Case &c : cases) {
+        SCOPED_TRACE(std::string(c.vendor) + " family " + std::to_string(c.family));
+        struct fc_cpu_info cpu;
+        memset(&cpu, 0, sizeof cpu);
+        std::strcpy(cpu.vendor, c.vendor);
+        cpu.family = c.family;
+        cpu.has_cpuid = cpu.has_tsc = cpu.invariant_tsc = 1;
+        cpu.has_rdtscp = c.has_rdtscp;
+        cpu.lfence_always_serializing = c.always_serializing;
+        struct fc_seam seam;
+        memset(&seam, 0, sizeof seam);
+        seam.cpu = &cpu;
+        setenv("FASTCLOCK_MODE", "tsc", 1);
+        fc_test_reset(&seam);
+        unsetenv("FASTCLOCK_MODE");
+        EXPECT_EQ(__atomic_load_n(&fc_counter_early_flags, __ATOMIC_RELAXED), 0u) << "before the decision";
+        struct fastclock_status st;
+        fastclock_status(&st); // decides
+        if (std::string(st.mode) != "tsc")
+            GTEST_SKIP() << "this machine refuses mode tsc: " << st.reason;
+        EXPECT_EQ(__atomic_load_n(&fc_counter_early_flags, __ATOMIC_RELAXED), c.want);
+    }
+    fc_test_reset(nullptr);
+#endif
+}
+
 // What a check's counts allow: a warp stands however few pairs were
 // compared; "in step" needs every pair it set out to test (a 2-socket guest
 // whose cross-socket pairs never took turns on a busy host must not pass on
