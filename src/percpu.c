@@ -94,16 +94,17 @@ static struct fc_track track_of(struct fc_cpu_slot *sl, int cpu)
 }
 
 /* Another thread's adjtimex poll in progress: a microsecond, unless that
- * thread was preempted in it.  Waited out, bounded -- 20 ms of MONOTONIC,
- * and a number of turns (a simulated clock may stand still) -- rather than
- * measured again at once: twenty attempts take ~2 ms, and all failing left
- * the process in mode system for good over one preempted poll.  Never this
- * thread's own poll (a handler nested in it): fc_sync_poll says MINE. */
-static void wait_out_a_poll(void)
+ * thread was preempted in it.  Waited out until `until` (MONOTONIC), and
+ * for a bounded number of turns (a simulated clock may stand still),
+ * rather than measured again at once: twenty attempts take ~2 ms, and all
+ * failing left the process in mode system for good over one preempted
+ * poll.  Never this thread's own poll (a handler nested in it):
+ * fc_sync_poll says MINE. */
+static void wait_out_a_poll(int64_t until)
 {
-    int64_t start = fc_kernel_ns(CLOCK_MONOTONIC), now = start;
     int polled = FC_SYNC_POLL_BUSY;
-    for (int i = 0; polled == FC_SYNC_POLL_BUSY && i < 100000 && now >= start && now - start < 20000000; i++) {
+    int64_t now = fc_kernel_ns(CLOCK_MONOTONIC);
+    for (int i = 0; polled == FC_SYNC_POLL_BUSY && i < 100000 && now < until; i++) {
         if (i < 64)
             fc_cpu_relax();
         else
@@ -121,6 +122,7 @@ static int measure_seed(char *why, size_t why_size)
 {
     struct fc_buf b;
     fc_buf_init(&b, why, why_size);
+    int64_t wait_until = 0; /* one budget for the whole setup: 20 ms from the first busy poll */
     int waits = 0;
     for (int attempt = 0; attempt < 20; attempt++) {
         fc_sync_poll(fc_kernel_ns(CLOCK_MONOTONIC));
@@ -145,13 +147,19 @@ static int measure_seed(char *why, size_t why_size)
         m.rate = rate;
         m.unc = ((double)s0.width + (double)s1.width) * rate * 0.5 / (double)(s1.mono - s0.mono);
         /* Another thread's poll in progress: waited out, then measured
-         * again, the attempt not counted (three times at most).  A handler
-         * nested in this thread's own poll cannot wait for it: a change it
-         * found now is charged as an unseen one, as before polls were. */
+         * again, the attempt not counted -- within one 20 ms budget for the
+         * whole setup (it may run inside a read, under the calibration
+         * lock); past it, attempts count as before.  A handler nested in
+         * this thread's own poll cannot wait for it: a change it found now
+         * is charged as an unseen one, as before polls were. */
         if (fc_rate_seed_settings(&m, s1.mono) == FC_SYNC_POLL_BUSY) {
-            wait_out_a_poll();
-            if (waits++ < 3)
+            int64_t t = fc_kernel_ns(CLOCK_MONOTONIC);
+            if (!wait_until)
+                wait_until = t + 20000000;
+            if (t < wait_until && waits++ < 3) { /* and three waits at most: a clock that stands still */
+                wait_out_a_poll(wait_until);
                 attempt--;
+            }
             continue;
         }
         if (fc_sync_generation() != generation)
