@@ -383,7 +383,15 @@ class Bench(unittest.TestCase):
         self.assertIn(fc["real_source"], ("line", "vdso"))
         for later in (fc["after_cost"], fc["at_end"]):
             self.assertGreaterEqual(later["fallback_reads"], fc["fallback_reads"])
-        changed = any(fc["after_cost"][k] != fc[k] for k in ("mode", "counter", "real_source", "fallback_reads"))
+        # A change of read path: mode, counter, who answers REALTIME, or
+        # fallback reads beyond 0.1% of the phase's fastclock reads (a few
+        # are the design where a line ran out while the calibrator was late:
+        # a busy machine).
+        reads = sum(s.get("batches", 0) * s.get("calls_per_batch", 0) for s in d["sources"]
+                    if s["group"] == "fastclock")
+        fell_back = fc["after_cost"]["fallback_reads"] - fc["fallback_reads"]
+        changed = (any(fc["after_cost"][k] != fc[k] for k in ("mode", "counter", "real_source"))
+                   or fell_back > 1e-3 * reads)
         self.assertEqual(changed, any(w.startswith("changed during the cost phase") for w in fc["warnings"]),
                          fc["warnings"])
         self.assertEqual(changed, "fastclock changed during the cost phase" in self.p.stderr, self.p.stderr)
