@@ -235,10 +235,11 @@ FC_INLINE int fine_read(enum fc_kind kind, clockid_t id, void *out, enum shape s
     /* The kernel's clock reads the counter itself (wall.h), or answers this
      * flavour (the core's kernel route: tsc-percpu routed to it, ordered or
      * all reads where the counter costs too much): one call into the vDSO. */
-    if (fc_wall_route(kind, ordered) != 0 || fc_kernel_route(ordered) != 0) {
+    int (*kernel)(clockid_t, struct timespec *) = fc_kernel_route(ordered);
+    if (fc_wall_route(kind, ordered) != 0 || kernel != 0) {
         /* Mode system from the start: libc's values can follow for good
          * (pass_through), and the entry points then jump to the vDSO first. */
-        if (fc_kernel_route(ordered) != 0 && !atomic_load_explicit(&shim_flags, memory_order_relaxed))
+        if (kernel != 0 && !atomic_load_explicit(&shim_flags, memory_order_relaxed))
             pass_through();
         return pass_fine(shape, id, out);
     }
