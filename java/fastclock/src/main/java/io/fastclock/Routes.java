@@ -214,8 +214,10 @@ final class Routes {
 
     /**
      * As above, knowing where the core's reads are the kernel's own
-     * (monoIsKernel: mode system, or the kernel's clock answering the fine reads
-     * -- FastClock.kernelAnswersFineReads; realIsKernel: mode system, or the core's
+     * (monoIsKernel: mode system, the kernel's clock answering the fine reads
+     * -- FastClock.kernelAnswersFineReads -- or tsc-percpu's lines where the
+     * kernel's vDSO reads the same counter with less work --
+     * FastClock.perCpuLinesOverTheKernelsCounter; realIsKernel: mode system, or the core's
      * status says real_source=vdso): those cannot beat the JDK's call of the
      * same clock, so the JDK's System.nanoTime()/currentTimeMillis() answer
      * without a measurement that a near tie could flip between JVMs (it did:

@@ -47,6 +47,26 @@ class JdkClocksTest {
     }
 
     @Test
+    void perCpuLinesOnAKernelThatReadsTheCounterLeaveTheJdkAnswering() {
+        assertTrue(FastClock.perCpuLinesOverTheKernelsCounter(Map.of("mode", "tsc-percpu", "counter", "rdtscp",
+                "real_source", "vdso")));
+        // The kernel's clock is not the counter: the wall reads are the lines' too.
+        assertFalse(FastClock.perCpuLinesOverTheKernelsCounter(Map.of("mode", "tsc-percpu", "counter", "rdtscp",
+                "real_source", "line")));
+        // Mode tsc: its line does not name the CPU (Routes.decide weighs it).
+        assertFalse(FastClock.perCpuLinesOverTheKernelsCounter(Map.of("mode", "tsc", "counter", "rdtscp",
+                "real_source", "vdso")));
+        // Routed to the kernel already: kernelAnswersFineReads says so.
+        assertFalse(FastClock.perCpuLinesOverTheKernelsCounter(Map.of("mode", "tsc-percpu", "counter",
+                "clock_gettime (the cheaper read here)", "real_source", "vdso")));
+        assertFalse(FastClock.perCpuLinesOverTheKernelsCounter(Map.of("mode", "tsc-percpu", "real_source", "vdso")));
+        // Decided as the kernel's: a per-CPU read measured at 0.90 of the vDSO's (noise) does not answer.
+        Routes r = Routes.decide("ffm", costs(30.0, 30.0, 30.3, 30.2, 33.3, 30.5), true, true);
+        assertFalse(r.nanoTime || r.nanoTimeUnordered || r.currentTimeMillis, r.answers);
+        assertFalse(r.close, r.costs);
+    }
+
+    @Test
     void jniOnATscClocksourceKeepsTheJdksFineClocks() {
         // This machine's figures: fenced read 20.6, bare 9.5, wall reads via the vDSO 23.3, kernel 23.6.
         Routes r = Routes.decide("jni", costs(20.6, 9.5, 23.3, 9.5, 23.6, 23.6));
@@ -261,8 +281,9 @@ class JdkClocksTest {
 
     /**
      * The same decision in 20 fresh JVMs, in the core's automatic mode, in mode system and
-     * in tsc-percpu (where the kernel's clock answers it on a tsc clocksource: two
-     * measurements of one vDSO call must not decide).
+     * in tsc-percpu (forced: the per-CPU lines answer the core's reads; on a tsc
+     * clocksource the kernel's vDSO does less work, and a measurement of the two
+     * must not decide).
      */
     @Test
     void twentyFreshJvmsDecideAlike() throws Exception {
