@@ -383,6 +383,7 @@ int cmd_bench(int argc, char **argv)
     cfg.seconds = 3;
     default_threads(&cfg);
 
+    unsigned seen = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = NULL;
         char name[32];
@@ -396,11 +397,19 @@ int cmd_bench(int argc, char **argv)
         }
         int takes_value = !strcmp(name, "--threads") || !strcmp(name, "--seconds") || !strcmp(name, "--svg");
         if (takes_value && !val) {
-            if (i + 1 >= argc)
+            if (!(val = option_next_value(argc, argv, &i)))
                 return fail("%s needs a value", name);
-            val = argv[++i];
         } else if (!takes_value && val) {
             return fail("%s takes no value", name);
+        }
+        /* Given twice, the last would win silently: a typo's symptom. */
+        static const char *const once[] = {"--json", "--csv", "--threads", "--seconds", "--svg"};
+        for (unsigned k = 0; k < sizeof once / sizeof once[0]; k++) {
+            if (strcmp(name, once[k]) != 0)
+                continue;
+            if (seen & 1u << k)
+                return fail("%s is given twice", name);
+            seen |= 1u << k;
         }
         if (!strcmp(name, "--json"))
             json = 1;

@@ -60,27 +60,37 @@ int cmd_doctor(int argc, char **argv)
     const char *root = NULL, *capture = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (strcmp(a, "--json") == 0)
+        /* Given twice, the last would win silently: a typo's symptom. */
+        const char *twice = NULL;
+        if (strcmp(a, "--json") == 0) {
+            twice = json ? "--json" : NULL;
             json = 1;
-        else if (strcmp(a, "--quick") == 0)
+        } else if (strcmp(a, "--quick") == 0) {
+            twice = quick ? "--quick" : NULL;
             quick = 1;
-        else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+        } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
             return stdout_done("fastclock doctor", 0, 2);
-        } else if (strcmp(a, "--root") == 0 || strcmp(a, "--capture") == 0) {
-            if (i + 1 >= argc || !argv[i + 1][0])
-                return usage_error("%s needs a directory", a);
-            if (a[2] == 'r')
-                root = argv[++i];
+        } else if (strncmp(a, "--root", 6) == 0 || strncmp(a, "--capture", 9) == 0) {
+            int is_root = a[2] == 'r';
+            const char *name = is_root ? "--root" : "--capture";
+            const char *rest = a + strlen(name), *dir;
+            if (*rest == '=')
+                dir = rest + 1;
+            else if (*rest == 0)
+                dir = option_next_value(argc, argv, &i);
             else
-                capture = argv[++i];
-        } else if (strncmp(a, "--root=", 7) == 0 && a[7]) {
-            root = a + 7;
-        } else if (strncmp(a, "--capture=", 10) == 0 && a[10]) {
-            capture = a + 10;
+                return usage_error("unknown option '%s'", a);
+            if (!dir || !*dir)
+                return usage_error("%s needs a directory", name);
+            const char **slot = is_root ? &root : &capture;
+            twice = *slot ? name : NULL;
+            *slot = dir;
         } else {
             return usage_error("unknown option '%s'", a);
         }
+        if (twice)
+            return usage_error("%s is given twice", twice);
     }
     if (root && capture)
         return usage_error("%s", "--root and --capture cannot be combined");

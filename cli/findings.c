@@ -73,7 +73,8 @@ struct ctx {
     int x86, arm;
     int tsc_available;     /* "tsc" among the available clocksources */
     int tsc_current;
-    int tsc_usable;        /* available and not known to be non-invariant */
+    int tsc_usable;        /* available, and nothing here says it cannot be trusted (tsc_unusable) */
+    char tsc_unusable[192];/* why switching to tsc is no remedy here, or "" */
     int list_unfiltered;   /* jiffies listed and tsc not current: being listed says nothing of trust */
     int enters;            /* tri: clock_gettime(CLOCK_MONOTONIC) makes a system call */
     int enters_inferred;   /* decided from timing or the clocksource's kind, not seccomp */
@@ -88,6 +89,39 @@ static int is_x86(const char *arch)
     return strcmp(arch, "x86_64") == 0 || strcmp(arch, "amd64") == 0 || (arch[0] == 'i' && strstr(arch, "86"));
 }
 
+static const char *or_unknown(const char *s) { return s && *s ? s : "unknown"; }
+
+/*
+ * Why switching the clocksource to tsc is no remedy here, as a clause for
+ * the messages; empty when nothing says so.  Not only a missing or
+ * non-invariant TSC: the kernel's own verdict (its log's "marked unstable",
+ * `notsc` / `tsc=unstable`) and the warp measured here rule it out too --
+ * a kernel with an unfiltered list (a periodic tick) still lists tsc then
+ * and accepts the switch, and an admin who pinned hpet over a warping TSC
+ * must not be told to undo it.
+ */
+static void tsc_unusable_why(struct ctx *c)
+{
+    const struct doctor_facts *f = c->f;
+    char *w = c->tsc_unusable;
+    size_t n = sizeof c->tsc_unusable;
+    if (f->cs_available_err)
+        snprintf(w, n, "the list of available clocksources is unreadable (%s)", fc_errno_text(f->cs_available_err));
+    else if (!c->tsc_available)
+        snprintf(w, n, "the kernel offers no tsc clocksource (available: %.120s)", or_unknown(f->cs_available));
+    else if (f->invariant_tsc == TRI_NO)
+        snprintf(w, n, "the CPU does not report an invariant TSC");
+    else if (f->p_notsc || strstr(f->p_tsc, "unstable"))
+        snprintf(w, n, "the kernel command line tells the kernel not to trust the TSC (`%s`)",
+                 f->p_notsc ? "notsc" : "tsc=unstable");
+    else if (f->klog.tsc_unstable || f->klog.watchdog_tsc)
+        snprintf(w, n, "the kernel marked the TSC unstable (its log says so)");
+    else if (f->warp_ran && f->warp_max_cycles > 0)
+        snprintf(w, n, "the CPUs' TSCs disagree by %lld cycles (the warp check here)", (long long)f->warp_max_cycles);
+    else
+        w[0] = 0;
+}
+
 static void setup(struct ctx *c, const struct doctor_facts *f)
 {
     memset(c, 0, sizeof *c);
@@ -96,7 +130,8 @@ static void setup(struct ctx *c, const struct doctor_facts *f)
     c->arm = strcmp(f->arch, "aarch64") == 0 || strcmp(f->arch, "arm64") == 0;
     c->tsc_available = !f->cs_available_err && fc_word_in_list(f->cs_available, "tsc");
     c->tsc_current = !f->cs_current_err && strcmp(f->cs_current, "tsc") == 0;
-    c->tsc_usable = c->tsc_available && f->invariant_tsc != TRI_NO;
+    tsc_unusable_why(c);
+    c->tsc_usable = c->tsc_unusable[0] == 0;
     /* The library's rule (src/mode.c): the kernel leaves a TSC its watchdog
      * marked unstable out of the list only while the tick is in one-shot
      * mode; jiffies listed means the list is unfiltered. */
@@ -134,8 +169,6 @@ static void setup(struct ctx *c, const struct doctor_facts *f)
              "%s per call from the vDSO without a system call, in steps of %s.",
              cost, res);
 }
-
-static const char *or_unknown(const char *s) { return s && *s ? s : "unknown"; }
 
 /* ---- reading the clock costs a system call -------------------------------- */
 
@@ -197,7 +230,7 @@ static void rule_clocksource_syscall(struct ctx *c, struct findings *o)
             msg(x, " instead of ~%.0f ns with tsc, which is available and invariant.", VDSO_TSC_NS);
             switch_fix(c, x);
         } else {
-            msg(x, "; the kernel offers no usable TSC (available: %s).", or_unknown(f->cs_available));
+            msg(x, "; switching to tsc is no remedy: %s.", c->tsc_unusable);
             fix(x, "%s Otherwise read the clock less often (one timestamp per request or batch), or ask the "
                    "provider for instance types with a stable TSC.",
                 c->coarse_advice);
@@ -215,6 +248,15 @@ static void rule_clocksource_syscall(struct ctx *c, struct findings *o)
                "LD_PRELOAD wrapper) sends it to the kernel.",
             how, c->mono_cost, cs);
         fix(x, "Run the program outside that environment. %s", c->coarse_advice);
+    } else if (f->cs_current_err) {
+        msg(x, "clock_gettime() enters the kernel%s and costs %s; which clocksource the kernel uses is unknown "
+               "here (see clocksource-unknown).",
+            how, c->mono_cost);
+        fix(x, "On the host, read " FC_CLOCKSOURCE_DIR "/current_clocksource%s %s",
+            c->tsc_usable ? ": if it is not tsc, switching to tsc (available and invariant here) lets the vDSO read "
+                            "the counter."
+                          : ".",
+            c->coarse_advice);
     } else if (c->tsc_usable && !c->tsc_current) {
         msg(x, "clocksource is %s while tsc is available and invariant: every clock_gettime() enters the kernel%s "
                "and costs %s instead of ~%.0f ns through the vDSO.",
@@ -222,12 +264,12 @@ static void rule_clocksource_syscall(struct ctx *c, struct findings *o)
         switch_fix(c, x);
         fix(x, " %s", c->coarse_advice);
     } else {
-        msg(x, "clocksource is %s and the kernel offers no usable TSC (available: %s): every clock_gettime() "
-               "enters the kernel%s and costs %s.",
-            cs, or_unknown(f->cs_available), how, c->mono_cost);
-        fix(x, "%s Otherwise read the clock less often (one timestamp per request or batch). The tsc-* findings "
-               "say why the TSC is not usable.",
-            c->coarse_advice);
+        msg(x, "clocksource is %s: every clock_gettime() enters the kernel%s and costs %s", cs, how, c->mono_cost);
+        if (c->tsc_current)
+            msg(x, ", although it is tsc.");
+        else
+            msg(x, "; switching to tsc is no remedy: %s.", c->tsc_unusable);
+        fix(x, "%s Otherwise read the clock less often (one timestamp per request or batch).", c->coarse_advice);
     }
 }
 

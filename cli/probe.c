@@ -141,7 +141,9 @@ void probe_files(struct doctor_facts *f, const char *root)
     if (text) {
         cpuinfo_parse(text, &f->cpuinfo);
         free(text);
-        f->cpuinfo_err = f->cpuinfo.processors || f->cpuinfo.flags[0] ? 0 : ENODATA;
+        /* On x86 the flags are what is read from it: without a flags line (a
+         * trimmed capture, an emulator's cpuinfo) each is unknown, not absent. */
+        f->cpuinfo_err = (f->cpuinfo.is_arm ? f->cpuinfo.processors != 0 : f->cpuinfo.flags[0] != 0) ? 0 : ENODATA;
     } else {
         f->cpuinfo_err = err;
     }

@@ -557,18 +557,26 @@ void report_json(FILE *out, const struct doctor_facts *f, const struct findings 
     json_err(&j, "error", f->cmdline_err);
     json_str_or_null(&j, "clocksource", f->p_clocksource, 1);
     json_str_or_null(&j, "tsc", f->p_tsc, 1);
-    json_bool(&j, "notsc", f->p_notsc);
-    json_bool(&j, "vdso_off", f->p_vdso_off);
+    /* Unknown facts are null (docs/cli.md), not false. */
+    json_tri(&j, "notsc", f->cmdline_err ? TRI_UNKNOWN : f->p_notsc ? TRI_YES : TRI_NO);
+    json_tri(&j, "vdso_off", f->cmdline_err ? TRI_UNKNOWN : f->p_vdso_off ? TRI_YES : TRI_NO);
     json_end_object(&j);
     json_begin_object(&j, "log");
     json_bool(&j, "readable", f->klog_readable);
     json_string(&j, "error", f->klog_readable ? NULL : fc_errno_text(f->klog_err));
     json_str_or_null(&j, "source", f->klog_source, 1);
-    json_int(&j, "records", f->klog.records);
+    if (f->klog_readable)
+        json_int(&j, "records", f->klog.records);
+    else
+        json_null(&j, "records");
     json_str_or_null(&j, "last_switch", f->klog.last_switch, 1);
-    json_bool(&j, "tsc_marked_unstable", f->klog.tsc_unstable || f->klog.watchdog_tsc);
+    json_tri(&j, "tsc_marked_unstable",
+             !f->klog_readable ? TRI_UNKNOWN : f->klog.tsc_unstable || f->klog.watchdog_tsc ? TRI_YES : TRI_NO);
     json_str_or_null(&j, "tsc_unstable_reason", f->klog.tsc_unstable_reason, 1);
-    json_int(&j, "boot_warp_cycles", f->klog.warp_cycles);
+    if (f->klog_readable)
+        json_int(&j, "boot_warp_cycles", f->klog.warp_cycles);
+    else
+        json_null(&j, "boot_warp_cycles");
     json_begin_array(&j, "events");
     for (int i = 0; i < f->klog.nevents; i++) {
         const struct klog_event *e = &f->klog.ev[i];

@@ -339,6 +339,10 @@ int cmd_run(int argc, char **argv)
                 fputc('\n', stderr);
                 return EXIT_RUN_FAILED;
             }
+            if (*target) { /* the last would win silently: a typo's symptom */
+                fprintf(stderr, "fastclock run: %s is given twice\n", name);
+                return EXIT_RUN_FAILED;
+            }
             *target = v;
             continue;
         }

@@ -152,3 +152,10 @@ void counter_pair(uint64_t *tsc, int64_t *ns)
         }
     }
 }
+
+const char *option_next_value(int argc, char **argv, int *i)
+{
+    if (*i + 1 >= argc || strncmp(argv[*i + 1], "--", 2) == 0)
+        return NULL;
+    return argv[++*i];
+}

@@ -17,6 +17,12 @@ enum tri { TRI_UNKNOWN = -1, TRI_NO = 0, TRI_YES = 1 };
 int parse_double(const char *s, double *out);
 int parse_long(const char *s, long *out);   /* decimal or 0x hex */
 
+/* An option's value given as the next argument ("--svg FILE"), advancing
+ * *i past it; NULL when there is none or it is a long option ("--svg
+ * --json" is a forgotten value, not a file named --json: write --svg=--json
+ * to mean that; "--seconds -1" is a value, refused by its own check). */
+const char *option_next_value(int argc, char **argv, int *i);
+
 /* Fixed-size string builder: always NUL-terminated, silently truncates. */
 struct sbuf {
     char *p;

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cctype>
+#include <cerrno>
+#include <cstdio>
 #include <string>
 
 #include "cli_test_util.h"
@@ -118,6 +120,64 @@ TEST(Findings, HpetWithTscAvailableSaysSwitchAndPersist)
     EXPECT_TRUE(has(g->message, "(34x)")) << g->message;
 }
 
+// hpet pinned on the command line, tsc listed and invariant: the switch is
+// advised -- unless something here says the TSC cannot be trusted.  Then no
+// finding tells the admin to switch or to remove the pin, and the syscall
+// finding says why tsc is no remedy.
+TEST(Findings, NoSwitchToTscWhereTheTscIsNotToBeTrusted)
+{
+    struct Case {
+        const char *what;
+        void (*set)(doctor_facts *);
+        const char *why;
+    };
+    const Case cases[] = {
+        {"warp measured here", [](doctor_facts *f) { f->warp_ran = 1, f->warp_max_cycles = 2480; },
+         "switching to tsc is no remedy: the CPUs' TSCs disagree by 2480 cycles"},
+        {"kernel log: marked unstable", [](doctor_facts *f) { f->klog.tsc_unstable = 1; },
+         "the kernel marked the TSC unstable"},
+        {"kernel log: watchdog", [](doctor_facts *f) { f->klog.watchdog_tsc = 1; }, "the kernel marked the TSC unstable"},
+        {"notsc", [](doctor_facts *f) { f->p_notsc = 1; }, "(`notsc`)"},
+        {"tsc=unstable", [](doctor_facts *f) { snprintf(f->p_tsc, sizeof f->p_tsc, "unstable"); }, "(`tsc=unstable`)"},
+    };
+    for (const Case &k : cases) {
+        Loaded *l = run("hpet");
+        k.set(&l->f);
+        findings_compute(&l->f, &l->fs);
+        const finding *x = l->get("clocksource-syscall");
+        ASSERT_NE(x, nullptr) << k.what;
+        EXPECT_TRUE(has(x->message, k.why)) << k.what << ": " << x->message;
+        EXPECT_FALSE(has(x->message, "available and invariant")) << k.what << ": " << x->message;
+        EXPECT_FALSE(has(x->fix, "echo tsc")) << k.what << ": " << x->fix;
+        const finding *c = l->get("cmdline-clocksource");
+        ASSERT_NE(c, nullptr) << k.what;
+        EXPECT_EQ(c->severity, SEV_INFO) << k.what;
+        EXPECT_FALSE(has(c->fix, "Remove")) << k.what << ": " << c->fix;
+    }
+    // None of them: the switch is advised (the capture as it is).
+    Loaded *l = run("hpet");
+    EXPECT_TRUE(has(l->get("clocksource-syscall")->fix, "echo tsc"));
+    EXPECT_EQ(l->get("cmdline-clocksource")->severity, SEV_WARNING);
+}
+
+// The current clocksource unreadable (a container hiding /sys) while reads
+// enter the kernel: the finding says it does not know which, and names no
+// finding that is not there.
+TEST(Findings, AnUnknownClocksourceIsNotCalledUnusable)
+{
+    Loaded *l = run("hpet");
+    l->f.cs_current_err = EACCES;
+    l->f.cs_current[0] = 0;
+    findings_compute(&l->f, &l->fs);
+    const finding *x = l->get("clocksource-syscall");
+    ASSERT_NE(x, nullptr);
+    EXPECT_TRUE(has(x->message, "which clocksource the kernel uses is unknown here")) << x->message;
+    EXPECT_FALSE(has(x->message, "no usable")) << x->message;
+    EXPECT_FALSE(has(x->fix, "tsc-* findings")) << x->fix;
+    EXPECT_TRUE(has(x->fix, "current_clocksource: if it is not tsc")) << x->fix;
+    EXPECT_NE(l->get("clocksource-unknown"), nullptr);
+}
+
 TEST(Findings, XenWithoutStableBitCarriesTheMigrationCaveat)
 {
     Loaded *l = run("xen-hvm");
@@ -137,7 +197,8 @@ TEST(Findings, XenPvWithoutTscGetsCoarseAdvice)
     Loaded *l = run("xen-pv");
     const finding *x = l->get("clocksource-syscall");
     ASSERT_NE(x, nullptr);
-    EXPECT_TRUE(has(x->message, "the kernel offers no usable TSC (available: xen)")) << x->message;
+    EXPECT_TRUE(has(x->message, "switching to tsc is no remedy: the kernel offers no tsc clocksource (available: xen)"))
+        << x->message;
     EXPECT_FALSE(has(x->fix, "echo tsc")) << x->fix;
     EXPECT_TRUE(has(x->fix, "CLOCK_MONOTONIC_COARSE or CLOCK_REALTIME_COARSE: 4.4 ns per call")) << x->fix;
     EXPECT_TRUE(has(x->fix, "in steps of 4.00 ms")) << x->fix;

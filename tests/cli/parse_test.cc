@@ -3,8 +3,12 @@
 // single lines quoted from real kernels.
 #include <gtest/gtest.h>
 
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <string>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli_test_util.h"
 
@@ -70,6 +74,30 @@ TEST(CpuinfoParse, EmptyAndGarbageGiveNothing)
     cpuinfo_parse("no colons here\n\n:::\nflags\n", &ci);
     EXPECT_EQ(ci.processors, 0);
     EXPECT_STREQ(ci.flags, "");
+}
+
+// An x86 cpuinfo without a flags line (a trimmed capture) leaves the flags
+// unknown: never "no invariant TSC, no hypervisor" from a missing line.
+TEST(CpuinfoParse, NoFlagsLineLeavesTheFlagsUnknown)
+{
+    char dir[] = "/tmp/fc-cpuinfo-XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    std::string proc = std::string(dir) + "/proc";
+    ASSERT_EQ(mkdir(proc.c_str(), 0700), 0);
+    std::string path = proc + "/cpuinfo";
+    FILE *out = fopen(path.c_str(), "w");
+    ASSERT_NE(out, nullptr);
+    fputs("processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R)\n\n", out);
+    fclose(out);
+    static doctor_facts f;
+    facts_init(&f);
+    probe_files(&f, dir);
+    EXPECT_EQ(f.cpuinfo_err, ENODATA);
+    for (int i = 0; i < 6; i++)
+        EXPECT_EQ(f.flag[i], TRI_UNKNOWN) << i;
+    unlink(path.c_str());
+    rmdir(proc.c_str());
+    rmdir(dir);
 }
 
 // A line longer than the parser's buffer is cut, not split: its tail is

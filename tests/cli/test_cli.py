@@ -160,6 +160,9 @@ class DoctorLive(unittest.TestCase):
         if not log["readable"]:
             self.assertTrue(log["error"])
             self.assertIn("kernel-log-unreadable", [f["id"] for f in d["findings"]])
+            # What an unread log would say is unknown: null, not "no".
+            for key in ("records", "tsc_marked_unstable", "boot_warp_cycles"):
+                self.assertIsNone(log[key], key)
         with open("/proc/sys/kernel/dmesg_restrict") as f:
             if user and f.read().strip() == "1":
                 self.assertFalse(log["readable"])
@@ -209,6 +212,8 @@ class DoctorCaptures(unittest.TestCase):
                 self.assertEqual([f["id"] for f in d["findings"]], ids)
                 self.assertEqual(d["verdict"]["exit_status"], status)
                 self.assertLess(p.elapsed, 1.0, "a capture measures nothing")
+                if not d["kernel"]["log"]["readable"]:  # unknown, not "no"
+                    self.assertIsNone(d["kernel"]["log"]["tsc_marked_unstable"])
 
     def test_text_reports(self):
         for name, (status, ids) in sorted(EXPECTED.items()):
@@ -269,6 +274,11 @@ class BadInput(unittest.TestCase):
     def test_doctor(self):
         self.check("doctor", "--bogus", expect="unknown option '--bogus'")
         self.check("doctor", "--root", expect="--root needs a directory")
+        self.check("doctor", "--root", "--json", expect="--root needs a directory")
+        self.check("doctor", "--capture=", expect="--capture needs a directory")
+        self.check("doctor", "--rootx", expect="unknown option '--rootx'")
+        self.check("doctor", "--json", "--json", expect="--json is given twice")
+        self.check("doctor", "--root", FIXTURES + "/hpet", "--root=" + FIXTURES + "/xen-pv", expect="--root is given twice")
         self.check("doctor", "--root", "/nonexistent/fastclock", expect="No such file or directory")
         self.check("doctor", "--root", FIXTURES + "/hpet", "--capture", "/tmp/x", expect="cannot be combined")
 
@@ -313,6 +323,10 @@ class BadInput(unittest.TestCase):
         self.check("bench", "--seconds=0", expect="--seconds needs")
         self.check("bench", "--json", "--csv", expect="--json and --csv cannot be combined")
         self.check("bench", "--json=yes", expect="--json takes no value")
+        # A forgotten value is not taken from the next option, and nothing is given twice.
+        self.check("bench", "--svg", "--json", expect="--svg needs a value")
+        self.check("bench", "--seconds", "1", "--seconds", "2", expect="--seconds is given twice")
+        self.check("bench", "--json", "--json", expect="--json is given twice")
         self.check("bench", "--svg", "/nonexistent/dir/chart.svg", expect="cannot write --svg /nonexistent/dir/chart.svg")
 
     def test_unwritable_svg_is_refused_before_measuring(self):

@@ -80,6 +80,7 @@ expect "an invalid --mode" 125 "--mode needs one of: auto tsc percpu system (got
 expect "--mode without a value" 125 "--mode needs one of" -- "$fc" run --mode
 expect "an invalid --calibrator" 125 "--calibrator needs one of" -- "$fc" run --calibrator=x -- true
 expect "an unknown option" 125 "unknown option '--frobnicate'" -- "$fc" run --frobnicate -- true
+expect "--mode given twice" 125 "--mode is given twice" -- "$fc" run --mode tsc --mode system -- true
 expect "--help" 0 "" -- "$fc" run --help
 grep -q "usage: fastclock run" "$tmp/out" && ok "--help prints the usage on stdout" || bad "--help output: $(cat "$tmp/out")"
 
