@@ -46,6 +46,14 @@ final class NativeCalls {
         } catch (Throwable t) {
             u = null; // no jdk.unsupported, or an older library: the buffer, or a native call
         }
+        try {
+            // One acquire load through the buffer now: one it refuses (a block not
+            // 8-byte aligned) throws here, and the coarse clocks make a native call.
+            if (b != null)
+                LONG_AT.getAcquire(b, 8);
+        } catch (RuntimeException e) {
+            b = null;
+        }
         COARSE = b;
         UNSAFE = b != null && address != 0 && (address & 7) == 0 ? u : null;
         COARSE_ADDRESS = UNSAFE != null ? address : 0;
