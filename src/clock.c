@@ -518,7 +518,9 @@ static FC_COLD int64_t slow_read(enum fc_kind kind, int ordered)
  * the lines carried (each its own constant, so held reads never go back);
  * once both have passed, the kernel answers directly, as in mode system
  * (fc_direct_gettime, and the inline reads' kernel_direct).  Wall clocks
- * do not come here: they are MONOTONIC plus their offset (fc_slow_read).
+ * do not come here: they are MONOTONIC plus their offset (fc_slow_read),
+ * the unordered ones too until the floor is passed (a switch from mode tsc
+ * leaves them off the vDSO: mode.c fc_mode_enter).
  */
 static FC_COLD int64_t percpu_kernel_read(enum fc_kind kind)
 {
@@ -539,8 +541,10 @@ static FC_COLD int64_t percpu_kernel_read(enum fc_kind kind)
     }
     fc_direct_fn expected = 0;
     if (atomic_compare_exchange_strong_explicit(&fc_direct_gettime, &expected, k, memory_order_acq_rel,
-                                                memory_order_acquire))
+                                                memory_order_acquire)) {
         take_kernel_route(k, 1);
+        fc_wall_enter_percpu(); /* past the floor: the unordered wall reads too (mode.c fc_mode_enter) */
+    }
     if (kind == FC_MONO)
         return mono;
     return kind == FC_BOOT ? boot : direct_ns(k, fc_kind_clock(kind));

@@ -421,7 +421,12 @@ void fc_mode_enter(int mode, const char *reason, int64_t floor_ns)
             ticks_in_ns();
     } else {
         int at_start = old == FC_MODE_INITIALIZING;
-        if (mode == FC_MODE_PERCPU)
+        /* At the decision only: after a switch from mode tsc the unordered
+         * wall reads were the global line's, which may lead the kernel by
+         * its error; they stay MONOTONIC (held at the switch floor) plus
+         * the offset until the kernel has passed the floor (clock.c
+         * percpu_kernel_read), or the per-CPU lines answer them. */
+        if (mode == FC_MODE_PERCPU && floor_ns == 0)
             fc_wall_enter_percpu();
         atomic_store_explicit(&fc_ticks_raw, 0, memory_order_relaxed);
         if (at_start && fix_ticks_unit(TICKS_NS) == TICKS_NS) {

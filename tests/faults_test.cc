@@ -4031,10 +4031,25 @@ TEST(RealMachine, PerCpuRouteHoldsEveryReadAcrossTheSwitch)
             GTEST_SKIP() << "mode tsc refused here: " << st.reason;
         fastclock_mono_coarse_ns(); // the ticker serves the coarse clocks from now on
         usleep(20000);
-        int64_t mono = fastclock_mono_ns(), boot = boot_ns();
+        // The unordered wall read last: the global line's, which may lead the
+        // kernel by its error (the ordered one is the vDSO's on both sides).
+        int64_t mono = fastclock_mono_ns(), boot = boot_ns(), real_u = fastclock_real_ns_unordered();
+        fc_test_pause_calibrator(1); // no read of its own between the switch and the look at the routes
         fc_test_switch_to_percpu("test: pretend the warp check failed");
-        // The first reads after the switch: through fastclock_gettime, then BOOTTIME.
-        long back = 0, boot_back = 0;
+        struct fc_test_routes at_switch;
+        fc_test_get_routes(&at_switch);
+        fc_test_pause_calibrator(0);
+        if (at_switch.wall != nullptr) // the kernel reads the counter: its vDSO answers ordered wall reads
+            EXPECT_EQ(at_switch.wall_unordered, nullptr)
+                << "round " << round << ": unordered wall reads went to the vDSO before it passed the switch floor";
+        // The first reads after the switch: unordered REALTIME, through
+        // fastclock_gettime, then BOOTTIME.
+        long back = 0, boot_back = 0, real_back = 0;
+        for (int i = 0; i < 2000; i++) {
+            int64_t r = fastclock_real_ns_unordered();
+            real_back += r < real_u;
+            real_u = r;
+        }
         for (int i = 0; i < 2000; i++) {
             int64_t v = mono_gettime_ns();
             back += v < mono;
@@ -4047,9 +4062,17 @@ TEST(RealMachine, PerCpuRouteHoldsEveryReadAcrossTheSwitch)
             int64_t v = fastclock_mono_ns();
             back += v < mono;
             mono = v;
+            int64_t r = fastclock_real_ns_unordered();
+            real_back += r < real_u;
+            real_u = r;
         }
         EXPECT_EQ(back, 0) << "round " << round << ": MONOTONIC went back across the switch";
         EXPECT_EQ(boot_back, 0) << "round " << round << ": BOOTTIME went back across the switch";
+        EXPECT_EQ(real_back, 0) << "round " << round << ": unordered REALTIME went back across the switch";
+        struct fc_test_routes later;
+        fc_test_get_routes(&later);
+        EXPECT_EQ(later.wall_unordered, later.wall) << "round " << round << ": past the floor, both wall flavours "
+                                                                             "go where the ordered one goes";
         fastclock_status(&st);
         if (std::string(st.mode) != "tsc-percpu")
             GTEST_SKIP() << "per-CPU mode refused here (needs rdtscp naming the CPU): " << st.reason;
