@@ -1,9 +1,15 @@
+#define _GNU_SOURCE
 #include "kernel.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/timex.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static int read_text(const char *root, const char *path, char *buf, size_t size)
@@ -66,6 +72,89 @@ int fc_kernel_children_change_timens(void)
     ssize_t b = readlink("/proc/thread-self/ns/time_for_children", children, sizeof children);
     errno = saved;
     return a > 0 && b > 0 && (a != b || memcmp(own, children, (size_t)a) != 0);
+}
+
+/* A number field of a /proc status text ("VmRSS:\t  1234 kB"), or -1. */
+static long status_field(const char *status, const char *name)
+{
+    const char *p = strstr(status, name);
+    if (!p)
+        return -1;
+    p += strlen(name);
+    while (*p == ' ' || *p == '\t')
+        p++;
+    if (*p < '0' || *p > '9')
+        return -1;
+    long v = 0;
+    while (*p >= '0' && *p <= '9' && v < 1000000000000L)
+        v = v * 10 + (*p++ - '0');
+    return v;
+}
+
+/* A child that shares nothing with the process but a copy of its memory,
+ * made by a raw clone (no fork handlers run: neither the host's nor ours)
+ * with no exit signal (no SIGCHLD; a host reaping with waitpid(-1) never
+ * takes it), all signals blocked (a filter that traps sends SIGSYS, which
+ * blocked kills, never a host handler) and not dumpable (a kill leaves no
+ * core of the host's memory).  Returns 1 if adjtimex killed it. */
+static int adjtimex_kills_a_child(void)
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    if (pthread_sigmask(SIG_SETMASK, &all, &old) != 0)
+        return 1;
+    long pid = syscall(SYS_clone, 0UL, 0UL, 0UL, 0UL, 0UL);
+    if (pid == 0) {
+        /* The calls sync.c makes, through the same wrapper (glibc's makes
+         * clock_adjtime, another C library's adjtimex). */
+        struct timex tx;
+        syscall(SYS_prctl, PR_SET_DUMPABLE, 0UL, 0UL, 0UL, 0UL);
+        memset(&tx, 0, sizeof tx);
+        adjtimex(&tx);
+        memset(&tx, 0, sizeof tx);
+        tx.modes = ADJ_OFFSET_SS_READ;
+        adjtimex(&tx);
+        syscall(SYS_exit_group, 0);
+        for (;;)
+            ;
+    }
+    int kills = 1; /* no child (a process limit, a filter refusing clone): cannot tell */
+    if (pid > 0) {
+        int status = 0;
+        long r;
+        do r = syscall(SYS_wait4, pid, &status, __WALL, 0);
+        while (r < 0 && errno == EINTR);
+        kills = !(r == pid && WIFEXITED(status));
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return kills;
+}
+
+/* The child copies the process's page tables: ~0.2 ms for a small process,
+ * 27 ms with 1 GB resident, 83 ms with 4 GB (Intel Xeon guest), a stall of
+ * every thread that faults meanwhile.  Above this the answer is "kills"
+ * without asking: adjtimex is then refused, which costs a wider error bound
+ * and an unknown synchronisation state, never the process. */
+#define PROBE_MAX_RSS_KB (128L * 1024)
+
+int fc_kernel_adjtimex_kills(void)
+{
+    /* Static: the caller's lock (sync.c's poll token) keeps it to one
+     * thread and a nested handler out; a signal handler's stack may be small. */
+    static char status[8192];
+    int saved = errno;
+    int n = fc_read_text("", "/proc/thread-self/status", status, sizeof status);
+    if (n < 0)
+        n = fc_read_text("", "/proc/self/status", status, sizeof status);
+    long mode = n > 0 ? status_field(status, "\nSeccomp:") : -1;
+    long rss_kb = n > 0 ? status_field(status, "\nVmRSS:") : -1;
+    /* No filter (or no procfs to say): the call answers or returns an
+     * error.  Strict mode: nothing but read, write, exit and sigreturn. */
+    int kills = mode == 1 ? 1
+                : mode == 2 ? (rss_kb < 0 || rss_kb > PROBE_MAX_RSS_KB ? 1 : adjtimex_kills_a_child())
+                            : 0;
+    errno = saved;
+    return kills;
 }
 
 void fc_clocksource_read(const char *root, struct fc_clocksource_info *cs)

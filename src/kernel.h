@@ -47,6 +47,21 @@ int fc_counter_erratum(const char *root, char *why, size_t size);
  * without time namespaces).  Async-signal-safe (readlink); errno kept. */
 int fc_kernel_children_change_timens(void);
 
+/* 1 where adjtimex would kill this process: a seccomp filter whose action
+ * for it is to kill, not to refuse -- systemd's SystemCallFilter=@system-service
+ * (it leaves out @clock, adjtimex's group) or =~@clock without
+ * SystemCallErrorNumber=, a sandbox's allow-list.  Read from this thread's
+ * /proc status (Seccomp: 2, a filter) and, under a filter, tried in a child
+ * that shares nothing with the process (a raw clone, signals blocked, not
+ * dumpable): one fork's cost, paid once, and only under a filter (~0.2 ms;
+ * a process over 128 MB resident is not copied: 1).  0 with no filter or
+ * where the call answers or returns an error; 1 also where no child can be
+ * made to tell.  Not seen: a filter installed after the
+ * question, on this or another thread (ask again after a fork: the child's
+ * own filter).  Async-signal-safe; errno kept; callers serialise (one
+ * static buffer). */
+int fc_kernel_adjtimex_kills(void);
+
 /* strerror without locale or allocation (async-signal-safe). */
 const char *fc_errno_text(int e);
 

@@ -52,6 +52,7 @@
 #include <sys/timex.h>
 
 #include "internal.h"
+#include "kernel.h"
 
 #define STEERING_HOLD_NS (5LL * FC_NS_PER_SEC)
 #define MAXFREQ_PPM 500.0
@@ -102,14 +103,30 @@ static struct {
      * stored last with release, so that its value and the state it came
      * with are one poll's. */
     _Atomic int64_t wall_offset_ns;
+    /* Whether adjtimex may be called at all (fc_kernel_adjtimex_kills):
+     * 0 not asked yet, 1 yes, -1 a seccomp filter would kill the process
+     * for it -- then every poll is a refusal that never reaches the kernel.
+     * Asked by the first poll, under the poll token; again in a fork child,
+     * which may have installed a filter of its own. */
+    _Atomic int adjtimex_verdict;
 } sync_state;
 
 static int sync_poll_locked(int64_t now);
 
+/* With the poll token held. */
 static int kernel_adjtimex(struct timex *tx)
 {
     if (fc_seam.adjtimex)
         return fc_seam.adjtimex(tx);
+    int verdict = atomic_load_explicit(&sync_state.adjtimex_verdict, memory_order_relaxed);
+    if (verdict == 0) {
+        verdict = fc_kernel_adjtimex_kills() ? -1 : 1;
+        atomic_store_explicit(&sync_state.adjtimex_verdict, verdict, memory_order_relaxed);
+    }
+    if (verdict < 0) {
+        errno = EPERM; /* as systemd's ProtectClock answers: a refusal */
+        return -1;
+    }
     return adjtimex(tx);
 }
 
@@ -403,6 +420,8 @@ void fc_sync_after_fork_child(void)
      * settings without counting it, and the child's next poll would find
      * nothing changed: count it.  (One cut short before it found the change
      * left the old settings, and the child's own poll finds it.) */
+    /* The child may install a seccomp filter of its own before it polls. */
+    atomic_store_explicit(&sync_state.adjtimex_verdict, 0, memory_order_relaxed);
     uintptr_t owner = atomic_load_explicit(&sync_state.polling, memory_order_relaxed);
     if (owner == 0 || owner == my_token())
         return;

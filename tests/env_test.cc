@@ -7,8 +7,15 @@
 #include <string>
 #include <vector>
 
+#include <cstddef>
+
 #include <fcntl.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <spawn.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -78,6 +85,62 @@ ProbeRun probe(const std::vector<std::string> &env, const char *arg = nullptr, b
     return r;
 }
 
+#if defined(__x86_64__)
+#define NATIVE_AUDIT_ARCH AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define NATIVE_AUDIT_ARCH AUDIT_ARCH_AARCH64
+#endif
+
+// The probe started as systemd starts a service under SystemCallFilter=:
+// no_new_privs and a seccomp filter installed before exec, in every thread
+// it will have.  The filter answers adjtimex and clock_adjtime (systemd's
+// @clock) with `action` and lets every other call through.  status 99: the filter could not be installed here.
+ProbeRun probe_under_filter(const std::vector<std::string> &env, uint32_t action)
+{
+    std::vector<std::string> envs = {"PATH=/usr/bin:/bin"};
+    for (auto &e : env)
+        envs.push_back(e);
+    std::vector<char *> envp;
+    for (auto &e : envs)
+        envp.push_back(const_cast<char *>(e.c_str()));
+    envp.push_back(nullptr);
+    std::string path = STATUS_PROBE;
+    char *argv[] = {const_cast<char *>(path.c_str()), nullptr};
+    struct sock_filter code[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, NATIVE_AUDIT_ARCH, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_adjtimex, 1, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clock_adjtime, 0, 1), // glibc's adjtimex() makes this call
+        BPF_STMT(BPF_RET | BPF_K, action),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = {(unsigned short)(sizeof code / sizeof code[0]), code};
+    int out[2], err[2];
+    EXPECT_EQ(pipe(out), 0);
+    EXPECT_EQ(pipe(err), 0);
+    ProbeRun r;
+    pid_t pid = fork();
+    if (pid == 0) { // async-signal-safe calls only: the test runs threads
+        dup2(out[1], 1);
+        dup2(err[1], 2);
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
+            _exit(99);
+        // Kept across exec: a probe whose main thread a filter killed while
+        // another runs on (SECCOMP_RET_KILL_THREAD) would otherwise hang the test.
+        alarm(20);
+        execve(path.c_str(), argv, envp.data());
+        _exit(98);
+    }
+    close(out[1]);
+    close(err[1]);
+    r.out = drain(out[0]);
+    r.err = drain(err[0]);
+    waitpid(pid, &r.status, 0);
+    return r;
+}
+
 int count(const std::string &s, const std::string &what)
 {
     int n = 0;
@@ -126,6 +189,44 @@ TEST(Environment, AForkChildKeepsItsErrnoWhenTheTimerfdWasClosed)
         GTEST_SKIP() << "no calibrator thread, so no timerfd: mode " << field(r.out, "mode") << " (" << field(r.out, "reason") << ")";
     EXPECT_EQ(field(r.out, "timerfd_closed"), "1") << r.out;
     EXPECT_EQ(field(r.out, "child_errno"), "unchanged") << r.out;
+}
+
+// A service under systemd's SystemCallFilter=@system-service (adjtimex is
+// in @clock, which it leaves out) or =~@clock, without
+// SystemCallErrorNumber=: the filter kills the process at its first
+// adjtimex.  fastclock polls adjtimex (the kernel's rate settings, its
+// maxerror); under a filter it asks first, in a child, and treats a call
+// that would kill as refused -- as it treats ProtectClock's EPERM.
+TEST(Environment, ASeccompFilterThatKillsForAdjtimexKillsNothing)
+{
+    struct Action {
+        const char *name;
+        uint32_t action;
+    };
+    const Action actions[] = {{"kill the process", SECCOMP_RET_KILL_PROCESS},
+                              {"kill the thread", SECCOMP_RET_KILL_THREAD},
+                              {"trap (SIGSYS, no handler)", SECCOMP_RET_TRAP},
+                              {"refuse (EPERM)", SECCOMP_RET_ERRNO | EPERM}};
+    for (const char *calibrator : {"thread", "lazy"}) {
+        for (const Action &a : actions) {
+            ProbeRun r = probe_under_filter({"FASTCLOCK_MODE=tsc", std::string("FASTCLOCK_CALIBRATOR=") + calibrator},
+                                            a.action);
+            if (WIFEXITED(r.status) && WEXITSTATUS(r.status) == 99)
+                GTEST_SKIP() << "no seccomp filter can be installed here (prctl PR_SET_SECCOMP refused: "
+                                "a kernel without CONFIG_SECCOMP_FILTER, or qemu-user, which does not emulate it)";
+            EXPECT_TRUE(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0)
+                << calibrator << ", adjtimex answered by: " << a.name << ": status " << r.status
+                << (WIFSIGNALED(r.status) ? " (killed by signal " + std::to_string(WTERMSIG(r.status)) + ")" : "")
+                << "\n" << r.err;
+            // The kernel's synchronisation is unknown, not a guess.
+            EXPECT_EQ(field(r.out, "kernel_synchronized"), "-1") << calibrator << ", " << a.name << ": " << r.out;
+            EXPECT_EQ(field(r.out, "real_bounded"), "1") << calibrator << ", " << a.name << ": " << r.out;
+        }
+    }
+    // Without a filter the kernel answers (0 or 1: this machine's daemon decides).
+    ProbeRun plain = probe({"FASTCLOCK_MODE=tsc"});
+    ASSERT_EQ(plain.status, 0) << plain.err;
+    EXPECT_NE(field(plain.out, "kernel_synchronized"), "-1") << plain.out;
 }
 
 TEST(Environment, BogusModeIsReportedOnceAndIgnored)

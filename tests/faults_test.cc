@@ -4039,9 +4039,10 @@ TEST(RealMachine, PerCpuRouteHoldsEveryReadAcrossTheSwitch)
         struct fc_test_routes at_switch;
         fc_test_get_routes(&at_switch);
         fc_test_pause_calibrator(0);
-        if (at_switch.wall != nullptr) // the kernel reads the counter: its vDSO answers ordered wall reads
+        if (at_switch.wall != nullptr) { // the kernel reads the counter: its vDSO answers ordered wall reads
             EXPECT_EQ(at_switch.wall_unordered, nullptr)
                 << "round " << round << ": unordered wall reads went to the vDSO before it passed the switch floor";
+        }
         // The first reads after the switch: unordered REALTIME, through
         // fastclock_gettime, then BOOTTIME.
         long back = 0, boot_back = 0, real_back = 0;

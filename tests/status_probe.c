@@ -58,8 +58,12 @@ int main(int argc, char **argv)
         return 4;
     if (fastclock_status(&st) != 0)
         return 4;
-    printf("mode=%s\nforced=%d\ncalibrator=%s\ncounter=%s\nordered=%d\nreason=%s\nversion=%s\n", st.mode,
-           st.forced, st.calibrator, st.counter, st.ordered, st.reason, fastclock_version());
+    int64_t earliest, latest;
+    int bounded = fastclock_real_bounded(&earliest, &latest);
+    printf("mode=%s\nforced=%d\ncalibrator=%s\ncounter=%s\nordered=%d\nreason=%s\nversion=%s\n"
+           "kernel_synchronized=%d\nreal_bounded=%d\n",
+           st.mode, st.forced, st.calibrator, st.counter, st.ordered, st.reason, fastclock_version(),
+           st.kernel_synchronized, bounded);
     if (argc > 1 && strcmp(argv[1], "fds") == 0) {
         printf("timerfd_at_main=%d\n", timerfd_at_main);
         /* What descriptors 0-15 are, once the calibrator thread is up. */
