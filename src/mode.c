@@ -220,7 +220,7 @@ static enum fc_mode_pref mode_env_pref(const char *v)
 /* FASTCLOCK_MODE as the library's constructor found it (fc_mode_read_env),
  * with secure_getenv: a setuid or setgid program that links the library
  * ignores FASTCLOCK_* (and is never told about it on stderr).  A value that
- * names no mode is reported once on stderr, at the decision, and left in
+ * names no mode is reported once on stderr, when it is read, and left in
  * *ignored for the status's reason (NULL otherwise).  Read there, not at the decision:
  * the decision may run in a signal handler, or beside a thread's setenv,
  * where reading the environment is not safe.  The value is kept clipped,
@@ -232,6 +232,7 @@ static char env_ignored[48];
 
 void fc_mode_read_env(void)
 {
+    static _Atomic int warned;
     const char *v = secure_getenv("FASTCLOCK_MODE");
     int p = mode_env_pref(v);
     env_ignored[0] = 0;
@@ -239,7 +240,17 @@ void fc_mode_read_env(void)
         const char *c = clipped(v, env_ignored, sizeof env_ignored);
         if (c != env_ignored)
             memcpy(env_ignored, c, strlen(c) + 1); /* short enough: clipped at 40 */
+        for (char *q = env_ignored; *q; q++) /* echoed, never obeyed by a terminal */
+            if ((unsigned char)*q < 0x20 || *q == 0x7f)
+                *q = '?';
         p = PREF_AUTO;
+        /* Said here, when the library loads (as FASTCLOCK_CALIBRATOR's is),
+         * not at the decision: that may come late in a daemon that has
+         * since given descriptor 2 to a file or a socket, inside a signal
+         * handler, or never in a process that reads the time rarely. */
+        if (!atomic_exchange(&warned, 1))
+            say("fastclock: ignoring FASTCLOCK_MODE=", env_ignored,
+                ": it must be auto, tsc, percpu (or tsc-percpu) or system; using auto\n");
     }
     env_pref = (enum fc_mode_pref)p;
     atomic_store_explicit(&env_read, 1, memory_order_release);
@@ -253,12 +264,8 @@ void fc_mode_env_at_load(void)
 
 static enum fc_mode_pref parse_mode_env(const char **ignored)
 {
-    static _Atomic int warned;
     fc_mode_env_at_load(); /* not read yet: a clock read by another library's constructor */
     *ignored = env_ignored[0] ? env_ignored : 0;
-    if (*ignored && !atomic_exchange(&warned, 1))
-        say("fastclock: ignoring FASTCLOCK_MODE=", env_ignored,
-            ": it must be auto, tsc, percpu or system; using auto\n");
     return env_pref;
 }
 

@@ -234,13 +234,25 @@ TEST(Environment, BogusModeIsReportedOnceAndIgnored)
     ProbeRun r = probe({"FASTCLOCK_MODE=bogus"});
     ASSERT_EQ(r.status, 0);
     EXPECT_EQ(count(r.err, "FASTCLOCK_MODE=bogus"), 1) << r.err;
-    EXPECT_NE(r.err.find("must be auto, tsc, percpu or system"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("must be auto, tsc, percpu (or tsc-percpu) or system"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("using auto"), std::string::npos) << r.err;
     EXPECT_EQ(field(r.out, "forced"), "0");
     // The status says so too: a program that reads it, not its stderr.
     EXPECT_EQ(field(r.out, "reason").rfind("FASTCLOCK_MODE=bogus ignored", 0), 0u) << r.out;
     ProbeRun dflt = probe({});
     EXPECT_EQ(field(r.out, "mode"), field(dflt.out, "mode"));
+}
+
+// Said when the library loads: a process that never reads the clock often
+// enough to decide its mode (or a daemon that later gives descriptor 2 to a
+// file) is told too, and a control character is never echoed raw.
+TEST(Environment, BogusModeIsReportedWhenTheLibraryLoads)
+{
+    ProbeRun r = probe({"FASTCLOCK_MODE=bo\033[2Jgus"}, "no-reads");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(r.out, "") << "the probe read nothing";
+    EXPECT_EQ(count(r.err, "fastclock: ignoring FASTCLOCK_MODE=bo?[2Jgus"), 1) << r.err;
+    EXPECT_EQ(r.err.find('\033'), std::string::npos) << "a control character echoed raw";
 }
 
 // A value of any length is echoed clipped: the warning keeps its advice and
@@ -263,7 +275,7 @@ TEST(Environment, ALongBogusModeIsClippedNotTheReason)
     ProbeRun r = probe({"FASTCLOCK_MODE=" + v});
     ASSERT_EQ(r.status, 0);
     EXPECT_EQ(r.err.find(v), std::string::npos) << "echoed whole";
-    EXPECT_NE(r.err.find("must be auto, tsc, percpu or system; using auto\n"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("must be auto, tsc, percpu (or tsc-percpu) or system; using auto\n"), std::string::npos) << r.err;
     ProbeRun dflt = probe({});
     std::string reason = field(r.out, "reason"), plain = field(dflt.out, "reason");
     EXPECT_EQ(reason.rfind("FASTCLOCK_MODE=xxx", 0), 0u) << reason;
