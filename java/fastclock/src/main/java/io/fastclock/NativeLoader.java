@@ -25,7 +25,11 @@ import java.util.function.Supplier;
  * <ol>
  *   <li>{@code -Dfastclock.library.path=/path/to/libfastclock_jni.so}: that file and nothing
  *       else (an explicit choice that fails is reported, not papered over);</li>
- *   <li>{@code System.loadLibrary("fastclock_jni")} (java.library.path, e.g. a distro package);</li>
+ *   <li>{@code System.loadLibrary("fastclock_jni")} (java.library.path, e.g. a distro package) --
+ *       unless the jar carries a library for this platform and the copy there is another
+ *       build (its SHA-256 differs from the jar's): a stale package must not win over the
+ *       jar, and once loaded it could not be unloaded for the jar's own (JNI binds a
+ *       native method to the first library of the class loader that has it);</li>
  *   <li>the copy bundled in the jar for this platform: checked against the SHA-256 recorded at
  *       build time, written to a fresh 0700 directory, checked again on disk, loaded, and
  *       deleted (Linux keeps the mapping).  A directory that refuses (noexec, read-only, full)
@@ -78,6 +82,8 @@ final class NativeLoader {
         /** System.load, from this class so the library belongs to this class loader. */
         Consumer<String> load = path -> System.load(path);
         Consumer<String> loadLibrary = name -> System.loadLibrary(name);
+        /** The file System.loadLibrary would load from java.library.path, or null. */
+        Supplier<Path> onLibraryPath = () -> onLibraryPath(System.getProperty("java.library.path"));
         /** Confirms a loaded library is ours and current; returns null or why not. */
         Supplier<String> verify = NativeLoader::verifyLoaded;
 
@@ -101,7 +107,10 @@ final class NativeLoader {
             return loadExplicit(c);
 
         List<String> notes = new ArrayList<>();
-        if (c.tryLoadLibrary) {
+        String other = c.tryLoadLibrary ? anotherBuildOnLibraryPath(c) : null;
+        if (other != null)
+            notes.add(other);
+        else if (c.tryLoadLibrary) {
             try {
                 c.loadLibrary.accept(LIBRARY);
                 return verified(c, "System.loadLibrary(\"" + LIBRARY + "\") from java.library.path");
@@ -122,9 +131,58 @@ final class NativeLoader {
         return extractAndLoad(c, platform, notes);
     }
 
+    /**
+     * Why the copy on java.library.path is passed over for the jar's (another build:
+     * its SHA-256 is not the one the jar records), or null to load it.  Null also
+     * where the jar has no library for this platform (the path's copy is then the
+     * only one) or there is no copy on the path.
+     */
+    private static String anotherBuildOnLibraryPath(Config c) {
+        String platform = platform(c.osName, c.osArch);
+        if (platform == null)
+            return null;
+        Path p;
+        String recorded;
+        try {
+            p = c.onLibraryPath.get();
+            byte[] sum = readResource(c, resourceDir(platform) + FILE_NAME + ".sha256");
+            if (p == null || sum == null)
+                return null;
+            recorded = firstToken(new String(sum, StandardCharsets.US_ASCII));
+            if (sha256(Files.readAllBytes(p)).equalsIgnoreCase(recorded))
+                return null;
+        } catch (IOException | RuntimeException e) {
+            return null; // unreadable there: System.loadLibrary says what it finds
+        }
+        return "java.library.path has another build of " + FILE_NAME + " (" + p + "): the jar's own is loaded";
+    }
+
+    /** The first lib*.so of that name in the directories of a java.library.path value, or null. */
+    static Path onLibraryPath(String libraryPath) {
+        if (libraryPath == null)
+            return null;
+        for (String dir : libraryPath.split(java.io.File.pathSeparator)) {
+            if (dir.isEmpty())
+                continue;
+            try {
+                Path p = Paths.get(dir, System.mapLibraryName(LIBRARY));
+                if (Files.isRegularFile(p))
+                    return p;
+            } catch (RuntimeException e) {
+                // An unusable entry is skipped, as the JVM skips it.
+            }
+        }
+        return null;
+    }
+
     private static Result loadExplicit(Config c) {
-        Path p = Paths.get(c.explicitPath).toAbsolutePath();
         String what = "-Dfastclock.library.path=" + c.explicitPath;
+        Path p;
+        try {
+            p = Paths.get(c.explicitPath).toAbsolutePath();
+        } catch (RuntimeException e) { // a NUL in it: InvalidPathException
+            return Result.failed(what + ": not a usable path (" + e.getMessage() + ")");
+        }
         if (!Files.isRegularFile(p))
             return Result.failed(what + ": no such file");
         String notElf = elfProblem(p, c.osArch);

@@ -36,6 +36,7 @@ class NativeLoaderTest {
         c.osName = "Linux";
         c.osArch = "amd64";
         c.tryLoadLibrary = false;
+        c.onLibraryPath = () -> null;
         c.tempDirs = new ArrayList<>(List.of(dirs));
         c.load = path -> {
             Path p = Path.of(path);
@@ -210,6 +211,37 @@ class NativeLoaderTest {
         assertTrue(r.detail.contains("incompatible"), r.detail);
     }
 
+    /** A stale or foreign build on java.library.path is passed over for the jar's; the same build is used. */
+    @Test
+    void anotherBuildOnTheLibraryPathGivesWayToTheJars() throws IOException {
+        Path dir = Files.createDirectories(tmp.resolve("libpath"));
+        Path stale = dir.resolve(NativeLoader.FILE_NAME);
+        byte[] other = bundled().clone();
+        other[other.length - 1] ^= 1; // another build: other bytes
+        Files.write(stale, other);
+        assertEquals(stale, NativeLoader.onLibraryPath("/nonexistent:" + dir));
+        assertEquals(null, NativeLoader.onLibraryPath("/nonexistent::"));
+
+        NativeLoader.Config c = config(tmp);
+        c.tryLoadLibrary = true;
+        List<String> asked = new ArrayList<>();
+        c.loadLibrary = asked::add;
+        c.onLibraryPath = () -> stale;
+        NativeLoader.Result r = NativeLoader.load(c);
+        assertTrue(r.loaded, r.toString());
+        assertEquals(List.of(), asked, "the stale copy was loaded");
+        assertEquals(1, loaded.size(), "the jar's copy was extracted and loaded");
+        assertTrue(r.detail.contains("another build"), r.detail);
+
+        // The same build there: loaded from there, nothing extracted.
+        Files.write(stale, bundled());
+        loaded.clear();
+        r = NativeLoader.load(c);
+        assertTrue(r.loaded, r.toString());
+        assertEquals(List.of("fastclock_jni"), asked);
+        assertTrue(loaded.isEmpty(), "no extraction");
+    }
+
     @Test
     void anExplicitPathIsTheOnlyCandidate() throws IOException {
         NativeLoader.Config c = config(tmp);
@@ -218,6 +250,12 @@ class NativeLoaderTest {
         assertFalse(r.loaded);
         assertTrue(r.detail.contains("-Dfastclock.library.path=") && r.detail.contains("no such file"), r.detail);
         assertTrue(loaded.isEmpty(), "no fallback to extraction behind an explicit choice");
+
+        // A path no file system can name: said, not thrown.
+        c.explicitPath = "/tmp/lib\u0000fastclock.so";
+        r = NativeLoader.load(c);
+        assertFalse(r.loaded);
+        assertTrue(r.detail.contains("not a usable path"), r.detail);
 
         // Junk never reaches the dynamic linker.
         Path junk = Files.write(tmp.resolve("libjunk.so"), new byte[] {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
