@@ -58,7 +58,8 @@ import java.util.concurrent.locks.LockSupport;
  * </ul>
  * Pure Java: {@code nanoTime()} is {@code System.nanoTime()}; UTC is
  * {@code System.nanoTime()} plus an offset to {@code Instant.now()}, resampled by the first
- * read that finds it older than 100 ms (no thread of its own).
+ * read that finds it older than 100 ms (no thread of its own): a step of the system clock,
+ * or a suspend, shows in UTC at that resample, up to 100 ms later.
  *
  * <p>The objects {@link #timeSource()} / {@link #instantSource()} and {@link #clock(ZoneId)}
  * return are {@link java.io.Serializable}, as {@code java.time.Clock} asks: the source
