@@ -51,15 +51,16 @@ int fc_kernel_children_change_timens(void);
  * for it is to kill, not to refuse -- systemd's SystemCallFilter=@system-service
  * (it leaves out @clock, adjtimex's group) or =~@clock without
  * SystemCallErrorNumber=, a sandbox's allow-list.  Read from this thread's
- * /proc status (Seccomp: 2, a filter) and, under a filter, tried in a child
- * that shares nothing with the process (a raw clone, signals blocked, not
- * dumpable): one fork's cost, paid once, and only under a filter (~0.2 ms;
- * a process over 128 MB resident is not copied: 1).  0 with no filter or
- * where the call answers or returns an error; 1 also where no child can be
- * made to tell.  Not seen: a filter installed after the
- * question, on this or another thread (ask again after a fork: the child's
- * own filter).  Async-signal-safe; errno kept; callers serialise (one
- * static buffer). */
+ * /proc status (Seccomp: 2, a filter; a child asks too where the field is
+ * missing) and, under a filter, tried in a child that can harm nothing (a
+ * raw clone, SIGSYS blocked in it, a core limit of 1 byte): paid once, and
+ * only under a filter.  Linux 5.16+: the child shares the memory, a cost
+ * independent of the process's size; before, it copies it, and over 128 MB
+ * resident it is not made (1).  0 with no filter or where the call answers
+ * or returns an error; 1 also where no child can be made to tell.  Not
+ * seen: a filter installed after the question, on this or another thread
+ * (a fork child asks again: its own filter).  Async-signal-safe; errno
+ * kept; callers serialise (static buffers). */
 int fc_kernel_adjtimex_kills(void);
 
 /* strerror without locale or allocation (async-signal-safe). */
