@@ -108,19 +108,12 @@ final class NativeLoader {
 
         List<String> notes = new ArrayList<>();
         String other = c.tryLoadLibrary ? anotherBuildOnLibraryPath(c) : null;
-        if (other != null)
+        if (other != null) {
             notes.add(other);
-        else if (c.tryLoadLibrary) {
-            try {
-                c.loadLibrary.accept(LIBRARY);
-                return verified(c, "System.loadLibrary(\"" + LIBRARY + "\") from java.library.path");
-            } catch (UnsatisfiedLinkError e) {
-                // Usually absent ("no fastclock_jni in java.library.path"), but
-                // a copy there may be for another CPU or lack a symbol: say which.
-                notes.add("System.loadLibrary: " + e.getMessage());
-            } catch (RuntimeException e) {
-                return Result.failed(denied(e));
-            }
+        } else if (c.tryLoadLibrary) {
+            Result r = fromLibraryPath(c, notes);
+            if (r != null)
+                return r;
         }
 
         String platform = platform(c.osName, c.osArch);
@@ -128,7 +121,30 @@ final class NativeLoader {
             notes.add("no native library for " + c.osName + "/" + c.osArch);
             return Result.failed(join(notes));
         }
-        return extractAndLoad(c, platform, notes);
+        boolean[] loadedOne = {false};
+        Result extracted = extractAndLoad(c, platform, notes, loadedOne);
+        if (extracted.loaded || loadedOne[0] || other == null)
+            return extracted;
+        // The jar's copy could not be written or mapped anywhere (noexec, read-only,
+        // full): the other build on java.library.path, if its ABI is this jar's.
+        Result r = fromLibraryPath(c, notes);
+        return r != null ? r : Result.failed(join(notes));
+    }
+
+    /** System.loadLibrary, verified; null (and a note) where there is no loadable copy. */
+    private static Result fromLibraryPath(Config c, List<String> notes) {
+        try {
+            c.loadLibrary.accept(LIBRARY);
+            return verified(c, "System.loadLibrary(\"" + LIBRARY + "\") from java.library.path"
+                    + (notes.isEmpty() ? "" : " (before that: " + join(notes) + ")"));
+        } catch (UnsatisfiedLinkError e) {
+            // Usually absent ("no fastclock_jni in java.library.path"), but
+            // a copy there may be for another CPU or lack a symbol: say which.
+            notes.add("System.loadLibrary: " + e.getMessage());
+            return null;
+        } catch (RuntimeException e) {
+            return Result.failed(denied(e));
+        }
     }
 
     /**
@@ -242,7 +258,8 @@ final class NativeLoader {
         return "/io/fastclock/native/" + platform + "/";
     }
 
-    private static Result extractAndLoad(Config c, String platform, List<String> notes) {
+    /** loadedOne[0]: a copy reached the dynamic linker (whatever its verification said). */
+    private static Result extractAndLoad(Config c, String platform, List<String> notes, boolean[] loadedOne) {
         String dir = resourceDir(platform);
         byte[] lib;
         String expected;
@@ -284,6 +301,7 @@ final class NativeLoader {
                     continue;
                 }
                 c.load.accept(file.toString());
+                loadedOne[0] = true;
                 return verified(c, "extracted from the jar (" + platform + ") to " + parent
                         + (notes.isEmpty() ? "" : " (before that: " + join(notes) + ")"));
             } catch (UnsatisfiedLinkError e) {

@@ -233,6 +233,17 @@ class NativeLoaderTest {
         assertEquals(1, loaded.size(), "the jar's copy was extracted and loaded");
         assertTrue(r.detail.contains("another build"), r.detail);
 
+        // Nowhere to write the jar's copy (noexec, read-only): the other build, if its ABI is this jar's.
+        NativeLoader.Config nowhere = config();
+        nowhere.tryLoadLibrary = true;
+        nowhere.loadLibrary = asked::add;
+        nowhere.onLibraryPath = () -> stale;
+        r = NativeLoader.load(nowhere);
+        assertTrue(r.loaded, r.toString());
+        assertEquals(List.of("fastclock_jni"), asked);
+        assertTrue(r.detail.contains("java.library.path") && r.detail.contains("another build"), r.detail);
+        asked.clear();
+
         // The same build there: loaded from there, nothing extracted.
         Files.write(stale, bundled());
         loaded.clear();
