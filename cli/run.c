@@ -46,7 +46,8 @@ static void usage(FILE *f)
             "(JVMs: JDK 17 and later).  Children inherit it.  The exit status is COMMAND's.\n"
             "\n"
             "options:\n"
-            "  --mode auto|tsc|percpu|system sets FASTCLOCK_MODE (system: the kernel answers)\n"
+            "  --mode auto|tsc|percpu|system sets FASTCLOCK_MODE (system: the kernel answers;\n"
+            "                                percpu may be written tsc-percpu)\n"
             "  --calibrator auto|thread|lazy sets FASTCLOCK_CALIBRATOR (default for the shim:\n"
             "                                lazy, no thread; thread: coarse clocks from memory)\n"
             "  --unordered                   sets FASTCLOCK_UNORDERED=1: no counter fence, about\n"
@@ -298,7 +299,8 @@ static void warn_if_not_preloadable(const char *cmd)
 
 int cmd_run(int argc, char **argv)
 {
-    static const char *const modes[] = {"auto", "tsc", "percpu", "system", NULL};
+    /* FASTCLOCK_MODE's own words: tsc-percpu too, the mode's name in status. */
+    static const char *const modes[] = {"auto", "tsc", "percpu", "tsc-percpu", "system", NULL};
     static const char *const calibrators[] = {"auto", "thread", "lazy", NULL};
     const char *mode = NULL, *calibrator = NULL;
     int unordered = 0;

@@ -76,11 +76,13 @@ printf '#!/nonexistent/interpreter\n' >"$tmp/badinterp" && chmod +x "$tmp/badint
 expect "a script whose interpreter is missing" 126 "interpreter or loader was not found" -- "$fc" run -- "$tmp/badinterp"
 expect "no command" 125 "no command given" -- "$fc" run
 expect "no command after --" 125 "no command given" -- "$fc" run --mode tsc --
-expect "an invalid --mode" 125 "--mode needs one of: auto tsc percpu system (got 'fast')" -- "$fc" run --mode fast -- true
+expect "an invalid --mode" 125 "--mode needs one of: auto tsc percpu tsc-percpu system (got 'fast')" -- "$fc" run --mode fast -- true
 expect "--mode without a value" 125 "--mode needs one of" -- "$fc" run --mode
 expect "an invalid --calibrator" 125 "--calibrator needs one of" -- "$fc" run --calibrator=x -- true
 expect "an unknown option" 125 "unknown option '--frobnicate'" -- "$fc" run --frobnicate -- true
 expect "--mode given twice" 125 "--mode is given twice" -- "$fc" run --mode tsc --mode system -- true
+expect "--mode tsc-percpu (FASTCLOCK_MODE's own spelling)" 0 "" -- "$fc" run --mode tsc-percpu -- sh -c 'echo "$FASTCLOCK_MODE"'
+grep -qx tsc-percpu "$tmp/out" && ok "--mode tsc-percpu reaches the command" || bad "--mode tsc-percpu: $(cat "$tmp/out")"
 expect "--help" 0 "" -- "$fc" run --help
 grep -q "usage: fastclock run" "$tmp/out" && ok "--help prints the usage on stdout" || bad "--help output: $(cat "$tmp/out")"
 
