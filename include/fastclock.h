@@ -112,7 +112,9 @@ int fastclock_gettime(clockid_t id, struct timespec *ts);
 int fastclock_gettimeofday(struct timeval *tv, void *tz);
 
 struct fastclock_status {
-    const char *mode;        /* "tsc", "tsc-percpu" or "system" */
+    const char *mode;        /* "tsc", "tsc-percpu" or "system"; "initializing" only where another
+                                thread's decision had not finished after a 100 ms wait (a
+                                decider stopped by a debugger or starved of CPU) */
     const char *reason;      /* one sentence: why this mode; valid for the process lifetime */
     const char *calibrator;  /* "thread", "lazy" (calibrated by readers) or "none" */
     const char *counter;     /* how the default fine clocks read the time: "rdtscp" or

@@ -1006,7 +1006,14 @@ static int status_fill(struct fastclock_status *out)
     fc_decide_now();
     fc_first_line_now();
 
-    int mode = atomic_load_explicit(&fc_mode, memory_order_acquire);
+    /* The mode and its reason of one moment: a switch between the two loads
+     * (the reason is set first, then the mode) would pair them wrongly. */
+    int mode;
+    const char *reason;
+    do {
+        mode = atomic_load_explicit(&fc_mode, memory_order_acquire);
+        reason = fc_get_reason();
+    } while (mode != atomic_load_explicit(&fc_mode, memory_order_acquire));
     struct fc_full f;
     snapshot_full(&f, 1);
     struct fc_cal_stats st;
@@ -1019,7 +1026,7 @@ static int status_fill(struct fastclock_status *out)
                 : mode == FC_MODE_PERCPU ? "tsc-percpu"
                 : mode == FC_MODE_SYSTEM ? "system"
                                          : "initializing";
-    out->reason = fc_get_reason();
+    out->reason = reason;
     out->forced = fc_mode_forced();
     uint32_t flags = FC_LOAD(&fc_latch.read_flags);
     out->ordered = !fc_default_unordered();

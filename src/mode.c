@@ -99,7 +99,11 @@ static void set_reason(const char *reason)
 const char *fc_get_reason(void)
 {
     const char *r = atomic_load_explicit(&reason_ptr, memory_order_acquire);
-    return r ? r : "not decided yet: no clock has been read";
+    if (r)
+        return r;
+    return atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_UNINIT
+               ? "not decided yet: no clock has been read"
+               : "being decided: another thread is choosing the mode";
 }
 
 int fc_system_from_start(void)
