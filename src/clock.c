@@ -220,8 +220,13 @@ static int deferred_gettime(clockid_t id, struct timespec *ts)
         atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_UNINIT)
         fc_try_init();
     /* A line published while we read: this value may lie above it, so
-     * read again through the slow path (which never undercuts a line). */
-    if (FC_UNLIKELY(atomic_load_explicit(&fc_latch.seq, memory_order_acquire) != seq) &&
+     * read again through the slow path (which never undercuts a line).  So
+     * too where the mode was decided meanwhile: its first line may be built
+     * already and published only after the seq check below, and this value,
+     * handed out unnoted, could then lie above it. */
+    int decided_now = atomic_load_explicit(&fc_mode, memory_order_acquire);
+    if (FC_UNLIKELY(atomic_load_explicit(&fc_latch.seq, memory_order_acquire) != seq ||
+                    (decided_now != FC_MODE_UNINIT && decided_now != FC_MODE_INITIALIZING)) &&
         id != CLOCK_MONOTONIC_COARSE && id != CLOCK_REALTIME_COARSE) {
         fc_ns_to_ts(fc_slow_read(kind_of(id), 1), ts);
         return 0;
