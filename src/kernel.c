@@ -6,11 +6,9 @@
 #include <signal.h>
 #include <string.h>
 #include <strings.h>
-#include <sched.h>
-#include <sys/resource.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/timex.h>
-#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -93,82 +91,56 @@ static long status_field(const char *status, const char *name)
     return v;
 }
 
-/* Linux 5.16 and later: a core dump stops the dumping process's own
- * threads only.  Before, it killed every process sharing its memory (a
- * CLONE_VM child's dump took its parent with it). */
-static int kernel_at_least_5_16(void)
-{
-    struct utsname u;
-    if (uname(&u) != 0)
-        return 0;
-    int major = 0, minor = 0;
-    const char *p = u.release;
-    while (*p >= '0' && *p <= '9')
-        major = major * 10 + (*p++ - '0');
-    if (*p++ != '.')
-        return 0;
-    while (*p >= '0' && *p <= '9')
-        minor = minor * 10 + (*p++ - '0');
-    return major > 5 || (major == 5 && minor >= 16);
-}
-
-/* The child's stack where it shares the process's memory: the caller's
- * lock keeps it to one child at a time. */
-static char probe_stack[16384] __attribute__((aligned(64)));
-
 /* The child: the calls sync.c makes, through the same wrapper (glibc's
  * makes clock_adjtime, another C library's adjtimex).  First SIGSYS
  * blocked (a filter that traps then kills it: no handler of the host's
- * runs here) and a core limit of 1 byte (no core of the process's memory:
- * a file needs a page, and a pipe to a dump handler is refused at 1). */
-static int probe_child(void *arg)
+ * runs) and its copy of the memory made not dumpable (a kill leaves no
+ * core of it, whatever core_pattern says); either refused, it reports
+ * "cannot tell". */
+static void probe_child(void)
 {
-    (void)arg;
-    unsigned long sigsys = 1UL << (SIGSYS - 1);
-    struct rlimit one = {1, 1};
+    sigset_t sigsys;
     struct timex tx;
-    syscall(SYS_rt_sigprocmask, SIG_BLOCK, &sigsys, NULL, sizeof sigsys);
-    syscall(SYS_prlimit64, 0, RLIMIT_CORE, &one, NULL);
+    sigemptyset(&sigsys);
+    sigaddset(&sigsys, SIGSYS);
+    if (syscall(SYS_rt_sigprocmask, SIG_BLOCK, &sigsys, NULL, _NSIG / 8) != 0 ||
+        syscall(SYS_prctl, PR_SET_DUMPABLE, 0UL, 0UL, 0UL, 0UL) != 0)
+        syscall(SYS_exit_group, 1);
     memset(&tx, 0, sizeof tx);
     adjtimex(&tx);
     memset(&tx, 0, sizeof tx);
     tx.modes = ADJ_OFFSET_SS_READ;
     adjtimex(&tx);
     syscall(SYS_exit_group, 0);
-    return 0;
 }
 
 /*
  * Whether adjtimex kills a child that runs under this thread's filters.
- * The child is a raw clone (no fork handlers run, the host's or ours)
- * with no exit signal (no SIGCHLD; a host reaping with waitpid(-1) never
- * takes it).  Linux 5.16 and later: it shares the process's memory and the
- * process waits (CLONE_VM | CLONE_VFORK), at a cost independent of the
- * process's size.  Before: a copy of the memory, whose page tables cost
- * 0.17 ms for a small process, 2.7 ms at 100 MB resident, and stall every
- * thread that faults meanwhile; over `max_rss_kb` it is not made.  The
- * caller's signals are blocked meanwhile, but SIGSYS: a filter that traps
- * the clone itself reaches the host's handler, as it would without
- * fastclock.  Returns 1 (kills, or cannot tell: no child) or 0.
+ * The child is a raw clone (no fork handlers run, the host's or ours;
+ * glibc's cached ids untouched) with no exit signal (no SIGCHLD; a host
+ * reaping with waitpid(-1) never takes it) and its own copy of the memory:
+ * nothing it does reaches the process.  (A child sharing the memory would
+ * cost less in a large process, but its core dump would hold the
+ * process's memory, and glibc before 2.25 resets the parent thread's
+ * cached ids from it.)  The copy's page tables cost 0.17 ms for a small
+ * process, 2.7 ms at 100 MB resident, 27 ms at 1 GB (Intel Xeon guest), a
+ * stall of every thread that faults meanwhile: over `max_rss_kb` it is not
+ * made.  The caller's signals are blocked meanwhile, but SIGSYS: a filter
+ * that traps the clone itself reaches the host's handler, as it would
+ * without fastclock.  Returns 1 (kills, or cannot tell) or 0.
  */
 static int adjtimex_kills_a_child(long rss_kb, long max_rss_kb)
 {
-    int shared = kernel_at_least_5_16();
-    if (!shared && (rss_kb < 0 || rss_kb > max_rss_kb))
+    if (rss_kb < 0 || rss_kb > max_rss_kb)
         return 1;
     sigset_t all, old;
     sigfillset(&all);
     sigdelset(&all, SIGSYS);
     if (pthread_sigmask(SIG_SETMASK, &all, &old) != 0)
         return 1;
-    long pid;
-    if (shared) {
-        pid = clone(probe_child, probe_stack + sizeof probe_stack, CLONE_VM | CLONE_VFORK, NULL);
-    } else {
-        pid = syscall(SYS_clone, 0UL, 0UL, 0UL, 0UL, 0UL);
-        if (pid == 0)
-            probe_child(NULL); /* never returns */
-    }
+    long pid = syscall(SYS_clone, 0UL, 0UL, 0UL, 0UL, 0UL);
+    if (pid == 0)
+        probe_child(); /* never returns */
     int kills = 1; /* no child (a process limit, a filter refusing clone): cannot tell */
     if (pid > 0) {
         int status = 0;
@@ -181,11 +153,10 @@ static int adjtimex_kills_a_child(long rss_kb, long max_rss_kb)
     return kills;
 }
 
-/* Before Linux 5.16 only: above this the copy is not made and adjtimex
- * counts as refused (a wider error bound and an unknown synchronisation
- * state, never the process): 27 ms with 1 GB resident, 83 ms with 4 GB
- * (Intel Xeon guest). */
-#define PROBE_MAX_RSS_KB (128L * 1024)
+/* Above this the copy is not made and adjtimex counts as refused: a wider
+ * error bound and an unknown synchronisation state, never the process, nor
+ * a stall of more than ~15 ms. */
+#define PROBE_MAX_RSS_KB (512L * 1024)
 
 int fc_kernel_adjtimex_kills(void)
 {
