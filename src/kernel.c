@@ -131,7 +131,7 @@ static void probe_child(void)
  */
 static int adjtimex_kills_a_child(long rss_kb, long max_rss_kb)
 {
-    if (rss_kb < 0 || rss_kb > max_rss_kb)
+    if (rss_kb > max_rss_kb) /* unknown (no procfs): asked, whatever it costs */
         return 1;
     sigset_t all, old;
     sigfillset(&all);
