@@ -48,20 +48,27 @@ std::string drain(int fd)
     return s;
 }
 
+// This process's environment without FASTCLOCK_*, then `env`: the strings,
+// and the NULL-terminated array execve takes (pointing into them).
+struct ProbeEnv {
+    std::vector<std::string> strings;
+    std::vector<char *> envp;
+    explicit ProbeEnv(const std::vector<std::string> &env)
+    {
+        for (char **e = environ; *e; e++)
+            if (std::string(*e).rfind("FASTCLOCK_", 0) != 0)
+                strings.push_back(*e);
+        strings.insert(strings.end(), env.begin(), env.end());
+        for (auto &e : strings)
+            envp.push_back(const_cast<char *>(e.c_str()));
+        envp.push_back(nullptr);
+    }
+};
+
 ProbeRun probe(const std::vector<std::string> &env, const char *arg = nullptr, bool stdin_closed = false)
 {
-    std::vector<std::string> envs;
-    for (char **e = environ; *e; e++) {
-        std::string s = *e;
-        if (s.rfind("FASTCLOCK_", 0) != 0)
-            envs.push_back(s);
-    }
-    for (auto &e : env)
-        envs.push_back(e);
-    std::vector<char *> envp;
-    for (auto &e : envs)
-        envp.push_back(const_cast<char *>(e.c_str()));
-    envp.push_back(nullptr);
+    ProbeEnv penv(env);
+    std::vector<char *> &envp = penv.envp;
     int out[2], err[2];
     EXPECT_EQ(pipe(out), 0);
     EXPECT_EQ(pipe(err), 0);
@@ -97,13 +104,8 @@ ProbeRun probe(const std::vector<std::string> &env, const char *arg = nullptr, b
 // @clock) with `action` and lets every other call through.  status 99: the filter could not be installed here.
 ProbeRun probe_under_filter(const std::vector<std::string> &env, uint32_t action)
 {
-    std::vector<std::string> envs = {"PATH=/usr/bin:/bin"};
-    for (auto &e : env)
-        envs.push_back(e);
-    std::vector<char *> envp;
-    for (auto &e : envs)
-        envp.push_back(const_cast<char *>(e.c_str()));
-    envp.push_back(nullptr);
+    ProbeEnv penv(env);
+    std::vector<char *> &envp = penv.envp;
     std::string path = STATUS_PROBE;
     char *argv[] = {const_cast<char *>(path.c_str()), nullptr};
     struct sock_filter code[] = {
