@@ -74,7 +74,8 @@ int fc_kernel_children_change_timens(void)
     return a > 0 && b > 0 && (a != b || memcmp(own, children, (size_t)a) != 0);
 }
 
-/* A number field of a /proc status text ("VmRSS:\t  1234 kB"), or -1. */
+/* A number field of a /proc status text ("VmRSS:\t  1234 kB"), or -1.
+ * Digits by hand: strtol is not async-signal-safe (its locale). */
 static long status_field(const char *status, const char *name)
 {
     const char *p = strstr(status, name);
@@ -124,14 +125,19 @@ static void probe_child(void)
  * process's memory, and glibc before 2.25 resets the parent thread's
  * cached ids from it.)  The copy's page tables cost 0.17 ms for a small
  * process, 2.7 ms at 100 MB resident, 27 ms at 1 GB (Intel Xeon guest), a
- * stall of every thread that faults meanwhile: over `max_rss_kb` it is not
- * made.  The caller's signals are blocked meanwhile, but SIGSYS: a filter
+ * stall of every thread that faults meanwhile: over PROBE_MAX_RSS_KB it is
+ * not made.  The caller's signals are blocked meanwhile, but SIGSYS: a filter
  * that traps the clone itself reaches the host's handler, as it would
  * without fastclock.  Returns 1 (kills, or cannot tell) or 0.
  */
-static int adjtimex_kills_a_child(long rss_kb, long max_rss_kb)
+/* Above this the copy is not made and adjtimex counts as refused: a wider
+ * error bound and an unknown synchronisation state, never the process, nor
+ * a stall of more than ~15 ms. */
+#define PROBE_MAX_RSS_KB (512L * 1024)
+
+static int adjtimex_kills_a_child(long rss_kb)
 {
-    if (rss_kb > max_rss_kb) /* unknown (no procfs): asked, whatever it costs */
+    if (rss_kb > PROBE_MAX_RSS_KB) /* unknown (no procfs, -1): asked, whatever it costs */
         return 1;
     sigset_t all, old;
     sigfillset(&all);
@@ -153,11 +159,6 @@ static int adjtimex_kills_a_child(long rss_kb, long max_rss_kb)
     return kills;
 }
 
-/* Above this the copy is not made and adjtimex counts as refused: a wider
- * error bound and an unknown synchronisation state, never the process, nor
- * a stall of more than ~15 ms. */
-#define PROBE_MAX_RSS_KB (512L * 1024)
-
 int fc_kernel_adjtimex_kills(void)
 {
     /* Static: the caller's lock (sync.c's poll token) keeps it to one
@@ -174,7 +175,7 @@ int fc_kernel_adjtimex_kills(void)
     /* No filter: the call answers or returns an error.  Strict mode:
      * nothing but read, write, exit and sigreturn.  A filter, or no procfs
      * to say: ask a child. */
-    int kills = mode == 0 ? 0 : mode == 1 ? 1 : adjtimex_kills_a_child(rss_kb, PROBE_MAX_RSS_KB);
+    int kills = mode == 0 ? 0 : mode == 1 ? 1 : adjtimex_kills_a_child(rss_kb);
     errno = saved;
     return kills;
 }
