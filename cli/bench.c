@@ -383,58 +383,52 @@ int cmd_bench(int argc, char **argv)
     cfg.seconds = 3;
     default_threads(&cfg);
 
-    unsigned seen = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *val = NULL;
-        char name[32];
-        /* --opt=value and --opt value */
-        const char *eq = strchr(a, '=');
-        if (strncmp(a, "--", 2) == 0 && eq) {
-            snprintf(name, sizeof name, "%.*s", (int)(eq - a), a);
-            val = eq + 1;
-        } else {
-            copy_str(name, sizeof name, a);
-        }
-        int takes_value = !strcmp(name, "--threads") || !strcmp(name, "--seconds") || !strcmp(name, "--svg");
-        if (takes_value && !val) {
-            if (!(val = option_next_value(argc, argv, &i)))
-                return fail("%s needs a value", name);
-        } else if (!takes_value && val) {
-            return fail("%s takes no value", name);
-        }
-        /* Given twice, the last would win silently: a typo's symptom. */
-        static const char *const once[] = {"--json", "--csv", "--threads", "--seconds", "--svg"};
-        for (unsigned k = 0; k < sizeof once / sizeof once[0]; k++) {
-            if (strcmp(name, once[k]) != 0)
-                continue;
-            if (seen & 1u << k)
-                return fail("%s is given twice", name);
-            seen |= 1u << k;
-        }
-        if (!strcmp(name, "--json"))
+    enum { OPT_JSON = 256, OPT_CSV, OPT_THREADS, OPT_SECONDS, OPT_SVG };
+    static const struct option opts[] = {
+        {"json", no_argument, NULL, OPT_JSON},
+        {"csv", no_argument, NULL, OPT_CSV},
+        {"threads", required_argument, NULL, OPT_THREADS},
+        {"seconds", required_argument, NULL, OPT_SECONDS},
+        {"svg", required_argument, NULL, OPT_SVG},
+        {"help", no_argument, NULL, 'h'},
+        {0},
+    };
+    struct opt_parser p = {.opts = opts, .shorts = "h"};
+    const char *val;
+    for (int c; (c = opt_next(&p, argc, argv, &val)) != -1;) {
+        switch (c) {
+        case OPT_JSON:
             json = 1;
-        else if (!strcmp(name, "--csv"))
+            break;
+        case OPT_CSV:
             csv = 1;
-        else if (!strcmp(name, "--help") || !strcmp(name, "-h")) {
+            break;
+        case 'h':
             usage(stdout);
             return stdout_done("fastclock bench", 0, 2);
-        } else if (!strcmp(name, "--threads")) {
+        case OPT_THREADS: {
             char err[160];
             int n = bench_parse_threads(val, cfg.threads, BENCH_MAX_THREADS, err, sizeof err);
             if (n < 0)
                 return fail("%s", err);
             cfg.nthreads = n;
-        } else if (!strcmp(name, "--seconds")) {
+            break;
+        }
+        case OPT_SECONDS:
             if (parse_double(val, &cfg.seconds) != 0 || !(cfg.seconds >= 0.1 && cfg.seconds <= 3600))
                 return fail("--seconds needs a number of seconds from 0.1 to 3600 (got '%s')", val);
-        } else if (!strcmp(name, "--svg")) {
+            break;
+        case OPT_SVG:
             if (!*val)
                 return fail("%s", "--svg needs a file name");
             svg_path = val;
-        } else {
-            return fail("unknown option '%s'", a);
+            break;
+        default:
+            return fail("%s", p.err);
         }
     }
+    if (optind < argc)
+        return fail("unexpected argument '%s'", argv[optind]);
     if (json && csv)
         return fail("%s", "--json and --csv cannot be combined");
 

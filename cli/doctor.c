@@ -58,40 +58,41 @@ int cmd_doctor(int argc, char **argv)
 {
     int json = 0, quick = 0;
     const char *root = NULL, *capture = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        /* Given twice, the last would win silently: a typo's symptom. */
-        const char *twice = NULL;
-        if (strcmp(a, "--json") == 0) {
-            twice = json ? "--json" : NULL;
+    enum { OPT_JSON = 256, OPT_QUICK, OPT_ROOT, OPT_CAPTURE };
+    static const struct option opts[] = {
+        {"json", no_argument, NULL, OPT_JSON},
+        {"quick", no_argument, NULL, OPT_QUICK},
+        {"root", required_argument, NULL, OPT_ROOT},
+        {"capture", required_argument, NULL, OPT_CAPTURE},
+        {"help", no_argument, NULL, 'h'},
+        {0},
+    };
+    static const char *const needs[] = {NULL, NULL, "a directory", "a directory", NULL};
+    struct opt_parser p = {.opts = opts, .shorts = "h", .needs = needs};
+    const char *val;
+    for (int c; (c = opt_next(&p, argc, argv, &val)) != -1;) {
+        switch (c) {
+        case OPT_JSON:
             json = 1;
-        } else if (strcmp(a, "--quick") == 0) {
-            twice = quick ? "--quick" : NULL;
+            break;
+        case OPT_QUICK:
             quick = 1;
-        } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            break;
+        case 'h':
             usage(stdout);
             return stdout_done("fastclock doctor", 0, 2);
-        } else if (strncmp(a, "--root", 6) == 0 || strncmp(a, "--capture", 9) == 0) {
-            int is_root = a[2] == 'r';
-            const char *name = is_root ? "--root" : "--capture";
-            const char *rest = a + strlen(name), *dir;
-            if (*rest == '=')
-                dir = rest + 1;
-            else if (*rest == 0)
-                dir = option_next_value(argc, argv, &i);
-            else
-                return usage_error("unknown option '%s'", a);
-            if (!dir || !*dir)
-                return usage_error("%s needs a directory", name);
-            const char **slot = is_root ? &root : &capture;
-            twice = *slot ? name : NULL;
-            *slot = dir;
-        } else {
-            return usage_error("unknown option '%s'", a);
+        case OPT_ROOT:
+        case OPT_CAPTURE:
+            if (!*val)
+                return usage_error("%s needs a directory", c == OPT_ROOT ? "--root" : "--capture");
+            *(c == OPT_ROOT ? &root : &capture) = val;
+            break;
+        default:
+            return usage_error("%s", p.err);
         }
-        if (twice)
-            return usage_error("%s is given twice", twice);
     }
+    if (optind < argc)
+        return usage_error("unexpected argument '%s'", argv[optind]);
     if (root && capture)
         return usage_error("%s", "--root and --capture cannot be combined");
 

@@ -71,6 +71,16 @@ static int one_of(const char *v, const char *const *allowed)
     return 0;
 }
 
+/* "one of: a b c", for an option whose value must be one of `allowed`. */
+static void choices(char *buf, size_t size, const char *const *allowed)
+{
+    struct sbuf b;
+    sb_init(&b, buf, size);
+    sb_printf(&b, "one of:");
+    for (const char *const *p = allowed; *p; p++)
+        sb_printf(&b, " %s", *p);
+}
+
 static int readable_file(const char *path)
 {
     struct stat st;
@@ -304,57 +314,46 @@ int cmd_run(int argc, char **argv)
     static const char *const calibrators[] = {"auto", "thread", "lazy", NULL};
     const char *mode = NULL, *calibrator = NULL;
     int unordered = 0;
-    int i = 1;
-    for (; i < argc; i++) {
-        const char *a = argv[i];
-        const char **target = NULL;
-        const char *const *allowed = NULL;
-        const char *name = NULL;
-        if (strcmp(a, "--") == 0) {
-            i++;
-            break;
-        }
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+    enum { OPT_MODE = 256, OPT_CALIBRATOR, OPT_UNORDERED };
+    static const struct option opts[] = {
+        {"mode", required_argument, NULL, OPT_MODE},
+        {"calibrator", required_argument, NULL, OPT_CALIBRATOR},
+        {"unordered", no_argument, NULL, OPT_UNORDERED},
+        {"help", no_argument, NULL, 'h'},
+        {0},
+    };
+    char mode_needs[96], calibrator_needs[64];
+    choices(mode_needs, sizeof mode_needs, modes);
+    choices(calibrator_needs, sizeof calibrator_needs, calibrators);
+    const char *const needs[] = {mode_needs, calibrator_needs, NULL, NULL};
+    struct opt_parser p = {.opts = opts, .shorts = "h", .needs = needs};
+    const char *val;
+    for (int c; (c = opt_next(&p, argc, argv, &val)) != -1;) {
+        switch (c) {
+        case 'h':
             usage(stdout);
             return stdout_done("fastclock run", 0, EXIT_RUN_FAILED);
-        }
-        if (strcmp(a, "--unordered") == 0) {
+        case OPT_UNORDERED:
             unordered = 1;
-            continue;
-        }
-        if (strncmp(a, "--mode", 6) == 0 && (a[6] == 0 || a[6] == '='))
-            target = &mode, allowed = modes, name = "--mode";
-        else if (strncmp(a, "--calibrator", 12) == 0 && (a[12] == 0 || a[12] == '='))
-            target = &calibrator, allowed = calibrators, name = "--calibrator";
-        if (target) {
-            const char *v = strchr(a, '=');
-            if (v)
-                v++;
-            else if (i + 1 < argc)
-                v = argv[++i];
-            if (!v || !one_of(v, allowed)) {
-                fprintf(stderr, "fastclock run: %s needs one of:", name);
-                for (const char *const *p = allowed; *p; p++)
-                    fprintf(stderr, " %s", *p);
-                if (v)
-                    fprintf(stderr, " (got '%s')", v);
-                fputc('\n', stderr);
+            break;
+        case OPT_MODE:
+        case OPT_CALIBRATOR: {
+            int is_mode = c == OPT_MODE;
+            if (!one_of(val, is_mode ? modes : calibrators)) {
+                fprintf(stderr, "fastclock run: --%s needs %s (got '%s')\n", is_mode ? "mode" : "calibrator",
+                        needs[is_mode ? 0 : 1], val);
                 return EXIT_RUN_FAILED;
             }
-            if (*target) { /* the last would win silently: a typo's symptom */
-                fprintf(stderr, "fastclock run: %s is given twice\n", name);
-                return EXIT_RUN_FAILED;
-            }
-            *target = v;
-            continue;
+            *(is_mode ? &mode : &calibrator) = val;
+            break;
         }
-        if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "fastclock run: unknown option '%s' (put the command after --)\n\n", a);
+        default:
+            fprintf(stderr, "fastclock run: %s%s\n\n", p.err, p.unknown ? " (put the command after --)" : "");
             usage(stderr);
             return EXIT_RUN_FAILED;
         }
-        break; /* the command */
     }
+    int i = optind;
     if (i >= argc) {
         fprintf(stderr, "fastclock run: no command given\n\n");
         usage(stderr);

@@ -153,9 +153,82 @@ void counter_pair(uint64_t *tsc, int64_t *ns)
     }
 }
 
-const char *option_next_value(int argc, char **argv, int *i)
+/* The opts entry an option's val belongs to, or -1. */
+static int opt_index(const struct opt_parser *p, int val)
 {
-    if (*i + 1 >= argc || strncmp(argv[*i + 1], "--", 2) == 0)
-        return NULL;
-    return argv[++*i];
+    for (int k = 0; p->opts[k].name; k++)
+        if (p->opts[k].val == val)
+            return k;
+    return -1;
+}
+
+/* getopt_long takes an unambiguous abbreviation ("--thread"); for one that
+ * is not ("--s"), says which options it could mean. */
+static int ambiguous(struct opt_parser *p, const char *given)
+{
+    size_t len = strcspn(given + 2, "=");
+    struct sbuf b;
+    sb_init(&b, p->err, sizeof p->err);
+    int matches = 0;
+    for (int k = 0; p->opts[k].name; k++) {
+        if (strncmp(p->opts[k].name, given + 2, len) != 0)
+            continue;
+        if (matches++ == 0)
+            sb_printf(&b, "option '%.*s' is ambiguous: --%s", (int)len + 2, given, p->opts[k].name);
+        else
+            sb_printf(&b, ", --%s", p->opts[k].name);
+    }
+    return matches > 1;
+}
+
+int opt_next(struct opt_parser *p, int argc, char **argv, const char **value)
+{
+    char shorts[32];
+    /* "+": stop at the first operand (run's command keeps its own options);
+     * ":": report a missing value as ':', and print nothing ourselves. */
+    snprintf(shorts, sizeof shorts, "+:%s", p->shorts ? p->shorts : "");
+    if (!p->started) {
+        p->started = 1;
+        optind = 0; /* glibc and musl: a fresh scan */
+        opterr = 0;
+    }
+    *value = NULL;
+    p->err[0] = 0;
+    p->unknown = 0;
+    int c = getopt_long(argc, argv, shorts, p->opts, NULL);
+    if (c == -1)
+        return -1;
+    int k = opt_index(p, c == ':' || c == '?' ? optopt : c);
+    const char *name = k >= 0 ? p->opts[k].name : NULL;
+    const char *needs = k >= 0 && p->needs && p->needs[k] ? p->needs[k] : "a value";
+    const char *given = argv[optind - 1];
+    if (c == ':') {
+        snprintf(p->err, sizeof p->err, "--%s needs %s", name ? name : "?", needs);
+        return '?';
+    }
+    if (c == '?') {
+        if (k >= 0 && strncmp(given, "--", 2) == 0) {
+            snprintf(p->err, sizeof p->err, "--%s takes no value", name);
+        } else {
+            p->unknown = 1;
+            if (optopt && strncmp(given, "--", 2) != 0)
+                snprintf(p->err, sizeof p->err, "unknown option '-%c'", optopt);
+            else if (!ambiguous(p, given))
+                snprintf(p->err, sizeof p->err, "unknown option '%s'", given);
+        }
+        return '?';
+    }
+    if (optarg && optarg == given && strncmp(optarg, "--", 2) == 0) {
+        snprintf(p->err, sizeof p->err, "--%s needs %s", name, needs);
+        return '?';
+    }
+    if (k >= 0 && k < 32) {
+        if (p->seen & 1u << k) {
+            snprintf(p->err, sizeof p->err, "--%s is given twice", name);
+            return '?';
+        }
+        p->seen |= 1u << k;
+    }
+    *value = optarg;
+    return c;
 }

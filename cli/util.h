@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <time.h>
+#include <getopt.h>
 
 /* A fact we may not know: yes, no, or unknown (with a reason elsewhere). */
 enum tri { TRI_UNKNOWN = -1, TRI_NO = 0, TRI_YES = 1 };
@@ -17,11 +18,30 @@ enum tri { TRI_UNKNOWN = -1, TRI_NO = 0, TRI_YES = 1 };
 int parse_double(const char *s, double *out);
 int parse_long(const char *s, long *out);   /* decimal or 0x hex */
 
-/* An option's value given as the next argument ("--svg FILE"), advancing
- * *i past it; NULL when there is none or it is a long option ("--svg
- * --json" is a forgotten value, not a file named --json: write --svg=--json
- * to mean that; "--seconds -1" is a value, refused by its own check). */
-const char *option_next_value(int argc, char **argv, int *i);
+/* A subcommand's options, read with getopt_long and checked alike in every
+ * subcommand: the first operand or "--" ends them; each option is given at
+ * most once (given twice, the last would win silently: a typo's symptom);
+ * a value is never taken from the next option ("--svg --json" is a
+ * forgotten value, not a file named --json: write --svg=--json to mean
+ * that; "--seconds -1" is a value, refused by its own check).
+ * Usage: a zeroed struct with opts and shorts set, then opt_next until -1. */
+struct opt_parser {
+    const struct option *opts; /* getopt_long's table, ended by a zero entry */
+    const char *shorts;        /* short options, getopt's letters ("h") */
+    const char *const *needs;  /* per opts entry: what its value must be
+                                  ("a directory"); NULL or a NULL entry:
+                                  "a value" */
+    int unknown;               /* set with '?' for an option nobody knows */
+    char err[256];             /* set with '?': what was wrong */
+    /* private */
+    unsigned seen;
+    int started;
+};
+
+/* The next option's val (its value in *value, NULL for none), -1 after the
+ * last option (optind then indexes the first operand), or '?' on an error
+ * described in p->err. */
+int opt_next(struct opt_parser *p, int argc, char **argv, const char **value);
 
 /* Fixed-size string builder: always NUL-terminated, silently truncates. */
 struct sbuf {

@@ -279,6 +279,9 @@ class BadInput(unittest.TestCase):
         self.check("doctor", "--rootx", expect="unknown option '--rootx'")
         self.check("doctor", "--json", "--json", expect="--json is given twice")
         self.check("doctor", "--root", FIXTURES + "/hpet", "--root=" + FIXTURES + "/xen-pv", expect="--root is given twice")
+        self.check("doctor", "--json=1", expect="--json takes no value")
+        self.check("doctor", "extra", expect="unexpected argument 'extra'")
+        self.check("doctor", "-x", expect="unknown option '-x'")
         self.check("doctor", "--root", "/nonexistent/fastclock", expect="No such file or directory")
         self.check("doctor", "--root", FIXTURES + "/hpet", "--capture", "/tmp/x", expect="cannot be combined")
 
@@ -327,6 +330,11 @@ class BadInput(unittest.TestCase):
         self.check("bench", "--svg", "--json", expect="--svg needs a value")
         self.check("bench", "--seconds", "1", "--seconds", "2", expect="--seconds is given twice")
         self.check("bench", "--json", "--json", expect="--json is given twice")
+        # An abbreviation is taken only where it names one option, and then
+        # counts as that option.
+        self.check("bench", "--s", "1", expect="option '--s' is ambiguous: --seconds, --svg")
+        self.check("bench", "--sec=1", "--seconds", "2", expect="--seconds is given twice")
+        self.check("bench", "--json", "later", expect="unexpected argument 'later'")
         self.check("bench", "--svg", "/nonexistent/dir/chart.svg", expect="cannot write --svg /nonexistent/dir/chart.svg")
 
     def test_unwritable_svg_is_refused_before_measuring(self):

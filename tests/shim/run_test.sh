@@ -81,6 +81,9 @@ expect "--mode without a value" 125 "--mode needs one of" -- "$fc" run --mode
 expect "an invalid --calibrator" 125 "--calibrator needs one of" -- "$fc" run --calibrator=x -- true
 expect "an unknown option" 125 "unknown option '--frobnicate'" -- "$fc" run --frobnicate -- true
 expect "--mode given twice" 125 "--mode is given twice" -- "$fc" run --mode tsc --mode system -- true
+expect "--mode abbreviated, then given" 125 "--mode is given twice" -- "$fc" run --mod tsc --mode system -- true
+expect "a value for --unordered" 125 "--unordered takes no value" -- "$fc" run --unordered=1 -- true
+expect "a forgotten --mode value" 125 "--mode needs one of" -- "$fc" run --mode --unordered -- true
 expect "--mode tsc-percpu (FASTCLOCK_MODE's own spelling)" 0 "" -- "$fc" run --mode tsc-percpu -- sh -c 'echo "$FASTCLOCK_MODE"'
 grep -qx tsc-percpu "$tmp/out" && ok "--mode tsc-percpu reaches the command" || bad "--mode tsc-percpu: $(cat "$tmp/out")"
 expect "--help" 0 "" -- "$fc" run --help
