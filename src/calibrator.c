@@ -267,8 +267,12 @@ static void *calibrator_main(void *arg)
     int64_t warp_check_at = 0, warp_retry_ns = WARP_RETRY_NS; /* at -1: done */
     int warp_tries = 0;
 
-    while (!atomic_load_explicit(&thread_stop, memory_order_acquire)) {
+    for (;;) {
+        /* The wake count before the stop flag: a stop between the two would
+         * otherwise leave this thread waiting for a wake already counted. */
         int seen = fc_upkeep_wake_count();
+        if (atomic_load_explicit(&thread_stop, memory_order_acquire))
+            break;
         int mode = atomic_load_explicit(&fc_mode, memory_order_acquire);
         int active = (mode == FC_MODE_TSC || mode == FC_MODE_PERCPU) &&
                      !fc_upkeep_paused();
@@ -491,10 +495,16 @@ void fc_calibrator_reset_for_tests(void)
  * normal context, never in a signal handler (pthread_create is not
  * async-signal-safe), which the first read cannot promise. */
 
-static _Atomic int fork_held_lock;
+/* Which of this thread's fork handlers took the writer's lock: bit d for
+ * the prepare at nesting depth d (a fork from a signal handler that
+ * interrupted this thread's own fork).  Per thread: another thread's fork
+ * must never release a lock this one took. */
+static __thread unsigned fork_took_lock __attribute__((tls_model("initial-exec")));
+static __thread int fork_depth __attribute__((tls_model("initial-exec")));
 
 static void atfork_prepare(void)
 {
+    int depth = fork_depth++;
     /* Two readlinks per fork (a fork costs a hundred times that). */
     fork_changes_timens = fc_kernel_children_change_timens();
     if (fork_changes_timens) {
@@ -511,7 +521,10 @@ static void atfork_prepare(void)
     int64_t give_up = 0;
     for (int i = 0;; i++) {
         if (fc_cal_trylock()) {
-            atomic_store_explicit(&fork_held_lock, 1, memory_order_relaxed);
+            if (depth < 32)
+                fork_took_lock |= 1u << depth;
+            else
+                fc_cal_unlock(); /* nested beyond reason: not held across this fork */
             return;
         }
         if (i < 100) {
@@ -529,8 +542,11 @@ static void atfork_prepare(void)
 
 static void atfork_parent(void)
 {
-    if (atomic_exchange_explicit(&fork_held_lock, 0, memory_order_relaxed))
+    int depth = --fork_depth;
+    if (depth >= 0 && depth < 32 && (fork_took_lock & 1u << depth)) {
+        fork_took_lock &= ~(1u << depth);
         fc_cal_unlock();
+    }
 }
 
 static void atfork_child(void)
