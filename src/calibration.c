@@ -1180,7 +1180,7 @@ static enum look look_at_line(const struct fc_track *t, const struct fc_line *cu
     return *k ? LOOK_UNSURE : LOOK_OFF; /* 0: the kernel unreadable after all */
 }
 
-int fc_track_poll(const struct fc_track *t)
+static int track_poll(const struct fc_track *t)
 {
     const struct fc_line *cur = fc_line_current(t->latch);
     const struct fc_meta *cm = fc_meta_current(t->latch);
@@ -1241,6 +1241,16 @@ int fc_track_poll(const struct fc_track *t)
     if (l.fast_span != cur->fast_span || m.checked_mono_ns != cm->checked_mono_ns)
         fc_line_publish(t->latch, &l, fc_line_base_frac(cur), &m);
     return 0;
+}
+
+/* On a reader's path: a kernel read that failed (the look says "off")
+ * must not leave its errno behind a read that succeeds. */
+int fc_track_poll(const struct fc_track *t)
+{
+    int saved = errno;
+    int r = track_poll(t);
+    errno = saved;
+    return r;
 }
 
 int fc_cal_reader_poll(void)
@@ -1742,7 +1752,14 @@ int fc_track_recalibrate(const struct fc_track *t)
             if (t->cpu < 0)
                 return track_failure(t, "the counter's rate keeps changing against CLOCK_MONOTONIC "
                                         "(it is not invariant in practice)", s.mono);
+            /* Refused: this CPU's line resumes from the next sample, and
+             * not at the rate just refused (without RAW, the slope across
+             * the change: neither the old rate nor the new one).  The rate
+             * before it, as unknown as can be, until samples after the
+             * change measure it: a short line, with a bound that says so. */
             cs->n = 0;
+            cs->rate = old_rate;
+            cs->rate_unc = 1.0;
             return track_failure(t, 0, s.mono);
         }
     }

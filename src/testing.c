@@ -43,11 +43,11 @@ void fc_test_stop_calibrator(void)
     fc_calibrator_stop();
 }
 
-void fc_test_current_line(struct fc_test_line *out)
+static void line_from_latch(const struct fc_latch *latch, struct fc_test_line *out)
 {
-    uint64_t seq = atomic_load(&fc_latch.seq);
-    const struct fc_line *l = &fc_latch.line[seq & 1];
-    const struct fc_meta *m = &fc_latch.meta[seq & 1];
+    uint64_t seq = atomic_load(&latch->seq);
+    const struct fc_line *l = &latch->line[seq & 1];
+    const struct fc_meta *m = &latch->meta[seq & 1];
     out->base_tsc = l->base_tsc;
     out->soft_span = m->soft_span;
     out->fast_span = l->fast_span;
@@ -61,6 +61,32 @@ void fc_test_current_line(struct fc_test_line *out)
     out->checked_mono_ns = m->checked_mono_ns;
     out->base_ns = l->base_ns;
     out->base_frac = fc_line_base_frac(l);
+}
+
+void fc_test_current_line(struct fc_test_line *out)
+{
+    line_from_latch(&fc_latch, out);
+}
+
+int fc_test_cpu_line(int cpu, int64_t mono_now, struct fc_test_line *out)
+{
+    struct fc_cpu_slot *base = atomic_load(&fc_percpu_slots);
+    int n = atomic_load(&fc_percpu_nslots);
+    for (int i = 0; base && i < n; i++) {
+        struct fc_cpu_slot *sl = &base[i];
+        if (sl->cpu != cpu || atomic_load(&sl->state) != FC_SLOT_OK)
+            continue;
+        line_from_latch(&sl->latch, out);
+        uint64_t seq = atomic_load(&sl->latch.seq);
+        out->error_bound_ns = fc_meta_bound(&sl->latch.meta[seq & 1], mono_now);
+        return out->mult ? 0 : -1;
+    }
+    return -1;
+}
+
+void fc_test_percpu_maintain(int cpu)
+{
+    fc_percpu_maintain_cpu(cpu, 0);
 }
 
 int64_t fc_test_line_eval(const struct fc_test_line *l, uint64_t t)

@@ -29,6 +29,12 @@ struct fc_test_line {
     int64_t checked_mono_ns; /* its last look at the kernel (sync.c) */
 };
 void fc_test_current_line(struct fc_test_line *out);
+/* tsc-percpu: CPU cpu's current line (0), with error_bound_ns its bound at
+ * kernel MONOTONIC mono_now (fc_meta_bound); -1 where that CPU has none. */
+int fc_test_cpu_line(int cpu, int64_t mono_now, struct fc_test_line *out);
+/* tsc-percpu: CPU cpu's calibration, as its pinned calibrator thread makes
+ * it (when due); the test runs "on" that CPU. */
+void fc_test_percpu_maintain(int cpu);
 /* The line's CLOCK_MONOTONIC value at counter value t (exact fixed point). */
 int64_t fc_test_line_eval(const struct fc_test_line *l, uint64_t t);
 /* The same from the counter's halves, as the x86 read path computes it

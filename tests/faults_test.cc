@@ -96,6 +96,7 @@ struct Sim {
     bool coarse_fails = false;  // the kernel's _COARSE clocks cannot be read
     bool raw_fails = false;     // nor its MONOTONIC_RAW
     bool tai_fails = false;     // nor its CLOCK_TAI (before Linux 3.10, a sandbox)
+    int mono_fails = 0;         // the next this many reads of its MONOTONIC fail (EINVAL)
     // The writer is preempted this long between two of its own counter reads
     // (not inside a sample's bracket, whose second read follows a kernel
     // read), and meanwhile another thread reads MONOTONIC: `other_reads`.
@@ -247,7 +248,8 @@ int sim_gettime(clockid_t id, timespec *ts)
     sim.kernel_reads++;
     sim.last_was_counter = false;
     if ((sim.coarse_fails && (id == CLOCK_MONOTONIC_COARSE || id == CLOCK_REALTIME_COARSE)) ||
-        (sim.raw_fails && id == CLOCK_MONOTONIC_RAW) || (sim.tai_fails && id == CLOCK_TAI)) {
+        (sim.raw_fails && id == CLOCK_MONOTONIC_RAW) || (sim.tai_fails && id == CLOCK_TAI) ||
+        (sim.mono_fails > 0 && id == CLOCK_MONOTONIC && sim.mono_fails--)) {
         errno = EINVAL;
         return -1;
     }
@@ -583,6 +585,34 @@ TEST_F(Faults, Slews500ppmAreFollowedWithoutGoingBack)
         EXPECT_LE(settled, 100);
     }
     EXPECT_EQ(back, 0) << "time went backwards across a slew";
+}
+
+// A reader's look at the kernel (before it extends the line's fast span)
+// finds MONOTONIC unreadable once -- a vDSO that falls back to a system call
+// a filter refuses, say.  The read still succeeds, and errno is as before.
+TEST_F(Faults, AKernelReadFailingInAReadersLookLeavesErrnoAlone)
+{
+    install();
+    ASSERT_EQ(mode(), "tsc");
+    warm_up(300, 1e6);
+    long changed = 0, failed_reads = 0;
+    int64_t prev = fastclock_mono_ns();
+    long back = 0;
+    for (int i = 0; i < 2000; i++) {
+        sim_advance_ns(20e3);
+        sim.mono_fails = 1;
+        errno = 4321;
+        int64_t v = fastclock_mono_ns();
+        changed += errno != 4321;
+        failed_reads += sim.mono_fails == 0;
+        back += v < prev;
+        prev = v;
+    }
+    sim.mono_fails = 0;
+    std::printf("%ld of 2000 reads met a failing kernel read; errno changed after %ld\n", failed_reads, changed);
+    EXPECT_GT(failed_reads, 1000) << "the reads never looked at the kernel";
+    EXPECT_EQ(changed, 0) << "a successful read left the failed kernel read's errno";
+    EXPECT_EQ(back, 0);
 }
 
 // adjtimex refused (seccomp, systemd's ProtectClock): the kernel's rate
@@ -2477,6 +2507,65 @@ TEST_F(Faults, PerCpuOffsetsAndRatesWithMigration)
     EXPECT_LE(worst, 1000);
     EXPECT_STREQ(st.real_source, "line"); // a simulated kernel is never routed to
     EXPECT_STREQ(st.counter, "rdtscp");
+}
+
+// One CPU's counter steps 100 ms ahead (a VM's TSC offset for that vCPU
+// moved) where MONOTONIC_RAW cannot say whether it stepped or changed its
+// rate.  The slope across the step is 20 times the rate: refused, and the
+// line that resumes on that CPU must not run at that slope with a bound that
+// pretends to know it.  Every line that follows stays within its bound, no
+// read goes back, and the CPU is tracked again.
+TEST_F(Faults, PerCpuCounterStepRefusedResumesWithAnHonestBound)
+{
+    NEEDS_PERCPU();
+    sim.raw_fails = true;
+    ASSERT_TRUE(install_percpu_two_cpus()) << reason();
+    Rng rng;
+    for (int i = 0; i < 3000; i++) { // 0.3 s of reads on both CPUs
+        sim.cpu = int(rng.next() % 2);
+        sim_advance_ns(100e3);
+        fastclock_mono_ns();
+    }
+    sim.cpu_offset[1] += 260000000; // 100 ms of ticks
+    const uint64_t changed_at = counter_on(1, sim.tick);
+    // CPU 1 calibrated as its pinned calibrator thread does (when due), its
+    // line followed meanwhile without reading it (a read looks at the
+    // kernel first and would recalibrate at once): the bound must hold all
+    // along every line published after the step.
+    sim.cpu = 1;
+    int64_t worst_over = INT64_MIN;
+    long lines_checked = 0;
+    uint64_t last_base = 0;
+    for (int i = 0; i < 50000; i++) { // 1 s in 20 us steps
+        sim_advance_ns(20e3);
+        fc_test_percpu_maintain(1);
+        struct fc_test_line l;
+        uint64_t t = counter_on(1, sim.tick);
+        int64_t k = sim_mono();
+        if (fc_test_cpu_line(1, k, &l) != 0 || l.base_tsc < changed_at || t - l.base_tsc >= l.soft_span)
+            continue;
+        lines_checked += l.base_tsc != last_base;
+        last_base = l.base_tsc;
+        worst_over = std::max(worst_over, fctest::iabs(fc_test_line_eval(&l, t) - k) - l.error_bound_ns);
+    }
+    // Reads on both CPUs after it: none goes back, all near the kernel.
+    int64_t prev = fastclock_mono_ns(), worst_late = 0;
+    long back = 0;
+    for (int i = 0; i < 10000; i++) {
+        sim.cpu = int(rng.next() % 2);
+        sim_advance_ns(100e3);
+        int64_t v, e = read_err(&v);
+        back += v < prev;
+        prev = v;
+        worst_late = std::max(worst_late, fctest::iabs(e));
+    }
+    std::printf("CPU 1 stepped 100 ms, no RAW: %ld of its lines followed, worst |error| beyond their bound "
+                "%lld ns; worst |error| of a read after it %lld ns\n",
+                lines_checked, (long long)worst_over, (long long)worst_late);
+    EXPECT_EQ(back, 0);
+    EXPECT_GT(lines_checked, 10);
+    EXPECT_LE(worst_over, 0);
+    EXPECT_LE(worst_late, 100000);
 }
 
 // Tick changes in tsc-percpu mode: every read lies within the bound the
