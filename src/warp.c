@@ -195,10 +195,10 @@ int fc_warp_check(int64_t ns_per_pair, int max_pairs, struct fc_warp_result *out
      * even spread of the others (sockets and dies are usually contiguous
      * ranges).  A pair whose worker is stuck ends the check: the next
      * pairs would likely wait on that CPU too. */
-    int all = total_pairs <= max_pairs, pairs = all ? total_pairs : max_pairs;
+    int all = total_pairs <= max_pairs, pairs = all ? total_pairs : max_pairs < n - 1 ? max_pairs : n - 1;
     for (int k = 0, i = 0, j = 1; k < pairs; k++) {
         int x = all ? cpus[i] : cpus[0];
-        int y = all ? cpus[j] : cpus[1 + (int)((int64_t)k * (n - 1) / max_pairs)];
+        int y = all ? cpus[j] : cpus[fc_warp_partner(k, n, pairs)];
         int r = run_pair(x, y, ns_per_pair, fenced, out);
         if (r == 0)
             out->pairs_tested++;
@@ -215,6 +215,13 @@ int fc_warp_check(int64_t ns_per_pair, int max_pairs, struct fc_warp_result *out
     }
     out->elapsed_ns = mono_ns() - start;
     return out->pairs_tested > 0 ? 0 : -1;
+}
+
+int fc_warp_partner(int k, int n, int pairs)
+{
+    if (pairs <= 1)
+        return n - 1;
+    return 1 + (int)((int64_t)k * (n - 2) / (pairs - 1));
 }
 
 int fc_warp_verdict(const struct fc_warp_result *w)

@@ -41,6 +41,12 @@ int fc_warp_check(int64_t ns_per_pair, int max_pairs, struct fc_warp_result *out
 enum { FC_WARP_NO_VERDICT = -1, FC_WARP_IN_STEP = 0, FC_WARP_FOUND = 1 };
 int fc_warp_verdict(const struct fc_warp_result *w);
 
+/* Where not every pair is tested: the index (into the allowed CPUs, 0..n-1)
+ * of the first CPU's partner in pair k of pairs, spread evenly from the
+ * second CPU to the last (sockets and dies are usually contiguous ranges,
+ * and the last CPU is the likeliest to sit on another). */
+int fc_warp_partner(int k, int n, int pairs);
+
 /* The process's own verdict, from whichever check ran (the calibrator
  * thread's at start-up, or the lazy calibrator's samples): the largest warp
  * in cycles, -1 while none has run.  Reported by fastclock_status. */

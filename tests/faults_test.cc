@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <set>
 #include <chrono>
 #include <functional>
 #include <future>
@@ -2128,6 +2129,27 @@ void hold_one_warp_worker(int cpu)
     while (warp_hold.load())
         usleep(100);
     warp_left++;
+}
+
+// On a machine with more pairs than the check tests, the first CPU's
+// partners spread from the second CPU to the last, each once: the last CPU
+// (another socket's, often) is never left out.
+TEST(WarpCheck, ASpreadOfPairsReachesTheLastCpu)
+{
+    for (int n = 2; n <= 300; n++) {
+        for (int pairs = 1; pairs <= std::min(n - 1, 16); pairs++) {
+            std::set<int> seen;
+            for (int k = 0; k < pairs; k++) {
+                int p = fc_warp_partner(k, n, pairs);
+                ASSERT_GE(p, 1) << n << " CPUs, pair " << k << " of " << pairs;
+                ASSERT_LE(p, n - 1) << n << " CPUs, pair " << k << " of " << pairs;
+                seen.insert(p);
+            }
+            EXPECT_EQ(int(seen.size()), pairs) << n << " CPUs, " << pairs << " pairs: a partner twice";
+            EXPECT_EQ(*seen.rbegin(), n - 1) << n << " CPUs, " << pairs << " pairs: the last CPU left out";
+        }
+    }
+    EXPECT_EQ(fc_warp_partner(3, 6, 4), 5);
 }
 
 TEST(WarpCheck, AWorkerThatNeverGetsItsCpuDoesNotHoldTheCheck)
