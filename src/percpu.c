@@ -28,7 +28,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sched.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "calibration.h"
@@ -189,13 +188,15 @@ int fc_percpu_setup(char *why, size_t why_size)
         int agree = 0, disagree = 0;
         for (int i = 0; i < 8; i++) {
             uint32_t a1, a2;
-            unsigned cpu = 0;
+            /* sched_getcpu, not the getcpu system call: libc answers from
+             * rseq or the vDSO, so a seccomp filter made from what libc
+             * calls may well leave the system call out (and kill for it). */
             fc_counter_rdtscp(&a1);
-            long r = syscall(SYS_getcpu, &cpu, 0, 0);
+            int cpu = sched_getcpu();
             fc_counter_rdtscp(&a2);
-            if (r != 0 || a1 != a2)
+            if (cpu < 0 || a1 != a2)
                 continue;
-            if (FC_AUX_CPU(a1) == (int)cpu)
+            if (FC_AUX_CPU(a1) == cpu)
                 agree++;
             else
                 disagree++;

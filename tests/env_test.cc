@@ -100,9 +100,11 @@ ProbeRun probe(const std::vector<std::string> &env, const char *arg = nullptr, b
 
 // The probe started as systemd starts a service under SystemCallFilter=:
 // no_new_privs and a seccomp filter installed before exec, in every thread
-// it will have.  The filter answers adjtimex and clock_adjtime (systemd's
-// @clock) with `action` and lets every other call through.  status 99: the filter could not be installed here.
-ProbeRun probe_under_filter(const std::vector<std::string> &env, uint32_t action)
+// it will have.  The filter answers calls nr_a and nr_b (by default adjtimex
+// and clock_adjtime: systemd's @clock) with `action` and lets every other
+// call through.  status 99: the filter could not be installed here.
+ProbeRun probe_under_filter(const std::vector<std::string> &env, uint32_t action, long nr_a = __NR_adjtimex,
+                            long nr_b = __NR_clock_adjtime)
 {
     ProbeEnv penv(env);
     std::vector<char *> &envp = penv.envp;
@@ -113,8 +115,8 @@ ProbeRun probe_under_filter(const std::vector<std::string> &env, uint32_t action
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, NATIVE_AUDIT_ARCH, 1, 0),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_adjtimex, 1, 0),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clock_adjtime, 0, 1), // glibc's adjtimex() makes this call
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)nr_a, 1, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)nr_b, 0, 1), // glibc's adjtimex() makes clock_adjtime
         BPF_STMT(BPF_RET | BPF_K, action),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
     };
@@ -237,6 +239,30 @@ TEST(Environment, ASeccompFilterThatKillsForAdjtimexKillsNothing)
         ASSERT_EQ(allowed.status, 0) << allowed.err;
         EXPECT_EQ(field(allowed.out, "kernel_synchronized"), field(plain.out, "kernel_synchronized"))
             << calibrator << ": under a filter that allows adjtimex: " << allowed.out;
+    }
+}
+
+// A program whose filter allows what glibc calls, and so not the getcpu
+// system call (glibc answers sched_getcpu from rseq or the vDSO): the
+// per-CPU lines' set-up, which asks the kernel which CPU runs it to check
+// what rdtscp says, must not make the call.
+TEST(Environment, PerCpuSetUpMakesNoGetcpuCall)
+{
+    ProbeRun plain = probe({"FASTCLOCK_MODE=percpu"});
+    ASSERT_EQ(plain.status, 0) << plain.err;
+    if (field(plain.out, "mode") != "tsc-percpu")
+        GTEST_SKIP() << "no per-CPU lines here: " << field(plain.out, "reason");
+    for (const char *calibrator : {"thread", "lazy"}) {
+        ProbeRun r = probe_under_filter({"FASTCLOCK_MODE=percpu", std::string("FASTCLOCK_CALIBRATOR=") + calibrator},
+                                        SECCOMP_RET_KILL_PROCESS, __NR_getcpu, __NR_getcpu);
+        if (WIFEXITED(r.status) && WEXITSTATUS(r.status) == 99)
+            GTEST_SKIP() << "no seccomp filter can be installed here (prctl PR_SET_SECCOMP refused: "
+                            "a kernel without CONFIG_SECCOMP_FILTER, or qemu-user, which does not emulate it)";
+        EXPECT_TRUE(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0)
+            << calibrator << ": status " << r.status
+            << (WIFSIGNALED(r.status) ? " (killed by signal " + std::to_string(WTERMSIG(r.status)) + ")" : "") << "\n"
+            << r.err;
+        EXPECT_EQ(field(r.out, "mode"), "tsc-percpu") << calibrator << ": " << r.out;
     }
 }
 
