@@ -184,9 +184,11 @@ int fastclock_status_sized(struct fastclock_status *out, size_t size);
 /* An interval that contains true UTC now, in the spirit of AWS ClockBound:
  * fastclock's own error against the kernel's REALTIME plus the kernel's
  * maxerror (grown at 500 ppm since NTP last set it, as the kernel does).
- * Returns 0 when a daemon synchronises the kernel, 1 when it does not (the
- * interval then carries the kernel's maxerror for an unsynchronised clock,
- * 16 s), -1 with errno EFAULT for NULL pointers. */
+ * Returns 0 when a daemon synchronises the kernel, 1 when it does not or
+ * that cannot be asked (adjtimex refused: a sandbox), -1 with errno EFAULT
+ * for NULL pointers.  The kernel's maxerror is the last one adjtimex gave,
+ * grown since; 16 s (an unsynchronised clock's) where adjtimex never
+ * answered, or where REALTIME was stepped since it last did. */
 int fastclock_real_bounded(int64_t *earliest_ns, int64_t *latest_ns);
 
 /* Version string, e.g. "0.1.0". */

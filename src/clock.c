@@ -922,6 +922,18 @@ static int real_is_kernels(void)
     return fc_wall_route(FC_REAL, 1) != 0 || routed_to_kernel(1);
 }
 
+/* Whether REALTIME - MONOTONIC, read as real and mono, moved from the
+ * offset a poll measured: only a step moves it.  Off by the gap between the
+ * two reads (a preemption costs one needless poll) and, where the kernel
+ * answered REALTIME but the line MONOTONIC, by the line's error, asked only
+ * when it matters. */
+static int stepped_since(int64_t real, int64_t mono, int64_t wall_offset, int real_kernels, int mode)
+{
+    int64_t moved = real - mono - wall_offset;
+    moved = moved < 0 ? -moved : moved;
+    return moved > WALL_STEP_SLACK_NS && (!real_kernels || moved > WALL_STEP_SLACK_NS + own_bound(mode, mono));
+}
+
 FC_API int fastclock_real_bounded(int64_t *earliest_ns, int64_t *latest_ns)
 {
     if (!earliest_ns || !latest_ns) {
@@ -948,19 +960,21 @@ FC_API int fastclock_real_bounded(int64_t *earliest_ns, int64_t *latest_ns)
     /* Stepped since the cached poll (date -s, a daemon's ADJ_SETOFFSET): the
      * kernel has reset its maxerror to 16 s and set STA_UNSYNC, which a
      * cache up to a second old (no thread) or 10 ms old (the thread's) does
-     * not show yet -- poll now.  Only a step moves REALTIME - MONOTONIC:
-     * here off by the gap between the two reads (a preemption costs one
-     * needless poll) and, where the kernel answered REALTIME but the line
-     * MONOTONIC, by the line's error, asked only when it matters. */
-    int64_t moved = real - mono - wall_offset;
-    moved = moved < 0 ? -moved : moved;
-    if (ks.known && wall_known && moved > WALL_STEP_SLACK_NS &&
-        (!real_kernels || moved > WALL_STEP_SLACK_NS + own_bound(mode, mono))) {
+     * not show yet -- poll now. */
+    int unseen_step = 0;
+    if (ks.known && wall_known && stepped_since(real, mono, wall_offset, real_kernels, mode)) {
         fc_sync_poll(mono);
+        /* The poll may not have seen the kernel after the step: refused (a
+         * filter installed since the last answer), or another thread's poll
+         * still under way.  Then the offset is the old one, and the state
+         * with it from before the step. */
+        wall_known = fc_sync_wall_offset(&wall_offset);
         fc_sync_get(mono, &ks);
+        unseen_step = !wall_known || stepped_since(real, mono, wall_offset, real_kernels, mode);
     }
-    /* Unknown kernel state: assume the worst an unsynchronised clock reports. */
-    int64_t kernel_err = ks.known ? ks.maxerror_ns : 16LL * FC_NS_PER_SEC;
+    /* Unknown kernel state, or a step it has not been seen after: assume
+     * the worst an unsynchronised clock reports. */
+    int64_t kernel_err = ks.known && !unseen_step ? ks.maxerror_ns : 16LL * FC_NS_PER_SEC;
     int64_t e = own + kernel_err;
     *earliest_ns = real - e;
     *latest_ns = real + e;
