@@ -243,6 +243,43 @@ static int statically_linked(const char *path)
     return is_static;
 }
 
+/* The ELF machine this build's shim is for. */
+#if defined(__x86_64__)
+#define SHIM_MACHINE EM_X86_64
+#define SHIM_MACHINE_NAME "x86-64"
+#elif defined(__aarch64__)
+#define SHIM_MACHINE EM_AARCH64
+#define SHIM_MACHINE_NAME "arm64"
+#endif
+
+/* 1 for an ELF file the shim cannot be loaded into: 32-bit, or built for
+ * another machine (a foreign binary run through binfmt_misc and qemu); the
+ * loader then skips LD_PRELOAD with an error of its own. */
+static int foreign_elf(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    unsigned char ident[EI_NIDENT];
+    uint16_t type_machine[2] = {0, 0}; /* e_type, e_machine: after e_ident in both classes */
+    int foreign = pread(fd, ident, sizeof ident, 0) == (ssize_t)sizeof ident &&
+                  memcmp(ident, ELFMAG, SELFMAG) == 0 &&
+                  pread(fd, type_machine, sizeof type_machine, EI_NIDENT) == (ssize_t)sizeof type_machine;
+    close(fd);
+    if (!foreign)
+        return 0;
+    /* Only files the loader would take (executables and shared objects) of
+     * the byte order it reads. */
+    uint16_t machine = type_machine[1];
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (ident[EI_DATA] != ELFDATA2LSB)
+        return 1;
+#endif
+    if (type_machine[0] != ET_EXEC && type_machine[0] != ET_DYN)
+        return 0;
+    return ident[EI_CLASS] != ELFCLASS64 || machine != SHIM_MACHINE;
+}
+
 /* 1 where the kernel would run the file in secure mode (AT_SECURE) for its
  * capabilities, so that the loader ignores LD_PRELOAD: as
  * security/commoncap.c has it, for a caller whose real uid is not root, a
@@ -302,6 +339,9 @@ static void warn_if_not_preloadable(const char *cmd)
     else if (!nosuid && secure_for_capabilities(path))
         fprintf(stderr, "fastclock run: warning: %s has file capabilities; the dynamic loader ignores "
                         "LD_PRELOAD for it (secure mode), so it runs on the kernel's clocks\n", path);
+    else if (foreign_elf(path))
+        fprintf(stderr, "fastclock run: warning: %s is not a 64-bit " SHIM_MACHINE_NAME " program; the shim "
+                        "cannot be loaded into it, so it runs on the kernel's clocks\n", path);
     else if (statically_linked(path))
         fprintf(stderr, "fastclock run: warning: %s is statically linked; LD_PRELOAD has no effect "
                         "on it, so it runs on the kernel's clocks\n", path);

@@ -187,6 +187,14 @@ if [ -n "$static" ]; then
 else
     echo "  (static-binary warning not checked: no statically linked program found)"
 fi
+# A 32-bit program (here only its ELF header: the warning reads no more,
+# and the exec that follows fails as it may): the loader cannot take the
+# 64-bit shim into it.
+printf '\177ELF\001\001\001\000\000\000\000\000\000\000\000\000\002\000\003\000' >"$tmp/elf32"
+chmod +x "$tmp/elf32"
+"$fc" run -- "$tmp/elf32" >/dev/null 2>"$tmp/err"
+grep -q "elf32 is not a 64-bit .* program; the shim cannot be loaded into it" "$tmp/err" &&
+    ok "a 32-bit program is warned about" || bad "a 32-bit program: stderr: $(cat "$tmp/err")"
 expect "a dynamically linked program gets no warning" 0 "" -- "$fc" run -- true
 [ -s "$tmp/err" ] && bad "unexpected stderr for 'true': $(cat "$tmp/err")"
 exit $fail
