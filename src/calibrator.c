@@ -542,11 +542,15 @@ static void atfork_prepare(void)
 
 static void atfork_parent(void)
 {
-    int depth = --fork_depth;
+    /* The depth given back last: a fork from a signal handler meanwhile
+     * nests one deeper, with a bit of its own, and never sees this one's
+     * bit before it is cleared (nor clears it). */
+    int depth = fork_depth - 1;
     if (depth >= 0 && depth < 32 && (fork_took_lock & 1u << depth)) {
         fork_took_lock &= ~(1u << depth);
         fc_cal_unlock();
     }
+    fork_depth = depth;
 }
 
 static void atfork_child(void)
