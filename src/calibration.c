@@ -1672,6 +1672,8 @@ int fc_track_recalibrate(const struct fc_track *t)
         cs->jump_ref = 0;
         history_push(cs, &s);
         cs->resume_lapsed = 0; /* restarted after failures: the line may be in use */
+        if (cs->remeasure)
+            return track_failure(t, 0, s.mono); /* the rate is one sample from known */
         build_and_publish(t, &s, BUILD_RESUMED);
         return FC_RECAL_OK;
     }
@@ -1699,6 +1701,8 @@ int fc_track_recalibrate(const struct fc_track *t)
         cs->jump_ref = 0;
         history_push(cs, &s);
         atomic_fetch_add_explicit(&stats.rate_resets, 1, memory_order_relaxed);
+        if (cs->remeasure)
+            return track_failure(t, 0, s.mono);
         build_and_publish(t, &s, BUILD_RESUMED);
         return FC_RECAL_OK;
     }
@@ -1708,6 +1712,8 @@ int fc_track_recalibrate(const struct fc_track *t)
          * would give a slope across it, with a falsely small uncertainty. */
         cs->n = 0;
         history_push(cs, &s);
+        if (cs->remeasure)
+            return track_failure(t, 0, s.mono);
         build_and_publish(t, &s, BUILD_CONTINUE);
         return FC_RECAL_OK;
     }
@@ -1752,16 +1758,26 @@ int fc_track_recalibrate(const struct fc_track *t)
             if (t->cpu < 0)
                 return track_failure(t, "the counter's rate keeps changing against CLOCK_MONOTONIC "
                                         "(it is not invariant in practice)", s.mono);
-            /* Refused: this CPU's line resumes from the next sample, and
-             * not at the rate just refused (without RAW, the slope across
-             * the change: neither the old rate nor the new one).  The rate
-             * before it, as unknown as can be, until samples after the
-             * change measure it: a short line, with a bound that says so. */
+            /* Refused: the rate just judged (without RAW, the slope across
+             * the change: neither the old rate nor the new one) carries no
+             * line, and neither does the one before it, which the counter
+             * may have left.  No line until two samples after the change
+             * measure the rate (the kernel answers this CPU meanwhile); the
+             * uncertainty, internal until then, lets their slope replace
+             * the rate whatever it is. */
             cs->n = 0;
             cs->rate = old_rate;
             cs->rate_unc = 1.0;
+            cs->remeasure = 1;
             return track_failure(t, 0, s.mono);
         }
+    }
+    if (cs->remeasure) {
+        /* Two samples since the refused jump measured the rate: this CPU's
+         * line resumes, as after failures. */
+        cs->remeasure = 0;
+        build_and_publish(t, &s, BUILD_RESUMED);
+        return FC_RECAL_OK;
     }
     build_and_publish(t, &s, BUILD_CONTINUE);
     return FC_RECAL_OK;

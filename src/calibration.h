@@ -56,6 +56,8 @@ struct fc_cal_state {
     int64_t last_ok_mono;    /* kernel MONOTONIC at the last published line */
     int64_t failing_since;   /* kernel MONOTONIC of the first failure since, or 0 */
     int resume_lapsed;       /* after a suspend: the old line had lapsed before the resume */
+    int remeasure;           /* a per-CPU rate jump was refused: no line until two samples
+                                after it measure the rate */
     uint64_t sync_generation; /* the kernel's rate settings the history describes */
     int settings_known;       /* ... and those settings (adjtimex tick and frequency) */
     double jump_ref;          /* the rate before the counter changed its own (RAW said so), judged once the
