@@ -171,6 +171,27 @@ static int measure_seed(char *why, size_t why_size)
     return -1;
 }
 
+/* The CPU this runs on, as the kernel says it apart from TSC_AUX (which
+ * rdtscp reads, and the vDSO's getcpu too on a CPU with RDPID): the limit
+ * of the per-CPU segment the kernel sets up for vgetcpu, (node << 12) | cpu
+ * in GDT entry 15, read with lsl; else rseq's or the vDSO's answer through
+ * sched_getcpu.  Never the getcpu system call: a seccomp filter made from
+ * the calls libc makes may leave it out, and kill for it.  -1: unknown. */
+static int cpu_apart_from_aux(void)
+{
+#if defined(__x86_64__)
+    unsigned limit = 0;
+    unsigned char ok;
+    __asm__ __volatile__("lsl %[sel], %[lim]\n\tsetz %[ok]"
+                         : [lim] "=r"(limit), [ok] "=qm"(ok)
+                         : [sel] "r"(0x7bu)
+                         : "cc");
+    if (ok)
+        return (int)(limit & 0xfff);
+#endif
+    return sched_getcpu();
+}
+
 int fc_percpu_setup(char *why, size_t why_size)
 {
     struct fc_buf b;
@@ -188,11 +209,8 @@ int fc_percpu_setup(char *why, size_t why_size)
         int agree = 0, disagree = 0;
         for (int i = 0; i < 8; i++) {
             uint32_t a1, a2;
-            /* sched_getcpu, not the getcpu system call: libc answers from
-             * rseq or the vDSO, so a seccomp filter made from what libc
-             * calls may well leave the system call out (and kill for it). */
             fc_counter_rdtscp(&a1);
-            int cpu = sched_getcpu();
+            int cpu = cpu_apart_from_aux();
             fc_counter_rdtscp(&a2);
             if (cpu < 0 || a1 != a2)
                 continue;

@@ -101,8 +101,8 @@ FC_INLINE int fc_percpu_read_fast(enum fc_kind kind, int64_t *out)
  * measures the rate every CPU's first line starts from, between two
  * adjtimex polls that found the same settings (so the sync state that
  * status and bounds read is fresh).  Lines set up before: 0 at once.
- * Async-signal-safe (mmap; sched_getcpu: a load from rseq or a vDSO call,
- * no lock).  0, or -1 with the reason in why. */
+ * Async-signal-safe (mmap; the CPU from lsl, or sched_getcpu: a load from
+ * rseq or a vDSO call, no lock).  0, or -1 with the reason in why. */
 int fc_percpu_setup(char *why, size_t why_size);
 /* The read path of mode tsc-percpu: the inline read, else the slow one. */
 int64_t fc_percpu_read(enum fc_kind kind);
