@@ -195,13 +195,17 @@ int opt_next(struct opt_parser *p, int argc, char **argv, const char **value)
     *value = NULL;
     p->err[0] = 0;
     p->unknown = 0;
+    /* The argument getopt reads now (optind moves on only at the end of a
+     * cluster such as "-hx"); optopt cleared, which older musl leaves as it
+     * was for an unknown long option. */
+    const char *given = argv[optind > 0 ? optind : 1];
+    optopt = 0;
     int c = getopt_long(argc, argv, shorts, p->opts, NULL);
     if (c == -1)
         return -1;
     int k = opt_index(p, c == ':' || c == '?' ? optopt : c);
     const char *name = k >= 0 ? p->opts[k].name : NULL;
     const char *needs = k >= 0 && p->needs && p->needs[k] ? p->needs[k] : "a value";
-    const char *given = argv[optind - 1];
     if (c == ':') {
         snprintf(p->err, sizeof p->err, "--%s needs %s", name ? name : "?", needs);
         return '?';
@@ -218,7 +222,8 @@ int opt_next(struct opt_parser *p, int argc, char **argv, const char **value)
         }
         return '?';
     }
-    if (optarg && optarg == given && strncmp(optarg, "--", 2) == 0) {
+    /* A value that is the next argument (not "--opt=value"), and an option. */
+    if (optarg && optarg == argv[optind - 1] && strncmp(optarg, "--", 2) == 0) {
         snprintf(p->err, sizeof p->err, "--%s needs %s", name, needs);
         return '?';
     }

@@ -978,7 +978,7 @@ FC_API int fastclock_real_bounded(int64_t *earliest_ns, int64_t *latest_ns)
     int64_t e = own + kernel_err;
     *earliest_ns = real - e;
     *latest_ns = real + e;
-    return ks.known && ks.synchronized == 1 ? 0 : 1;
+    return ks.known && ks.synchronized == 1 && !unseen_step ? 0 : 1;
 }
 
 static int status_fill(struct fastclock_status *out);

@@ -282,6 +282,7 @@ class BadInput(unittest.TestCase):
         self.check("doctor", "--json=1", expect="--json takes no value")
         self.check("doctor", "extra", expect="unexpected argument 'extra'")
         self.check("doctor", "-x", expect="unknown option '-x'")
+        self.check("doctor", "--json", "-xh", expect="unknown option '-x'")  # in a cluster, not '--json'
         self.check("doctor", "--root", "/nonexistent/fastclock", expect="No such file or directory")
         self.check("doctor", "--root", FIXTURES + "/hpet", "--capture", "/tmp/x", expect="cannot be combined")
 
