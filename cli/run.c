@@ -243,13 +243,17 @@ static int statically_linked(const char *path)
     return is_static;
 }
 
-/* The ELF machine this build's shim is for. */
-#if defined(__x86_64__)
+/* The ELF machine this build's shim is for (64-bit builds; elsewhere no
+ * warning is given). */
+#if defined(__x86_64__) && !defined(__ILP32__)
 #define SHIM_MACHINE EM_X86_64
 #define SHIM_MACHINE_NAME "x86-64"
-#elif defined(__aarch64__)
+#elif defined(__aarch64__) && !defined(__ILP32__)
 #define SHIM_MACHINE EM_AARCH64
 #define SHIM_MACHINE_NAME "arm64"
+#else
+#define SHIM_MACHINE EM_NONE
+#define SHIM_MACHINE_NAME "?"
 #endif
 
 /* 1 for an ELF file the shim cannot be loaded into: 32-bit, or built for
@@ -257,6 +261,8 @@ static int statically_linked(const char *path)
  * loader then skips LD_PRELOAD with an error of its own. */
 static int foreign_elf(const char *path)
 {
+    if (SHIM_MACHINE == EM_NONE)
+        return 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return 0;

@@ -1672,8 +1672,13 @@ int fc_track_recalibrate(const struct fc_track *t)
         cs->jump_ref = 0;
         history_push(cs, &s);
         cs->resume_lapsed = 0; /* restarted after failures: the line may be in use */
-        if (cs->remeasure)
-            return track_failure(t, 0, s.mono); /* the rate is one sample from known */
+        if (cs->remeasure) {
+            /* The rate is one sample from known: that is no failure (the
+             * 15 s to give up count from here, not from the refusal, which
+             * may be long ago in a lazy process). */
+            cs->failing_since = s.mono;
+            return FC_RECAL_SKIPPED;
+        }
         build_and_publish(t, &s, BUILD_RESUMED);
         return FC_RECAL_OK;
     }
@@ -1769,6 +1774,15 @@ int fc_track_recalibrate(const struct fc_track *t)
             cs->rate = old_rate;
             cs->rate_unc = 1.0;
             cs->remeasure = 1;
+            /* The line in use ends here: past this sample it answers no
+             * read (its poll finds it spent, and the calibration that
+             * follows publishes nothing yet).  tsc-percpu needs no guard
+             * against the kernel's values past the cut: each thread's clamp
+             * keeps it monotonic, and the mode's bound covers the step. */
+            const struct fc_line *cur = fc_line_current(t->latch);
+            const struct fc_meta *cm = fc_meta_current(t->latch);
+            if ((uint64_t)(s.t - cur->base_tsc) < cm->soft_span)
+                publish_cut(t->latch, cur, cm, s.t - cur->base_tsc);
             return track_failure(t, 0, s.mono);
         }
     }
