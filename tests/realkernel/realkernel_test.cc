@@ -679,6 +679,7 @@ TEST_F(RealKernel, CoarseClocksJumpAhead)
     sleep_ns(20 * kNsPerMs);
     int fired = 0, jumped = 0;
     int64_t jump_max = 0, err_max = 0, excess_max = INT64_MIN, coarse_ahead_max = INT64_MIN;
+    long judged = 0; // fine reads inside a kernel bracket narrow enough to judge them
     std::string worst;
     for (int round = 0; round < kRounds; round++) {
         ASSERT_TRUE(set_tick(10000));
@@ -733,6 +734,7 @@ TEST_F(RealKernel, CoarseClocksJumpAhead)
                 int64_t k0 = raw_ns(r.id), v = r.fn(), k1 = raw_ns(r.id);
                 if (k1 < k0 || k1 - k0 > kMaxBracketNs)
                     continue;
+                judged++;
                 int64_t err = v < k0 ? k0 - v : v > k1 ? v - k1 : 0;
                 int64_t excess = err - std::max(before, bound_now());
                 err_max = std::max(err_max, err);
@@ -778,6 +780,7 @@ TEST_F(RealKernel, CoarseClocksJumpAhead)
         GTEST_SKIP() << "the kernel's coarse clock never showed a tick where the step put it (" << kRounds
                      << " tries: a time daemon or a frequency offset moves its grid, or its ticks come late): no "
                         "change could be placed";
+    EXPECT_GT(judged, 0) << "no fine read was judged: every kernel bracket was wider than " << kMaxBracketNs << " ns";
     EXPECT_LE(excess_max, 0) << "a fine read outside its bound after the change: " << worst;
     if (thread_calibrator()) {
         EXPECT_LE(coarse_ahead_max, 0) << "the thread's coarse clocks " << coarse_ahead_max
