@@ -247,11 +247,15 @@ static uint64_t past_ticks(double rate)
 
 /* Republish `cur` with its end cut to `span` (readers beyond it take the
  * slow path), remembering how far it reached before. */
-static void publish_cut(struct fc_latch *latch, const struct fc_line *cur, const struct fc_meta *cm, uint64_t span)
+/* Cuts the line's span to `span`.  ended: nothing past the cut was read
+ * (the next line need not start above the old one's uncut end); else
+ * readers of the uncut line may hold values up to its old end. */
+static void publish_cut(struct fc_latch *latch, const struct fc_line *cur, const struct fc_meta *cm, uint64_t span,
+                        int ended)
 {
     struct fc_line l = *cur;
     struct fc_meta m = *cm;
-    m.uncut_span = meta_end_span(cm);
+    m.uncut_span = ended ? span : meta_end_span(cm);
     m.soft_span = span;
     if (l.fast_span > span)
         l.fast_span = span;
@@ -602,7 +606,7 @@ int64_t fc_cal_global_ceiling(void)
         double rate = line_rate(cur);
         uint64_t cut = fc_now_counter(1) + (uint64_t)(FC_FENCE_NS / rate);
         if (cut - cur->base_tsc < cm->soft_span) {
-            publish_cut(&fc_latch, cur, cm, cut - cur->base_tsc);
+            publish_cut(&fc_latch, cur, cm, cut - cur->base_tsc, 0);
             uint64_t seen = fc_now_counter(1) + past_ticks(rate);
             if ((int64_t)(seen - cut) > 0)
                 cut = seen; /* preempted before the cut showed */
@@ -1019,7 +1023,7 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
         if (guard && t->cpu < 0) {
             if ((uint64_t)(guard - cur->base_tsc) < cut_span) {
                 cut_span = guard - cur->base_tsc;
-                publish_cut(t->latch, cur, cm, cut_span);
+                publish_cut(t->latch, cur, cm, cut_span, 0);
             }
             if (fc_seam.writer_step)
                 fc_seam.writer_step("cut");
@@ -1674,9 +1678,9 @@ int fc_track_recalibrate(const struct fc_track *t)
         cs->resume_lapsed = 0; /* restarted after failures: the line may be in use */
         if (cs->remeasure) {
             /* The rate is one sample from known: that is no failure (the
-             * 15 s to give up count from here, not from the refusal, which
-             * may be long ago in a lazy process). */
-            cs->failing_since = s.mono;
+             * 15 s to give up count from the next failure, not from the
+             * refusal, which may be long ago in a lazy process). */
+            cs->failing_since = 0;
             return FC_RECAL_SKIPPED;
         }
         build_and_publish(t, &s, BUILD_RESUMED);
@@ -1776,13 +1780,17 @@ int fc_track_recalibrate(const struct fc_track *t)
             cs->remeasure = 1;
             /* The line in use ends here: past this sample it answers no
              * read (its poll finds it spent, and the calibration that
-             * follows publishes nothing yet).  tsc-percpu needs no guard
-             * against the kernel's values past the cut: each thread's clamp
-             * keeps it monotonic, and the mode's bound covers the step. */
+             * follows publishes nothing yet).  Ended, not just cut: the
+             * line that resumes starts at the kernel's time, not at the
+             * old line's uncut end (ahead of the kernel where the counter
+             * sped up).  tsc-percpu needs no more: each thread's clamp
+             * keeps it monotonic (over the few reads between this sample
+             * and the cut showing too), and the mode's bound covers a step
+             * across CPUs. */
             const struct fc_line *cur = fc_line_current(t->latch);
             const struct fc_meta *cm = fc_meta_current(t->latch);
             if ((uint64_t)(s.t - cur->base_tsc) < cm->soft_span)
-                publish_cut(t->latch, cur, cm, s.t - cur->base_tsc);
+                publish_cut(t->latch, cur, cm, s.t - cur->base_tsc, 1);
             return track_failure(t, 0, s.mono);
         }
     }
