@@ -246,10 +246,10 @@ static uint64_t past_ticks(double rate)
 }
 
 /* Republish `cur` with its end cut to `span` (readers beyond it take the
- * slow path), remembering how far it reached before. */
-/* Cuts the line's span to `span`.  ended: nothing past the cut was read
- * (the next line need not start above the old one's uncut end); else
- * readers of the uncut line may hold values up to its old end. */
+ * slow path), remembering how far it reached before: its old end, where
+ * readers of the uncut line may hold values up to it, or the cut itself
+ * where it `ended` there (nothing past it was read, so the next line need
+ * not start above the old one's uncut end). */
 static void publish_cut(struct fc_latch *latch, const struct fc_line *cur, const struct fc_meta *cm, uint64_t span,
                         int ended)
 {

@@ -182,8 +182,11 @@ static int cpu_apart_from_aux(void)
 #if defined(__x86_64__)
     unsigned limit = 0;
     unsigned char ok;
+    /* Both outputs in registers, limit early-clobbered: lsl writes it
+     * before setz writes ok, so neither may share a register (or an
+     * address register) with the other. */
     __asm__ __volatile__("lsl %[sel], %[lim]\n\tsetz %[ok]"
-                         : [lim] "=r"(limit), [ok] "=qm"(ok)
+                         : [lim] "=&r"(limit), [ok] "=q"(ok)
                          : [sel] "r"(0x7bu)
                          : "cc");
     if (ok)
