@@ -207,44 +207,8 @@ static char *resolve_command(const char *cmd, char *buf, size_t size)
     }
 }
 
-/* An ELF executable (64- or 32-bit) without an interpreter is linked statically. */
-static int statically_linked(const char *path)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    Elf64_Ehdr eh;
-    Elf32_Ehdr e32;
-    int is_static = 0;
-    uint64_t phoff = 0;
-    unsigned phnum = 0, phsize = 0;
-    if (pread(fd, &eh, sizeof eh, 0) == (ssize_t)sizeof eh && memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0) {
-        if (eh.e_ident[EI_CLASS] == ELFCLASS64 && eh.e_phentsize == sizeof(Elf64_Phdr) &&
-            (eh.e_type == ET_EXEC || eh.e_type == ET_DYN)) {
-            phoff = eh.e_phoff, phnum = eh.e_phnum, phsize = sizeof(Elf64_Phdr);
-        } else if (eh.e_ident[EI_CLASS] == ELFCLASS32) {
-            memcpy(&e32, &eh, sizeof e32);
-            if (e32.e_phentsize == sizeof(Elf32_Phdr) && (e32.e_type == ET_EXEC || e32.e_type == ET_DYN))
-                phoff = e32.e_phoff, phnum = e32.e_phnum, phsize = sizeof(Elf32_Phdr);
-        }
-    }
-    if (phsize) {
-        is_static = 1;
-        for (unsigned i = 0; i < phnum; i++) {
-            uint32_t type; /* p_type leads both Phdr layouts */
-            if (pread(fd, &type, sizeof type, (off_t)(phoff + (uint64_t)i * phsize)) != (ssize_t)sizeof type ||
-                type == PT_INTERP) {
-                is_static = 0;
-                break;
-            }
-        }
-    }
-    close(fd);
-    return is_static;
-}
-
 /* The ELF machine this build's shim is for (64-bit builds; elsewhere no
- * warning is given). */
+ * file is called foreign). */
 #if defined(__x86_64__) && !defined(__ILP32__)
 #define SHIM_MACHINE EM_X86_64
 #define SHIM_MACHINE_NAME "x86-64"
@@ -256,34 +220,61 @@ static int statically_linked(const char *path)
 #define SHIM_MACHINE_NAME "?"
 #endif
 
-/* 1 for an ELF file the shim cannot be loaded into: 32-bit, or built for
- * another machine (a foreign binary run through binfmt_misc and qemu); the
- * loader then skips LD_PRELOAD with an error of its own. */
-static int foreign_elf(const char *path)
+enum elf_kind {
+    ELF_NONE,    /* not an ELF executable or library (a script), or unreadable */
+    ELF_FOREIGN, /* 32-bit, or for another machine or byte order (a binary run
+                    through binfmt_misc and qemu): the loader cannot take the
+                    shim into it, and skips LD_PRELOAD with an error of its own */
+    ELF_STATIC,  /* no interpreter: linked statically */
+    ELF_DYNAMIC,
+};
+
+/* What the loader makes of the file, from one read of its header. */
+static enum elf_kind elf_kind(const char *path)
 {
-    if (SHIM_MACHINE == EM_NONE)
-        return 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return 0;
-    unsigned char ident[EI_NIDENT];
-    uint16_t type_machine[2] = {0, 0}; /* e_type, e_machine: after e_ident in both classes */
-    int foreign = pread(fd, ident, sizeof ident, 0) == (ssize_t)sizeof ident &&
-                  memcmp(ident, ELFMAG, SELFMAG) == 0 &&
-                  pread(fd, type_machine, sizeof type_machine, EI_NIDENT) == (ssize_t)sizeof type_machine;
-    close(fd);
-    if (!foreign)
-        return 0;
-    /* Only files the loader would take (executables and shared objects) of
-     * the byte order it reads. */
-    uint16_t machine = type_machine[1];
+        return ELF_NONE;
+    /* e_type and e_machine follow e_ident in both classes: a header cut
+     * short still says that much (the rest reads as zeros). */
+    Elf64_Ehdr eh;
+    memset(&eh, 0, sizeof eh);
+    ssize_t got = pread(fd, &eh, sizeof eh, 0);
+    enum elf_kind kind = ELF_NONE;
+    uint64_t phoff = 0;
+    unsigned phnum = 0, phsize = 0;
+    if (got < EI_NIDENT + 4 || memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0) {
+        kind = ELF_NONE;
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    if (ident[EI_DATA] != ELFDATA2LSB)
-        return 1;
+    } else if (SHIM_MACHINE != EM_NONE && eh.e_ident[EI_DATA] != ELFDATA2LSB) {
+        kind = ELF_FOREIGN; /* its type and machine read in another byte order */
 #endif
-    if (type_machine[0] != ET_EXEC && type_machine[0] != ET_DYN)
-        return 0;
-    return ident[EI_CLASS] != ELFCLASS64 || machine != SHIM_MACHINE;
+    } else if (eh.e_type != ET_EXEC && eh.e_type != ET_DYN) {
+        kind = ELF_NONE;
+    } else if (SHIM_MACHINE != EM_NONE && (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_machine != SHIM_MACHINE)) {
+        kind = ELF_FOREIGN;
+    } else if (got == (ssize_t)sizeof eh && eh.e_ident[EI_CLASS] == ELFCLASS64 &&
+               eh.e_phentsize == sizeof(Elf64_Phdr)) {
+        phoff = eh.e_phoff, phnum = eh.e_phnum, phsize = sizeof(Elf64_Phdr);
+    } else if (got >= (ssize_t)sizeof(Elf32_Ehdr) && eh.e_ident[EI_CLASS] == ELFCLASS32) {
+        Elf32_Ehdr e32;
+        memcpy(&e32, &eh, sizeof e32);
+        if (e32.e_phentsize == sizeof(Elf32_Phdr))
+            phoff = e32.e_phoff, phnum = e32.e_phnum, phsize = sizeof(Elf32_Phdr);
+    }
+    if (phsize) {
+        kind = ELF_STATIC;
+        for (unsigned i = 0; i < phnum; i++) {
+            uint32_t type; /* p_type leads both Phdr layouts */
+            if (pread(fd, &type, sizeof type, (off_t)(phoff + (uint64_t)i * phsize)) != (ssize_t)sizeof type ||
+                type == PT_INTERP) {
+                kind = ELF_DYNAMIC;
+                break;
+            }
+        }
+    }
+    close(fd);
+    return kind;
 }
 
 /* 1 where the kernel would run the file in secure mode (AT_SECURE) for its
@@ -338,6 +329,7 @@ static void warn_if_not_preloadable(const char *cmd)
     /* On a nosuid mount neither the bits nor file capabilities take effect. */
     struct statvfs fs;
     int nosuid = statvfs(path, &fs) == 0 && (fs.f_flag & ST_NOSUID);
+    enum elf_kind kind = elf_kind(path);
     if (!nosuid &&
         (((st.st_mode & S_ISUID) && st.st_uid != geteuid()) || ((st.st_mode & S_ISGID) && st.st_gid != getegid())))
         fprintf(stderr, "fastclock run: warning: %s is set-user/group-ID; the dynamic loader ignores "
@@ -345,10 +337,10 @@ static void warn_if_not_preloadable(const char *cmd)
     else if (!nosuid && secure_for_capabilities(path))
         fprintf(stderr, "fastclock run: warning: %s has file capabilities; the dynamic loader ignores "
                         "LD_PRELOAD for it (secure mode), so it runs on the kernel's clocks\n", path);
-    else if (foreign_elf(path))
+    else if (kind == ELF_FOREIGN)
         fprintf(stderr, "fastclock run: warning: %s is not a 64-bit " SHIM_MACHINE_NAME " program; the shim "
                         "cannot be loaded into it, so it runs on the kernel's clocks\n", path);
-    else if (statically_linked(path))
+    else if (kind == ELF_STATIC)
         fprintf(stderr, "fastclock run: warning: %s is statically linked; LD_PRELOAD has no effect "
                         "on it, so it runs on the kernel's clocks\n", path);
 }

@@ -1794,14 +1794,11 @@ int fc_track_recalibrate(const struct fc_track *t)
             return track_failure(t, 0, s.mono);
         }
     }
-    if (cs->remeasure) {
-        /* Two samples since the refused jump measured the rate: this CPU's
-         * line resumes, as after failures. */
-        cs->remeasure = 0;
-        build_and_publish(t, &s, BUILD_RESUMED);
-        return FC_RECAL_OK;
-    }
-    build_and_publish(t, &s, BUILD_CONTINUE);
+    /* Two samples since a refused jump measured the rate: this CPU's line
+     * resumes, as after failures. */
+    enum build_kind kind = cs->remeasure ? BUILD_RESUMED : BUILD_CONTINUE;
+    cs->remeasure = 0;
+    build_and_publish(t, &s, kind);
     return FC_RECAL_OK;
 }
 

@@ -115,6 +115,11 @@ static void probe_child(void)
     syscall(SYS_exit_group, 0);
 }
 
+/* Above this the copy is not made and adjtimex counts as refused: a wider
+ * error bound and an unknown synchronisation state, never the process, nor
+ * a stall of more than ~15 ms. */
+#define PROBE_MAX_RSS_KB (512L * 1024)
+
 /*
  * Whether adjtimex kills a child that runs under this thread's filters.
  * The child is a raw clone (no fork handlers run, the host's or ours;
@@ -130,11 +135,6 @@ static void probe_child(void)
  * that traps the clone itself reaches the host's handler, as it would
  * without fastclock.  Returns 1 (kills, or cannot tell) or 0.
  */
-/* Above this the copy is not made and adjtimex counts as refused: a wider
- * error bound and an unknown synchronisation state, never the process, nor
- * a stall of more than ~15 ms. */
-#define PROBE_MAX_RSS_KB (512L * 1024)
-
 static int adjtimex_kills_a_child(long rss_kb)
 {
     if (rss_kb > PROBE_MAX_RSS_KB) /* unknown (no procfs, -1): asked, whatever it costs */

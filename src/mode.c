@@ -468,8 +468,8 @@ static void switch_to_percpu_locked(const char *why);
 static int recalibrate_locked(void);
 
 /* Readers call this inside a read (the lazy calibrator, a line run out), and
- * what it may do -- a switch to per-CPU lines sets them up with getcpu and
- * mmap -- must not show in their errno. */
+ * what it may do -- a switch to per-CPU lines sets them up with
+ * sched_getcpu and mmap -- must not show in their errno. */
 int fc_mode_recalibrate(void)
 {
     int saved = errno;
