@@ -663,6 +663,11 @@ TEST(Gettimeofday, MatchesTheKernelAndToleratesNulls)
     gettimeofday(&k1, &ktz);
     EXPECT_EQ(tz.tz_minuteswest, ktz.tz_minuteswest);
     EXPECT_EQ(tz.tz_dsttime, ktz.tz_dsttime);
+    // The timezone alone, as gettimeofday(NULL, &tz) gives it.
+    memset(&tz, 0x55, sizeof tz);
+    EXPECT_EQ(fastclock_gettimeofday(nullptr, &tz), 0);
+    EXPECT_EQ(tz.tz_minuteswest, ktz.tz_minuteswest);
+    EXPECT_EQ(tz.tz_dsttime, ktz.tz_dsttime);
 }
 
 // ---- coarse clocks and ticks --------------------------------------------
