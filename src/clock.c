@@ -429,9 +429,31 @@ static FC_COLD int64_t routed_kernel_read(enum fc_kind kind)
     return direct_ns(k, fc_kind_clock(kind));
 }
 
+/*
+ * tsc-percpu's wall clocks where the kernel answers them (mode.c
+ * choose_percpu_wall) but the route is not taken yet: after a switch from
+ * mode tsc, whose global line may have led the kernel by its error.  Until
+ * the kernel has passed the switch floor they are MONOTONIC held at the
+ * floor plus the offset -- never a per-CPU line's value, which may lead the
+ * kernel too -- and from then on the kernel's own, both flavours.
+ */
+static FC_COLD int64_t percpu_wall_read(enum fc_kind kind)
+{
+    fc_direct_fn k = fc_refclock_answering();
+    int64_t floor = atomic_load_explicit(&fc_percpu_switch_floor, memory_order_relaxed);
+    int64_t mono = direct_ns(k, CLOCK_MONOTONIC);
+    if (mono < floor)
+        return fc_wall_from_mono(kind, floor);
+    fc_wall_to_kernel(k);
+    return direct_ns(k, fc_kind_clock(kind));
+}
+
 /* Its one caller, fc_slow_read, has tested the routes already. */
 static FC_COLD int64_t slow_read(enum fc_kind kind, int ordered)
 {
+    if (FC_UNLIKELY(fc_kind_is_wall(kind) && atomic_load_explicit(&fc_percpu_wall_kernel, memory_order_acquire)) &&
+        atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_PERCPU)
+        return percpu_wall_read(kind);
     if (fc_kind_is_wall(kind)) { /* MONOTONIC, in whatever way this mode reads it, plus the offset */
         int64_t mono = slow_read(FC_MONO, ordered);
         if (routed_to_kernel(ordered)) /* the route showed meanwhile: the kernel's own wall clock */

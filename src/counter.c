@@ -35,6 +35,7 @@
 #define RDTSCP_MARGIN 1.25  /* rdtscp unless it costs 25% more than lfence;rdtsc, twice */
 #define KERNEL_MARGIN 0.50  /* the kernel only if it costs under half */
 #define CHOOSE_ROUNDS 15    /* interleaved rounds of the three candidates (~20 us here) */
+#define KERNEL_ROUNDS 9     /* rdtscp against the kernel's read: a gap of 3x or more to tell */
 
 /* Ticks for one batch of BATCH reads. */
 #define BATCH_TICKS(expr, out)                              \
@@ -219,6 +220,23 @@ static uint32_t seam_route(uint32_t flags)
 int fc_counter_prefer_rdtscp(int has_rdtscp, int lfence_orders, double rdtscp_over_lfence)
 {
     return has_rdtscp && (!lfence_orders || rdtscp_over_lfence <= RDTSCP_MARGIN);
+}
+
+double fc_counter_kernel_over_rdtscp(void)
+{
+    if (!FC_HAVE_PERCPU || fc_seam.counter || !(fc_seam.cpu ? fc_seam.cpu->has_rdtscp : fc_cpu_has_rdtscp()))
+        return 0;
+    volatile uint64_t sink = 0;
+    uint64_t rdtscp[KERNEL_ROUNDS], kernel[KERNEL_ROUNDS];
+    uint64_t best_p = UINT64_MAX, best_k = UINT64_MAX;
+    for (int r = 0; r < KERNEL_ROUNDS; r++) {
+        BATCH_TICKS(fc_counter_rdtscp_only(), rdtscp[r]);
+        BATCH_TICKS(kernel_read(), kernel[r]);
+        best_p = rdtscp[r] < best_p ? rdtscp[r] : best_p;
+        best_k = kernel[r] < best_k ? kernel[r] : best_k;
+    }
+    (void)sink;
+    return paired_ratio(kernel, rdtscp, KERNEL_ROUNDS, best_k, best_p);
 }
 
 uint32_t fc_counter_choose(double ns_per_tick)

@@ -135,6 +135,49 @@ _Atomic int fc_percpu_kernel;             /* 1: the kernel answers tsc-percpu's 
 static _Atomic int kernel_at_start;       /* fine reads went to the kernel from the decision on */
 static _Atomic int kernel_reads_counter;  /* at the decision: the kernel's clocksource is the counter */
 
+/*
+ * tsc-percpu's wall clocks, where the per-CPU lines answer the fine reads:
+ * a wall read is then a per-CPU MONOTONIC read plus the offset check (a
+ * second vDSO call, wall.h), while the kernel's REALTIME costs just what its
+ * MONOTONIC does.  Where the kernel's clock answers in user space -- its
+ * vDSO reads a counter: kvm-clock, a Hyper-V TSC page -- that is less than
+ * ours: measured on an Intel guest with kvm-clock, the per-CPU REALTIME cost
+ * 1.13-1.16x libc's, gettimeofday 1.29x.  There the kernel answers the wall
+ * clocks.  Where its vDSO makes a system call (hpet, acpi_pm, a pvclock the
+ * host does not mark stable) the lines answer: 5-50x cheaper.  Told apart
+ * by the kernel's read over rdtscp, timed at the decision: 1.2-1.6 in user
+ * space, 5 or more through a system call; the threshold sits in the gap, far
+ * from both, so every process decides the same.  Where the kernel's
+ * clocksource is the counter itself the ordered wall reads go to it anyway
+ * (wall.c fc_wall_choose).  A switch from mode tsc takes the route once the
+ * kernel has passed the switch floor (clock.c percpu_wall_read).
+ */
+#define PERCPU_WALL_KERNEL_MAX 2.5
+_Atomic int fc_percpu_wall_kernel; /* 1: the kernel answers tsc-percpu's wall clocks */
+
+static void choose_percpu_wall(int fine_to_kernel, struct fc_buf *b)
+{
+    int to_kernel = 0;
+    double ratio = 0;
+    if (fc_seam.percpu_wall_route != 0)
+        to_kernel = fc_seam.percpu_wall_route > 0;
+    else if (!fine_to_kernel && !atomic_load_explicit(&kernel_reads_counter, memory_order_relaxed) &&
+             !fc_seam.counter && !fc_seam.counter_aux && !fc_seam.kernel_gettime) {
+        ratio = fc_counter_kernel_over_rdtscp();
+        to_kernel = ratio > 0 && ratio < PERCPU_WALL_KERNEL_MAX;
+    }
+    atomic_store_explicit(&fc_percpu_wall_kernel, to_kernel, memory_order_release);
+    if (to_kernel) {
+        fc_buf_str(b, "; the kernel's clock answers the wall clocks: it reads in user space");
+        if (ratio > 0) {
+            fc_buf_str(b, " (");
+            fc_buf_fixed(b, ratio, 1);
+            fc_buf_str(b, "x rdtscp)");
+        }
+        fc_buf_str(b, ", for less than a per-CPU read plus the offset check");
+    }
+}
+
 /* Chooses, and says so after the mode's reason in b. */
 static void choose_percpu_kernel(int forced, struct fc_buf *b)
 {
@@ -149,6 +192,7 @@ static void choose_percpu_kernel(int forced, struct fc_buf *b)
     if (to_kernel)
         fc_buf_str(b, "; the kernel's clock answers the fine reads: its clocksource is the counter, "
                       "which its vDSO reads with less work than a per-CPU read");
+    choose_percpu_wall(to_kernel, b);
 }
 
 int fc_kernel_from_start(void)
@@ -437,8 +481,11 @@ void fc_mode_enter(int mode, const char *reason, int64_t floor_ns)
          * its error; they stay MONOTONIC (held at the switch floor) plus
          * the offset until the kernel has passed the floor (clock.c
          * percpu_kernel_read), or the per-CPU lines answer them. */
-        if (mode == FC_MODE_PERCPU && floor_ns == 0)
+        if (mode == FC_MODE_PERCPU && floor_ns == 0) {
             fc_wall_enter_percpu();
+            if (atomic_load_explicit(&fc_percpu_wall_kernel, memory_order_relaxed))
+                fc_wall_to_kernel(fc_refclock_answering()); /* both flavours, gettimeofday too */
+        }
         atomic_store_explicit(&fc_ticks_raw, 0, memory_order_relaxed);
         if (at_start && fix_ticks_unit(TICKS_NS) == TICKS_NS) {
             /* No raw tick was ever handed out. */
@@ -953,6 +1000,7 @@ void fc_reset_for_tests(void)
     atomic_store(&system_at_start, 0);
     atomic_store(&kernel_at_start, 0);
     atomic_store(&fc_percpu_kernel, 0);
+    atomic_store(&fc_percpu_wall_kernel, 0);
     atomic_store(&kernel_reads_counter, 0);
     atomic_store(&mode_forced, 0);
     decided_pref = PREF_AUTO;

@@ -58,6 +58,9 @@ FC_HIDDEN int fc_kernel_from_start(void);
  * by mode.c alone, before the mode says tsc-percpu; inline, for the per-CPU
  * read's path through fastclock_gettime. */
 FC_HIDDEN extern _Atomic int fc_percpu_kernel;
+/* 1: the kernel's clock answers tsc-percpu's wall clocks (mode.c says why):
+ * from the decision on, or once the kernel has passed the switch floor. */
+FC_HIDDEN extern _Atomic int fc_percpu_wall_kernel;
 FC_INLINE int fc_percpu_to_kernel(void)
 {
     return atomic_load_explicit(&fc_percpu_kernel, memory_order_acquire);

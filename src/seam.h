@@ -33,6 +33,9 @@ struct fc_seam {
     int percpu_route;  /* tsc-percpu's fine reads: 0 as the machine says (the kernel's clock where its
                           clocksource is the counter; the lines if anything above is simulated),
                           1 the kernel's clock, -1 the per-CPU lines */
+    int percpu_wall_route; /* tsc-percpu's wall clocks where its fine reads are the lines': 0 as
+                              measured (the per-CPU lines if anything above is simulated), 1 the
+                              kernel's clock, -1 the per-CPU lines plus the offset */
     void (*warp_worker_start)(int cpu); /* non-NULL: called first by each warp-check worker
                                            (a test holds one there: a CPU it never gets) */
     void (*warp_worker_ready)(int cpu); /* non-NULL: called by each warp-check worker once both

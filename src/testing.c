@@ -125,6 +125,11 @@ void fc_test_switch_to_percpu(const char *why)
         fc_cpu_relax();
 }
 
+void fc_test_raise_percpu_floor(int64_t floor_ns)
+{
+    fc_percpu_set_floor(floor_ns);
+}
+
 int fc_test_recalibrate(void)
 {
     if (!fc_cal_trylock())

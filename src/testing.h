@@ -49,6 +49,9 @@ void fc_test_pause_calibrator(int paused);
 void fc_test_coarse_tick(void);
 /* What the calibrator does when its start-up warp check fails. */
 void fc_test_switch_to_percpu(const char *why);
+/* After such a switch: the floor no per-CPU read goes below, raised to
+ * floor_ns -- a global line that led the kernel by that much. */
+void fc_test_raise_percpu_floor(int64_t floor_ns);
 /* Take (1: waits for it) or release (0) the global line's writer lock, as
  * a calibration in progress on this thread holds it. */
 void fc_test_hold_writer_lock(int hold);

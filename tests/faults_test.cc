@@ -3705,11 +3705,13 @@ TEST(RealMachine, StalledCalibratorDoesNotStaleTheClock)
 
 // The real machine, with tsc-percpu's fine reads on the path given (1: the
 // kernel's clock, -1: the per-CPU lines, 0: as measured).
-static void reset_real_machine(int percpu_route, int ordered_route = 0, const char *sysroot = nullptr)
+static void reset_real_machine(int percpu_route, int ordered_route = 0, const char *sysroot = nullptr,
+                               int percpu_wall_route = 0)
 {
     struct fc_seam seam;
     memset(&seam, 0, sizeof seam);
     seam.percpu_route = percpu_route;
+    seam.percpu_wall_route = percpu_wall_route;
     seam.ordered_route = ordered_route;
     seam.sysroot = sysroot;
     fc_test_reset(&seam);
@@ -4222,6 +4224,122 @@ TEST(RealMachine, PerCpuRouteHoldsEveryReadAcrossTheSwitch)
         EXPECT_GE(fastclock_mono_coarse_ns(), coarse);
     }
     fc_test_reset(nullptr);
+}
+
+static int64_t real_gettime_ns(void)
+{
+    struct timespec ts;
+    fastclock_gettime(CLOCK_REALTIME, &ts);
+    return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static int64_t gettimeofday_us(void)
+{
+    struct timeval tv;
+    fastclock_gettimeofday(&tv, nullptr);
+    return tv.tv_sec * 1000000LL + tv.tv_usec;
+}
+
+// tsc-percpu's wall clocks where its per-CPU lines answer the fine reads:
+// the kernel's clock answers them where it reads in user space (mode.c
+// choose_percpu_wall measures it; the seam forces both answers here), from
+// the decision on, or after a switch from mode tsc once the kernel has
+// passed the switch floor -- with nothing going back across the switch.
+// The kernel's clocksource reads as hpet (a sysfs root of the test's), so
+// the wall clocks' own route for a kernel that reads the counter
+// (wall.c fc_wall_choose) plays no part.
+TEST(RealMachine, PerCpuWallClocksGoToTheKernelWhereItReadsInUserSpace)
+{
+    NEEDS_PERCPU();
+    RealMachineGuard guard{sysroot(OTHER_CS, CS " " OTHER_CS " acpi_pm")};
+    const char *root = guard.root.c_str();
+    std::string percpu_refused;
+    // At the decision: routed at once, or not at all.
+    for (int wall_route : {1, -1}) {
+        SCOPED_TRACE(wall_route > 0 ? "decided, the kernel's" : "decided, the lines'");
+        setenv("FASTCLOCK_MODE", "percpu", 1);
+        reset_real_machine(-1, 0, root, wall_route);
+        struct fastclock_status st;
+        fastclock_status(&st);
+        unsetenv("FASTCLOCK_MODE");
+        if (std::string(st.mode) != "tsc-percpu") {
+            percpu_refused = st.reason;
+            continue;
+        }
+        struct fc_test_routes routes;
+        fc_test_get_routes(&routes);
+        const bool said = std::string(st.reason).find("answers the wall clocks") != std::string::npos;
+        if (wall_route > 0) {
+            EXPECT_TRUE(said) << st.reason;
+            EXPECT_NE(routes.wall, nullptr) << "ordered wall reads went to the per-CPU lines";
+            EXPECT_EQ(routes.wall_unordered, routes.wall) << "unordered wall reads went elsewhere";
+            EXPECT_EQ(outside_kernel_brackets(CLOCK_REALTIME, fastclock_real_ns, 20000), 0);
+            EXPECT_EQ(outside_kernel_brackets(CLOCK_REALTIME, fastclock_real_ns_unordered, 20000), 0);
+        } else {
+            EXPECT_FALSE(said) << st.reason;
+            EXPECT_EQ(routes.wall, nullptr) << "ordered wall reads left the per-CPU lines";
+            EXPECT_EQ(routes.wall_unordered, nullptr) << "unordered wall reads left the per-CPU lines";
+        }
+        fastclock_mono_ns(); // calibrates this CPU's line
+        fastclock_status(&st);
+        EXPECT_GT(st.cpus_calibrated, 0) << "the fine reads are the lines' either way";
+    }
+    // A switch from mode tsc: every wall flavour holds its values across it.
+    for (int round = 0; round < 3 && percpu_refused.empty(); round++) {
+        SCOPED_TRACE("switched, round " + std::to_string(round));
+        setenv("FASTCLOCK_MODE", "tsc", 1);
+        reset_real_machine(-1, 0, root, 1);
+        fc_test_start_calibrator();
+        struct fastclock_status st;
+        fastclock_status(&st);
+        unsetenv("FASTCLOCK_MODE");
+        if (std::string(st.mode) != "tsc")
+            GTEST_SKIP() << "mode tsc refused here: " << st.reason;
+        usleep(20000);
+        int64_t real = fastclock_real_ns(), real_u = fastclock_real_ns_unordered(), real_g = real_gettime_ns();
+        int64_t tv = gettimeofday_us();
+        fc_test_pause_calibrator(1); // no wall read of its own before the floor is raised
+        fc_test_switch_to_percpu("test: pretend the warp check failed");
+        fastclock_status(&st);
+        if (std::string(st.mode) != "tsc-percpu") {
+            fc_test_pause_calibrator(0);
+            percpu_refused = st.reason;
+            break;
+        }
+        // As if the global line had led the kernel by 3 ms: until the
+        // kernel passes that, the wall clocks are held there, off its route.
+        const int64_t lead = 3000000;
+        const int64_t floor = fctest::kernel_ns(CLOCK_MONOTONIC) + lead;
+        fc_test_raise_percpu_floor(floor);
+        int64_t held = fastclock_real_ns();
+        const int64_t kernel_real = fctest::kernel_ns(CLOCK_REALTIME);
+        struct fc_test_routes before;
+        fc_test_get_routes(&before);
+        if (fctest::kernel_ns(CLOCK_MONOTONIC) < floor) { // not preempted past it meanwhile
+            EXPECT_EQ(before.wall, nullptr) << "the wall reads took the kernel's route below the floor";
+            EXPECT_GE(held, kernel_real + lead / 2) << "a wall read below the floor was not held there";
+        }
+        fc_test_pause_calibrator(0);
+        long back = 0;
+        for (int i = 0; i < 20000; i++) {
+            int64_t r = fastclock_real_ns(), u = fastclock_real_ns_unordered(), g = real_gettime_ns();
+            int64_t t = gettimeofday_us();
+            back += (r < real) + (u < real_u) + (g < real_g) + (t < tv);
+            real = r, real_u = u, real_g = g, tv = t;
+        }
+        EXPECT_EQ(back, 0) << "a wall clock went back across the switch";
+        while (fctest::kernel_ns(CLOCK_MONOTONIC) < floor)
+            usleep(500);
+        EXPECT_GE(fastclock_real_ns(), held);
+        struct fc_test_routes routes;
+        fc_test_get_routes(&routes);
+        EXPECT_NE(routes.wall, nullptr) << "past the floor, the wall reads did not take the kernel's route";
+        EXPECT_EQ(routes.wall_unordered, routes.wall);
+        EXPECT_EQ(outside_kernel_brackets(CLOCK_REALTIME, fastclock_real_ns, 2000), 0);
+        EXPECT_EQ(outside_kernel_brackets(CLOCK_REALTIME, fastclock_real_ns_unordered, 2000), 0);
+    }
+    if (!percpu_refused.empty())
+        GTEST_SKIP() << "tsc-percpu refused here (needs rdtscp naming the CPU): " << percpu_refused;
 }
 
 // The calibrator thread's CPU time so far, in clock ticks (0 if not found).
