@@ -113,7 +113,8 @@ struct fastclock_line_block_v1 {
     /* Non-NULL where the kernel answers every fine read (mode system decided
      * at start-up, tsc-percpu where the kernel's clock is the cheaper read,
      * a counter dearer than the kernel's clock): its clock_gettime, to call
-     * as the function would. */
+     * as the function would; or, in tsc-percpu, the library's own entry to
+     * its per-CPU lines, called the same way. */
     int (*kernel_gettime)(clockid_t, struct timespec *);
     uint64_t reserved1[5]; /* the library's */
     struct fastclock_line_slot_v1 line[2];

@@ -266,11 +266,23 @@ FC_INLINE int64_t direct_ns(fc_direct_fn f, clockid_t id)
     return fc_ts_to_ns(&ts);
 }
 
-/* Where the kernel answers this flavour (fc_kernel_route): its clock, one
- * call, out of line (the timespec's frame stays off the line's path). */
-static __attribute__((noinline)) int64_t kernel_read(fc_direct_fn k, clockid_t id)
+FC_INLINE void split_ts(enum fc_kind kind, int64_t ns, struct timespec *ts)
 {
-    return direct_ns(k, id);
+    int64_t rem;
+    ts->tv_sec = (time_t)fc_split_seconds(kind, ns, &rem);
+    ts->tv_nsec = (long)rem;
+}
+
+static int64_t percpu_route_ns(enum fc_kind kind);
+
+/* Where the reads' first test sends this flavour (fc_kernel_route): the
+ * kernel's clock, one call, out of line (the timespec's frame stays off the
+ * line's path), or tsc-percpu's lines. */
+static __attribute__((noinline)) int64_t route_read(fc_direct_fn k, enum fc_kind kind)
+{
+    if (k == fc_percpu_route_gettime)
+        return percpu_route_ns(kind);
+    return direct_ns(k, fc_kind_clock(kind));
 }
 
 /* The line answers (wall clocks: plus the kernel's offset, wall.h), unless
@@ -290,7 +302,7 @@ FC_INLINE int64_t fc_read(enum fc_kind kind, int ordered)
         return direct_ns(w, fc_kind_clock(kind));
     fc_direct_fn k = fc_kernel_route(ordered);
     if (FC_UNLIKELY(k != 0))
-        return kernel_read(k, fc_kind_clock(kind)); /* a constant: the caller's kind */
+        return route_read(k, kind); /* a constant: the caller's kind */
     if (FC_LIKELY(fc_read_line(kind, ordered, &v)))
         return v;
     return fc_slow_read(kind, ordered);
@@ -577,6 +589,76 @@ static FC_COLD int64_t percpu_kernel_read(enum fc_kind kind)
     return kind == FC_BOOT ? boot : direct_ns(k, fc_kind_clock(kind));
 }
 
+/*
+ * tsc-percpu's lines as the reads' first route.  The global line has
+ * nothing to say in tsc-percpu, yet a read that tries it first loads and
+ * tests it before its rdtscp -- which waits for those loads -- and then
+ * takes the slow path's tests: forced percpu on an Intel guest cost
+ * 1.08-1.09x libc's clock_gettime for fastclock_mono_ns that way, and
+ * 1.12-1.18x for fastclock_gettime.  So the first per-CPU read of each
+ * flavour puts fc_percpu_route_gettime where the reads' first test looks
+ * (fc_latch.kernel_ordered or kernel_direct; line.h), unless a kernel route
+ * is there: from then on the read goes straight to the per-CPU lines.
+ * Every pass through it checks that they still answer: a mode that left
+ * tsc-percpu (a fail-safe) or handed it to the kernel finds the route here
+ * and takes it down, and the read takes the slow path.
+ */
+static void take_percpu_route(int ordered)
+{
+    _Atomic(fc_direct_fn) *slot = ordered ? &fc_latch.kernel_ordered : &fc_latch.kernel_direct;
+    fc_direct_fn expected = 0;
+    if (atomic_load_explicit(slot, memory_order_relaxed) == 0)
+        atomic_compare_exchange_strong_explicit(slot, &expected, fc_percpu_route_gettime, memory_order_relaxed,
+                                                memory_order_relaxed);
+}
+
+static FC_COLD void drop_percpu_route(void)
+{
+    fc_direct_fn expected = fc_percpu_route_gettime;
+    atomic_compare_exchange_strong_explicit(&fc_latch.kernel_ordered, &expected, (fc_direct_fn)0,
+                                            memory_order_relaxed, memory_order_relaxed);
+    expected = fc_percpu_route_gettime;
+    atomic_compare_exchange_strong_explicit(&fc_latch.kernel_direct, &expected, (fc_direct_fn)0,
+                                            memory_order_relaxed, memory_order_relaxed);
+}
+
+/* The per-CPU lines answer kind now (acquire: the switch floor is written
+ * before the mode). */
+FC_INLINE int percpu_lines_answer(enum fc_kind kind)
+{
+    return FC_LIKELY(!fc_kind_is_wall(kind)) &&
+           FC_LIKELY(atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_PERCPU) &&
+           FC_LIKELY(!fc_percpu_to_kernel());
+}
+
+static FC_COLD int64_t percpu_route_off(enum fc_kind kind)
+{
+    if (atomic_load_explicit(&fc_mode, memory_order_acquire) != FC_MODE_PERCPU || fc_percpu_to_kernel())
+        drop_percpu_route();
+    return fc_slow_read(kind, 1); /* a wall clock: MONOTONIC plus the offset, or the kernel's */
+}
+
+static int64_t percpu_route_ns(enum fc_kind kind)
+{
+    if (FC_UNLIKELY(!percpu_lines_answer(kind)))
+        return percpu_route_off(kind);
+    return fc_percpu_read(kind);
+}
+
+int fc_percpu_route_gettime(clockid_t id, struct timespec *ts)
+{
+    enum fc_kind kind = kind_of(id);
+    int64_t ns;
+    if (FC_LIKELY(kind == FC_MONO) && percpu_lines_answer(FC_MONO)) {
+        if (FC_UNLIKELY(!fc_percpu_read_fast(FC_MONO, &ns)))
+            ns = fc_percpu_read_slow(FC_MONO);
+    } else {
+        ns = percpu_route_ns(kind);
+    }
+    split_ts(kind, ns, ts);
+    return 0;
+}
+
 __attribute__((noinline)) int64_t fc_slow_read(enum fc_kind kind, int ordered)
 {
     fc_direct_fn f = atomic_load_explicit(&fc_direct_gettime, memory_order_relaxed);
@@ -588,8 +670,11 @@ __attribute__((noinline)) int64_t fc_slow_read(enum fc_kind kind, int ordered)
     if (routed_to_kernel(ordered))
         return routed_kernel_read(kind);
     /* tsc-percpu's reads, every one of them (the global line routes them here). */
-    if (FC_LIKELY(!fc_kind_is_wall(kind) && mode == FC_MODE_PERCPU))
+    if (FC_LIKELY(!fc_kind_is_wall(kind) && mode == FC_MODE_PERCPU)) {
+        if (!fc_percpu_to_kernel())
+            take_percpu_route(ordered);
         return percpu_answer(kind);
+    }
     return slow_read(kind, ordered);
 }
 
@@ -734,13 +819,6 @@ static FC_COLD int gettime_null(clockid_t id)
     if (fc_seam.kernel_gettime)
         return fc_seam.kernel_gettime(id, 0);
     return (int)syscall(SYS_clock_gettime, id, (struct timespec *)0);
-}
-
-FC_INLINE void split_ts(enum fc_kind kind, int64_t ns, struct timespec *ts)
-{
-    int64_t rem;
-    ts->tv_sec = (time_t)fc_split_seconds(kind, ns, &rem);
-    ts->tv_nsec = (long)rem;
 }
 
 /* The line could not answer: the vDSO directly in mode system, else what

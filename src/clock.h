@@ -9,6 +9,13 @@
 /* Slow path: initialisation, mode system, calibration due, expired lines. */
 FC_HIDDEN int64_t fc_slow_read(enum fc_kind kind, int ordered);
 
+/* tsc-percpu's lines as a route of the reads' first test (line.h
+ * fc_kernel_route, beside the kernel's clock): clock_gettime's shape, for
+ * MONOTONIC, BOOTTIME and the wall clocks.  A reader that finds it there
+ * calls it as it would the kernel's clock -- except the shim, which must
+ * not take it for the kernel (libc's values may not follow a per-CPU line's). */
+FC_HIDDEN int fc_percpu_route_gettime(clockid_t id, struct timespec *ts);
+
 /* The calibrator thread: has the process read the time yet (it decides a
  * millisecond after the first read)? */
 FC_HIDDEN int fc_decision_wanted(void);

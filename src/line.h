@@ -78,11 +78,14 @@ struct fc_latch {
      * by clock.c only, once: route_decided, percpu_kernel_read once the
      * kernel has passed the switch floor (beside its routing pointer for the
      * slow path, which says the same), or routed_kernel_read under
-     * FC_READ_KERNEL (counter.h). */
+     * FC_READ_KERNEL (counter.h).  Or, where tsc-percpu's lines answer, their
+     * entry fc_percpu_route_gettime (clock.c take_percpu_route: the global
+     * line has nothing to say there), which takes itself down if the mode
+     * leaves them; never over a kernel route. */
     int (*_Atomic kernel_direct)(clockid_t, struct timespec *);
     /* The same for the ordered reads alone: set with kernel_direct, and
      * where FC_READ_ORDERED_KERNEL sends them to the kernel (clock.c, by the
-     * first such read, stored only if it differs).  The library's own; the
+     * first such read, stored only if it differs), or tsc-percpu's lines.  The library's own; the
      * header's ordered read sees the flag and calls the function. */
     int (*_Atomic kernel_ordered)(clockid_t, struct timespec *);
     struct fc_line line[2];

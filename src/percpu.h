@@ -18,7 +18,8 @@ enum { FC_SLOT_EMPTY = 0, FC_SLOT_OK = 1, FC_SLOT_GIVEN_UP = 2 };
 struct fc_cpu_slot {
     struct fc_latch latch;
     _Atomic int state;
-    int cpu;                       /* this slot's CPU: written before the slots are published */
+    int cpu;                       /* this slot's CPU (-1 with the test seam's counter: no fast read),
+                                      written before the slots are published */
     struct fc_cal_state cs;
     _Atomic int lock;
     _Atomic int64_t retry_after;   /* kernel MONOTONIC, while given up */
@@ -85,9 +86,9 @@ FC_INLINE int fc_percpu_read_fast(enum fc_kind kind, int64_t *out)
     struct fc_cpu_slot *sl = fc_percpu_tls_slot;
     uint32_t aux;
     int64_t mono, offset;
-    /* The test seam's counter (a call) is the slow read's: inline here it
-     * cost a frame of spilled registers on every read. */
-    if (FC_LIKELY(sl != 0) && FC_LIKELY(fc_seam.counter_aux == 0) &&
+    /* With the test seam's counter no slot names a CPU (percpu.c): its
+     * reads are the slow read's. */
+    if (FC_LIKELY(sl != 0) &&
         FC_LIKELY(atomic_load_explicit(&sl->state, memory_order_acquire) == FC_SLOT_OK) &&
         FC_LIKELY(fc_line_read_counted(&sl->latch, kind, fc_counter_rdtscp, &aux, &mono, &offset)) &&
         FC_LIKELY(FC_AUX_CPU(aux) == sl->cpu)) {

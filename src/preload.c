@@ -236,14 +236,17 @@ FC_INLINE int fine_read(enum fc_kind kind, clockid_t id, void *out, enum shape s
      * flavour (the core's kernel route: tsc-percpu routed to it, ordered or
      * all reads where the counter costs too much): one call into the vDSO. */
     int (*kernel)(clockid_t, struct timespec *) = fc_kernel_route(ordered);
-    if (fc_wall_route(kind, ordered) != 0 || kernel != 0) {
+    /* tsc-percpu's lines on the same route (clock.h) are not the kernel:
+     * the core's slow path answers, and libc's values never follow. */
+    const int percpu = kernel == fc_percpu_route_gettime;
+    if (fc_wall_route(kind, ordered) != 0 || (kernel != 0 && !percpu)) {
         /* Mode system from the start: libc's values can follow for good
          * (pass_through), and the entry points then jump to the vDSO first. */
         if (kernel != 0 && !atomic_load_explicit(&shim_flags, memory_order_relaxed))
             pass_through();
         return pass_fine(shape, id, out);
     }
-    if (FC_UNLIKELY(!fc_read_line(kind, ordered, &ns)))
+    if (FC_UNLIKELY(percpu) || FC_UNLIKELY(!fc_read_line(kind, ordered, &ns)))
         return fine_slow(kind, id, out, shape, ordered);
     return stored(kind, shape, out, ns);
 }
@@ -425,7 +428,8 @@ SHIM_API int clock_gettime(clockid_t id, struct timespec *ts)
          * first reads; tsc-percpu routed to it): straight into its clock,
          * before any frame of ours, as libc would -- through gettime_mono,
          * fine_read and pass_fine it cost 1.05-1.07x libc's (measured, Intel
-         * guest).  Never fails with a valid buffer. */
+         * guest).  Never fails with a valid buffer.  (tsc-percpu's lines on
+         * that route answer as the core's fastclock_gettime would.) */
         gettime_fn k = fc_kernel_route(1);
         if (FC_UNLIKELY(k != 0) && !atomic_load_explicit(&shim_flags, memory_order_relaxed))
             return k(CLOCK_MONOTONIC, ts);

@@ -31,6 +31,7 @@ void fc_test_get_routes(struct fc_test_routes *out)
     out->wall = (const void *)fc_wall_route(FC_REAL, 1);
     out->wall_unordered = (const void *)fc_wall_route(FC_REAL, 0);
     out->wall_tv = (const void *)atomic_load(&fc_wall_direct_tv);
+    out->percpu_lines = (const void *)fc_percpu_route_gettime;
 }
 
 void fc_test_start_calibrator(void)
@@ -72,16 +73,15 @@ int fc_test_cpu_line(int cpu, int64_t mono_now, struct fc_test_line *out)
 {
     struct fc_cpu_slot *base = atomic_load(&fc_percpu_slots);
     int n = atomic_load(&fc_percpu_nslots);
-    for (int i = 0; base && i < n; i++) {
-        struct fc_cpu_slot *sl = &base[i];
-        if (sl->cpu != cpu || atomic_load(&sl->state) != FC_SLOT_OK)
-            continue;
-        line_from_latch(&sl->latch, out);
-        uint64_t seq = atomic_load(&sl->latch.seq);
-        out->error_bound_ns = fc_meta_bound(&sl->latch.meta[seq & 1], mono_now);
-        return out->mult ? 0 : -1;
-    }
-    return -1;
+    if (!base || cpu < 0 || cpu >= n) /* slot i is CPU i's (its cpu field is -1 under the seam) */
+        return -1;
+    struct fc_cpu_slot *sl = &base[cpu];
+    if (atomic_load(&sl->state) != FC_SLOT_OK)
+        return -1;
+    line_from_latch(&sl->latch, out);
+    uint64_t seq = atomic_load(&sl->latch.seq);
+    out->error_bound_ns = fc_meta_bound(&sl->latch.meta[seq & 1], mono_now);
+    return out->mult ? 0 : -1;
 }
 
 void fc_test_percpu_maintain(int cpu)

@@ -65,6 +65,7 @@ void fc_test_fail_to_system(const char *why);
  * gettimeofday (wall.h). */
 struct fc_test_routes {
     const void *kernel_direct, *kernel_ordered, *wall, *wall_unordered, *wall_tv;
+    const void *percpu_lines; /* what kernel_direct and kernel_ordered hold where tsc-percpu's lines answer */
 };
 void fc_test_get_routes(struct fc_test_routes *out);
 /* How many pairs of CPUs the lazy warp check compared on MONOTONIC_RAW. */

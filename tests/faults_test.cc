@@ -4134,8 +4134,10 @@ TEST(RealMachine, ReadsRoutedToTheKernelAreItsOwn)
         // bracket of the kernel most of the time): the route was taken.
         fc_test_get_routes(&routes);
         EXPECT_NE(routes.kernel_ordered, nullptr) << "ordered reads went to the per-CPU lines";
+        EXPECT_NE(routes.kernel_ordered, routes.percpu_lines) << "ordered reads went to the per-CPU lines";
         if (all) {
             EXPECT_NE(routes.kernel_direct, nullptr) << "unordered reads went to the per-CPU lines";
+            EXPECT_NE(routes.kernel_direct, routes.percpu_lines) << "unordered reads went to the per-CPU lines";
         }
         fc_test_reset(nullptr);
     }
@@ -4238,6 +4240,73 @@ static int64_t gettimeofday_us(void)
     struct timeval tv;
     fastclock_gettimeofday(&tv, nullptr);
     return tv.tv_sec * 1000000LL + tv.tv_usec;
+}
+
+// tsc-percpu's lines as the reads' first route (clock.c take_percpu_route):
+// the first per-CPU read of each flavour puts them there, where the kernel's
+// clock would otherwise be, so later reads skip the global line; every
+// fine shape then reads them, monotonic within the thread; and a fail-safe
+// that leaves tsc-percpu takes the route down, its reads the kernel's,
+// never below what the lines gave.
+TEST(RealMachine, PerCpuLinesAreTheReadsFirstRoute)
+{
+    NEEDS_PERCPU();
+    for (int round = 0; round < 3; round++) {
+        SCOPED_TRACE("round " + std::to_string(round));
+        setenv("FASTCLOCK_MODE", "percpu", 1);
+        reset_real_machine(-1, 0, nullptr, -1); // the lines, for the fine and the wall clocks
+        struct fastclock_status st;
+        fastclock_status(&st);
+        unsetenv("FASTCLOCK_MODE");
+        if (std::string(st.mode) != "tsc-percpu")
+            GTEST_SKIP() << "tsc-percpu refused here (needs rdtscp naming the CPU): " << st.reason;
+        struct fc_test_routes routes;
+        fc_test_get_routes(&routes);
+        ASSERT_NE(routes.percpu_lines, nullptr);
+        int64_t mono = fastclock_mono_ns();
+        fc_test_get_routes(&routes);
+        EXPECT_EQ(routes.kernel_ordered, routes.percpu_lines) << "the first ordered read did not take the route";
+        EXPECT_EQ(routes.kernel_direct, nullptr) << "an ordered read took the unordered reads' route";
+        int64_t u = fastclock_mono_ns_unordered();
+        EXPECT_GE(u, mono);
+        fc_test_get_routes(&routes);
+        EXPECT_EQ(routes.kernel_direct, routes.percpu_lines) << "the first unordered read did not take the route";
+        // Every shape through the route: monotonic within the thread, and
+        // near the kernel (a per-CPU line's bound is microseconds; 1 ms is
+        // generous).
+        mono = u;
+        long back = 0, far = 0;
+        int64_t boot = boot_ns();
+        for (int i = 0; i < 20000; i++) {
+            int64_t k0 = fctest::kernel_ns(CLOCK_MONOTONIC);
+            int64_t a = fastclock_mono_ns(), b = mono_gettime_ns(), c = fastclock_mono_ns_unordered(),
+                    d = fastclock_mono_ns_inline();
+            int64_t k1 = fctest::kernel_ns(CLOCK_MONOTONIC);
+            back += (a < mono) + (b < a) + (c < b) + (d < c);
+            far += a < k0 - 1000000 || d > k1 + 1000000;
+            mono = d;
+            int64_t bt = boot_ns();
+            back += bt < boot;
+            boot = bt;
+        }
+        EXPECT_EQ(back, 0) << "a read through the per-CPU route went back";
+        EXPECT_EQ(far, 0) << "a read through the per-CPU route was over 1 ms from the kernel";
+        // A fail-safe leaves tsc-percpu: the next reads take the route down.
+        fc_test_fail_to_system("test: a fail-safe");
+        fastclock_status(&st);
+        EXPECT_STREQ(st.mode, "system");
+        for (int i = 0; i < 1000; i++) {
+            int64_t a = fastclock_mono_ns(), b = mono_gettime_ns(), c = fastclock_mono_ns_unordered();
+            back += (a < mono) + (b < a) + (c < b);
+            mono = c;
+        }
+        EXPECT_EQ(back, 0) << "a read went back across the fail-safe";
+        fc_test_get_routes(&routes);
+        EXPECT_NE(routes.kernel_ordered, routes.percpu_lines) << "the route outlived tsc-percpu";
+        EXPECT_NE(routes.kernel_direct, routes.percpu_lines) << "the route outlived tsc-percpu";
+        EXPECT_EQ(outside_kernel_brackets(CLOCK_MONOTONIC, fastclock_mono_ns, 2000), 0) << "not the kernel's";
+    }
+    fc_test_reset(nullptr);
 }
 
 // tsc-percpu's wall clocks where its per-CPU lines answer the fine reads:
