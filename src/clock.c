@@ -47,7 +47,10 @@
  *     timeline, in every mode, with either calibrator; ordered wall reads
  *     are the vDSO's own where the kernel's clocksource is the TSC, and
  *     both flavours where the kernel answers every fine read from the
- *     start (mode system, tsc-percpu routed to it);
+ *     start (mode system, tsc-percpu routed to it), and in tsc-percpu
+ *     where the kernel's clock reads in user space (mode.c
+ *     choose_percpu_wall; after a switch from tsc, once the kernel has
+ *     passed the switch floor: percpu_wall_read);
  *   BOOTTIME: the MONOTONIC value of the same read plus one offset that
  *     every line carries and only a suspend raises (calibration.c), so it
  *     keeps MONOTONIC's guarantees; where the kernel answers after reads
@@ -277,11 +280,12 @@ static int64_t percpu_route_ns(enum fc_kind kind);
 
 /* Where the reads' first test sends this flavour (fc_kernel_route): the
  * kernel's clock, one call, out of line (the timespec's frame stays off the
- * line's path), or tsc-percpu's lines. */
-static __attribute__((noinline)) int64_t route_read(fc_direct_fn k, enum fc_kind kind)
+ * line's path), or tsc-percpu's lines -- whose wall clocks the slow path
+ * answers, in the read's own flavour. */
+static __attribute__((noinline)) int64_t route_read(fc_direct_fn k, enum fc_kind kind, int ordered)
 {
     if (k == fc_percpu_route_gettime)
-        return percpu_route_ns(kind);
+        return fc_kind_is_wall(kind) ? fc_slow_read(kind, ordered) : percpu_route_ns(kind);
     return direct_ns(k, fc_kind_clock(kind));
 }
 
@@ -302,7 +306,7 @@ FC_INLINE int64_t fc_read(enum fc_kind kind, int ordered)
         return direct_ns(w, fc_kind_clock(kind));
     fc_direct_fn k = fc_kernel_route(ordered);
     if (FC_UNLIKELY(k != 0))
-        return route_read(k, kind); /* a constant: the caller's kind */
+        return route_read(k, kind, ordered); /* constants: the caller's kind and flavour */
     if (FC_LIKELY(fc_read_line(kind, ordered, &v)))
         return v;
     return fc_slow_read(kind, ordered);
@@ -460,16 +464,27 @@ static FC_COLD int64_t percpu_wall_read(enum fc_kind kind)
     return direct_ns(k, fc_kind_clock(kind));
 }
 
+/* tsc-percpu, with the kernel answering its wall clocks: the mode first
+ * (acquire), then the choice, which mode.c writes before the mode. */
+FC_INLINE int percpu_wall_to_kernel(void)
+{
+    return atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_PERCPU &&
+           atomic_load_explicit(&fc_percpu_wall_kernel, memory_order_relaxed);
+}
+
 /* Its one caller, fc_slow_read, has tested the routes already. */
 static FC_COLD int64_t slow_read(enum fc_kind kind, int ordered)
 {
-    if (FC_UNLIKELY(fc_kind_is_wall(kind) && atomic_load_explicit(&fc_percpu_wall_kernel, memory_order_acquire)) &&
-        atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_PERCPU)
-        return percpu_wall_read(kind);
     if (fc_kind_is_wall(kind)) { /* MONOTONIC, in whatever way this mode reads it, plus the offset */
+        if (FC_UNLIKELY(percpu_wall_to_kernel()))
+            return percpu_wall_read(kind);
         int64_t mono = slow_read(FC_MONO, ordered);
         if (routed_to_kernel(ordered)) /* the route showed meanwhile: the kernel's own wall clock */
             return routed_kernel_read(kind);
+        /* This read's MONOTONIC switched to tsc-percpu (a lazy warp check):
+         * not the per-CPU line's value plus the offset, but the route's. */
+        if (FC_UNLIKELY(percpu_wall_to_kernel()))
+            return percpu_wall_read(kind);
         return fc_wall_from_mono(kind, mono);
     }
     int polled = 0;
@@ -605,6 +620,11 @@ static FC_COLD int64_t percpu_kernel_read(enum fc_kind kind)
  */
 static void take_percpu_route(int ordered)
 {
+    /* kernel_direct is also fastclock_inline.h's test for its ordered
+     * reads: where those are the kernel's (FC_READ_ORDERED_KERNEL), the
+     * unordered route stays off, or they would read the lines. */
+    if (!ordered && routed_to_kernel(1))
+        return;
     _Atomic(fc_direct_fn) *slot = ordered ? &fc_latch.kernel_ordered : &fc_latch.kernel_direct;
     fc_direct_fn expected = 0;
     if (atomic_load_explicit(slot, memory_order_relaxed) == 0)
@@ -649,6 +669,8 @@ int fc_percpu_route_gettime(clockid_t id, struct timespec *ts)
 {
     enum fc_kind kind = kind_of(id);
     int64_t ns;
+    if (FC_UNLIKELY(id != CLOCK_MONOTONIC && id != CLOCK_BOOTTIME && id != CLOCK_REALTIME && id != CLOCK_TAI))
+        return fc_refclock_answering()(id, ts); /* not the lines' clocks (-errno, as the kernel's route) */
     if (FC_LIKELY(kind == FC_MONO) && percpu_lines_answer(FC_MONO)) {
         if (FC_UNLIKELY(!fc_percpu_read_fast(FC_MONO, &ns)))
             ns = fc_percpu_read_slow(FC_MONO);
@@ -949,11 +971,13 @@ static __attribute__((noinline)) int gettimeofday_line(struct timeval *tv)
 FC_API int fastclock_gettimeofday(struct timeval *tv, void *tz)
 {
     /* The vDSO's own gettimeofday (wall.h: the kernel's clock reads the
-     * counter, or answers every read) has gettimeofday(2)'s semantics for
-     * both arguments, NULL ones included: one jump, as libc's IFUNC makes. */
+     * counter, or answers every read): one jump, as libc's IFUNC makes.  It
+     * writes nothing for a NULL tv, and cannot fail without a timezone (a
+     * timezone's bad pointer, where the vDSO makes the system call, comes
+     * back as -errno: that call converts it). */
     fc_gettimeofday_fn w = atomic_load_explicit(&fc_wall_direct_tv, memory_order_relaxed);
-    if (FC_LIKELY(w != 0))
-        return w(tv, tz);
+    if (FC_LIKELY(w != 0) && FC_LIKELY(tz == 0))
+        return w(tv, 0);
     if (FC_UNLIKELY(tz != 0))
         return fc_kernel_gettimeofday(tv, tz); /* the kernel's timezone, and its time */
     if (FC_UNLIKELY(!tv))

@@ -261,9 +261,10 @@ void fc_counter_note_read_cost(double ns);
 uint64_t fc_counter_step(void);
 /* The kernel's fine read over rdtscp, timed in interleaved rounds (paired
  * medians, as fc_counter_choose): about 1.2-1.6 where the vDSO reads a
- * counter in user space, 5 or more where it makes a system call.  0 where
- * there is no rdtscp to compare with. */
-double fc_counter_kernel_over_rdtscp(void);
+ * counter in user space, 5 or more where it makes a system call; the first
+ * three rounds' answer where it exceeds clearly_above (0: all rounds).  0
+ * where there is no rdtscp to compare with. */
+double fc_counter_kernel_over_rdtscp(double clearly_above);
 /* The costs measured: the ordered read, the kernel's clock (0: not yet). */
 void fc_counter_costs(double *ours, double *kernel);
 void fc_counter_reset_for_tests(void);

@@ -75,7 +75,7 @@ struct fc_latch {
     /* Where the kernel answers every fine read (mode system from the start,
      * or tsc-percpu routed to it): the kernel's clock, tested first by the
      * library's reads (clock.c fc_read) and fastclock_inline.h's.  Written
-     * by clock.c only, once: route_decided, percpu_kernel_read once the
+     * by clock.c only: route_decided, percpu_kernel_read once the
      * kernel has passed the switch floor (beside its routing pointer for the
      * slow path, which says the same), or routed_kernel_read under
      * FC_READ_KERNEL (counter.h).  Or, where tsc-percpu's lines answer, their

@@ -163,7 +163,7 @@ static void choose_percpu_wall(int fine_to_kernel, struct fc_buf *b)
         to_kernel = fc_seam.percpu_wall_route > 0;
     else if (!fine_to_kernel && !atomic_load_explicit(&kernel_reads_counter, memory_order_relaxed) &&
              !fc_seam.counter && !fc_seam.counter_aux && !fc_seam.kernel_gettime) {
-        ratio = fc_counter_kernel_over_rdtscp();
+        ratio = fc_counter_kernel_over_rdtscp(2 * PERCPU_WALL_KERNEL_MAX);
         to_kernel = ratio > 0 && ratio < PERCPU_WALL_KERNEL_MAX;
     }
     atomic_store_explicit(&fc_percpu_wall_kernel, to_kernel, memory_order_release);
