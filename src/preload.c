@@ -450,26 +450,33 @@ SHIM_API int clock_gettime(clockid_t id, struct timespec *ts)
     return gettime_other(id, ts);
 }
 
-SHIM_API int gettimeofday(struct timeval *restrict tv, void *restrict tz)
+/* gettimeofday's cases other than the vDSO's jump. */
+static __attribute__((noinline)) int gettimeofday_other(struct timeval *tv, void *tz, int flags)
 {
-    SHIM_MAYBE_NULL(tv);
     if (FC_UNLIKELY(tz != 0))
         return pass_gettimeofday(tv, tz); /* the kernel's timezone comes with the kernel's time */
     if (FC_UNLIKELY(!tv))
         return 0;
-    int flags = atomic_load_explicit(&shim_flags, memory_order_relaxed);
     if (FC_UNLIKELY(flags & SHIM_PASS)) {
         gettimeofday_fn vdso = atomic_load_explicit(&vdso_gettimeofday, memory_order_relaxed);
         if (FC_LIKELY(vdso != 0))
             return fc_vdso_result(vdso(tv, 0)); /* mode system: one call into the vDSO, as libc makes */
     }
-    /* Ordered, and the kernel's clock reads the counter itself: one jump
-     * into the vDSO (libc's own gettimeofday is an IFUNC that resolves to
-     * it), before any frame of ours. */
-    gettimeofday_fn w = atomic_load_explicit(&fc_wall_direct_tv, memory_order_relaxed);
-    if (FC_LIKELY(w != 0) && !flags)
-        return w(tv, 0); /* never fails with a valid tv */
     return gettimeofday_real(tv);
+}
+
+SHIM_API int gettimeofday(struct timeval *restrict tv, void *restrict tz)
+{
+    SHIM_MAYBE_NULL(tv);
+    /* Ordered, no timezone, and the kernel's clock reads the counter itself
+     * (or answers every read): one jump into the vDSO (libc's own
+     * gettimeofday is an IFUNC that resolves to it), before any frame or
+     * test of ours beyond these.  A NULL tv: the vDSO writes nothing. */
+    gettimeofday_fn w = atomic_load_explicit(&fc_wall_direct_tv, memory_order_relaxed);
+    int flags = atomic_load_explicit(&shim_flags, memory_order_relaxed);
+    if (FC_LIKELY(w != 0) && FC_LIKELY(!flags) && FC_LIKELY(tz == 0))
+        return w(tv, 0); /* never fails with a valid tv or none */
+    return gettimeofday_other(tv, tz, flags);
 }
 
 SHIM_API int timespec_get(struct timespec *ts, int base)
