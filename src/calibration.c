@@ -1021,7 +1021,17 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
          * cut: a thread-local clamp keeps each thread monotonic, and the
          * mode's bound covers steps across them.) */
         if (guard && t->cpu < 0) {
+            /* Already past (the writer was preempted since it read the
+             * counter): no cut that readers are past already (fallback_read
+             * would then have to hold at values they returned); try again. */
+            if (fc_now_counter(1) + (uint64_t)past >= guard) {
+                if (attempt >= 2)
+                    continue_old = 1;
+                continue;
+            }
             if ((uint64_t)(guard - cur->base_tsc) < cut_span) {
+                if (fc_seam.writer_step)
+                    fc_seam.writer_step("cutting");
                 cut_span = guard - cur->base_tsc;
                 publish_cut(t->latch, cur, cm, cut_span, 0);
             }

@@ -365,7 +365,7 @@ static int fallback_read(enum fc_kind kind, const struct fc_full *f, int64_t *ou
             off = k - mono_after;
             first = mono_after != 0; /* unreadable (an injected kernel): nothing to note */
         }
-        int64_t floor, beyond;
+        int64_t floor, beyond, ceiling;
         if (f->l.mult != 0) {
             int64_t used = (int64_t)(f->t - f->l.base_tsc);
             if (used < 0) {
@@ -373,19 +373,30 @@ static int fallback_read(enum fc_kind kind, const struct fc_full *f, int64_t *ou
                  * before that it was within its (grown) bound of the kernel. */
                 int64_t end = line_value(f, FC_MONO, (int64_t)f->m.soft_span);
                 int64_t cap = k - off + fc_meta_bound(&f->m, k - off);
-                floor = beyond = end < cap ? end : cap;
+                floor = beyond = ceiling = end < cap ? end : cap;
             } else {
                 /* Past the line's end: its value there, or (a line still
                  * being published, calibration.c's handshake) here. */
                 beyond = line_value(f, FC_MONO, used);
-                if ((uint64_t)used > f->m.soft_span)
-                    used = (int64_t)f->m.soft_span;
-                floor = line_value(f, FC_MONO, used);
+                /* A cut (calibration.c publish_cut) may have shown only
+                 * after readers had passed its end: the line may have given
+                 * values up to its end before the cut, and this thread one
+                 * of them -- held there, not at the cut's end (measured: a
+                 * writer delayed past its guard under qemu, and a thread's
+                 * next read fell 86-766 ns back to the kernel's).  Noted
+                 * below, so the next line is lifted over it.  The ceiling
+                 * for a fallback that meets a publication stays the cut's
+                 * end, which the new line is sure to cover. */
+                uint64_t cut = f->m.soft_span;
+                uint64_t end = f->m.uncut_span > cut ? f->m.uncut_span : cut;
+                ceiling = line_value(f, FC_MONO, (uint64_t)used > cut ? (int64_t)cut : used);
+                floor = line_value(f, FC_MONO, (uint64_t)used > end ? (int64_t)end : used);
             }
         } else {
-            floor = beyond = f->m.floor_ns;
+            floor = beyond = ceiling = f->m.floor_ns;
         }
         floor += off;
+        ceiling += off;
         if (k < floor)
             k = floor;
         /* No later line may undercut this: calibration.c's handshake with
@@ -396,7 +407,7 @@ static int fallback_read(enum fc_kind kind, const struct fc_full *f, int64_t *ou
          * no ceiling, and a writer caught mid-publication (a few
          * instructions) leaves the kernel's value standing. */
         if (f->l.mult != 0 || first) {
-            int64_t v = fc_cal_fallback_value(k - off, (first ? k : floor) - off, first ? k - off : beyond,
+            int64_t v = fc_cal_fallback_value(k - off, (first ? k : ceiling) - off, first ? k - off : beyond,
                                               f->m.epoch);
             if (v == FC_FALLBACK_RETRY)
                 return 0;

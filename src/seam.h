@@ -44,6 +44,8 @@ struct fc_seam {
     void (*writer_step)(const char *where); /* non-NULL: called by the global line's writer at
                                                named points of a publication (a test preempts it
                                                there): "build" (sampled, nothing built yet),
+                                               "cutting" (the guard found ahead, the old
+                                               line's cut not yet published),
                                                "cut" (each try that guards the old line),
                                                "publishing" (fallbacks now held at the old
                                                line's end), "seen", "published"; and by an adjtimex poll

@@ -1786,6 +1786,43 @@ TEST_F(Faults, ACutThatShowedLateIsNeverLengthened)
     EXPECT_GE(fastclock_mono_ns(), cut_reads.back());
 }
 
+// A cut that shows only after a reader has passed its end on the old line
+// (the writer away between finding its guard ahead and publishing the cut):
+// that reader's next read, past the cut, falls back to the kernel -- here
+// behind the line (the kernel slowed by 50 ppm for 15 ms, then adjtimex
+// announcing a 1000 ppm slower kernel: a shallower line with a pivot
+// ahead) -- and must hold at what the old line gave it, not at the cut's
+// end.  Seen under qemu: a thread's next read 86-766 ns back.
+std::vector<int64_t> late_cut_reads;
+void read_past_the_guard_then_after_the_cut(const char *where)
+{
+    if (std::strcmp(where, "cutting") == 0 && late_cut_reads.empty()) {
+        sim_advance_ns(400e3); // past the guard (at least 200 us ahead), the cut not shown yet
+        late_cut_reads.push_back(fastclock_mono_ns());
+    } else if (std::strcmp(where, "cut") == 0 && late_cut_reads.size() == 1) {
+        sim_advance_ns(10);
+        late_cut_reads.push_back(fastclock_mono_ns());
+    }
+}
+
+TEST_F(Faults, AReadPastACutThatShowedLateHoldsAtWhatTheLineGave)
+{
+    install();
+    warm_up(200, 10e6);
+    sim_set_rate(sim.rate * (1 - 50e-6));
+    sim_advance_ns(15e6); // the line 0.75 us ahead of the kernel
+    sim.tick_us = 9990;   // adjtimex: the kernel runs 1000 ppm slower from now
+    sim_set_rate(sim.rate * (1 - 1000e-6));
+    late_cut_reads.clear();
+    fc_seam.writer_step = read_past_the_guard_then_after_the_cut;
+    ASSERT_EQ(fc_test_recalibrate(), 0);
+    fc_seam.writer_step = nullptr;
+    ASSERT_EQ(late_cut_reads.size(), 2u) << "the writer never cut the old line";
+    EXPECT_GE(late_cut_reads[1], late_cut_reads[0])
+        << "the read past the cut is " << late_cut_reads[0] - late_cut_reads[1] << " ns below the one before it";
+    EXPECT_GE(fastclock_mono_ns(), late_cut_reads[1]);
+}
+
 // A step forward onto a shallower slope (the line 10 us behind the kernel,
 // then adjtimex announcing a 1000 ppm slower kernel): the old line catches
 // up with the new one a few ms on, so a writer away longer than that before
