@@ -116,6 +116,14 @@ static struct {
     _Atomic int64_t noted __attribute__((aligned(64))); /* every value a fallback meant to return */
     _Atomic int64_t returned;                           /* the values fallbacks did return */
     _Atomic uint64_t publishing;                        /* the epoch of a line being published, or 0 */
+    /* Stored before `publishing` is raised: the counter at which the
+     * writer built the line being published (its final attempt's `now`),
+     * and the epoch of the old line it replaces.  An ordered read of the new
+     * line at counter t >= u returns at least the old line's value at
+     * min(u, covered_to): at or above the old line up to the pivot, which
+     * lies beyond `now` (or from P on, for a steeper line or a step; the
+     * same line continued; or above its uncut end, F). */
+    _Atomic uint64_t covered_to, covered_epoch;
 } fallback;
 
 #define FALLBACK_SPINS 256 /* ~10 us of pause */
@@ -134,7 +142,8 @@ static void atomic_max64(_Atomic int64_t *p, int64_t v)
  * thread never left its handlers: guarantees_test SignalSafety, lazy.) */
 static __thread int publishing_here __attribute__((tls_model("initial-exec")));
 
-int64_t fc_cal_fallback_value(int64_t mono, int64_t ceiling, int64_t beyond, uint64_t epoch)
+int64_t fc_cal_fallback_value(int64_t mono, int64_t ceiling, int64_t beyond, uint64_t epoch,
+                              const struct fc_line *line, uint64_t held_span)
 {
     atomic_max64(&fallback.noted, mono);
     atomic_thread_fence(memory_order_seq_cst);
@@ -154,6 +163,18 @@ int64_t fc_cal_fallback_value(int64_t mono, int64_t ceiling, int64_t beyond, uin
             return FC_FALLBACK_RETRY;
     }
     int64_t c = ceiling;
+    /* Held past the old line's cut end (a cut that showed late: this thread
+     * may have read the uncut line there): as far as the new line covers
+     * the old one, which the writer said before raising `publishing`. */
+    if (line && line->mult != 0 && epoch == atomic_load_explicit(&fallback.covered_epoch, memory_order_relaxed)) {
+        uint64_t to = atomic_load_explicit(&fallback.covered_to, memory_order_relaxed) - line->base_tsc;
+        uint64_t span = held_span < to ? held_span : to;
+        if ((int64_t)span > 0) {
+            int64_t v = (int64_t)(fc_line_eval_fixed(line, (int64_t)span) >> FC_SHIFT);
+            if (v > c)
+                c = v;
+        }
+    }
     if (beyond > c && epoch == atomic_load_explicit(&fallback.publishing, memory_order_acquire)) {
         /* The line being published, read past its first end: its value
          * here.  Noted, then the publication checked again (Dekker with the
@@ -260,6 +281,16 @@ static void publish_cut(struct fc_latch *latch, const struct fc_line *cur, const
     if (l.fast_span > span)
         l.fast_span = span;
     fc_line_publish(latch, &l, fc_line_base_frac(cur), &m);
+}
+
+/* The published line again, readers' use of it bounded at `uncut` ticks
+ * from its base (never below its cut): what a fallback past its cut holds at. */
+static void publish_uncut_end(struct fc_latch *latch, uint64_t uncut)
+{
+    struct fc_line l = *fc_line_current(latch);
+    struct fc_meta m = *fc_meta_current(latch);
+    m.uncut_span = uncut > m.soft_span ? uncut : m.soft_span;
+    fc_line_publish(latch, &l, fc_line_base_frac(fc_line_current(latch)), &m);
 }
 
 /*
@@ -603,19 +634,31 @@ int64_t fc_cal_global_ceiling(void)
         if (v > cap)
             v = cap;
     } else {
-        double rate = line_rate(cur);
+        const struct fc_line old = *cur; /* the slot is republished below */
+        double rate = line_rate(&old);
         uint64_t cut = fc_now_counter(1) + (uint64_t)(FC_FENCE_NS / rate);
-        if (cut - cur->base_tsc < cm->soft_span) {
-            publish_cut(&fc_latch, cur, cm, cut - cur->base_tsc, 0);
+        if (cut - old.base_tsc < cm->soft_span) {
+            publish_cut(&fc_latch, &old, cm, cut - old.base_tsc, 0);
             uint64_t seen = fc_now_counter(1) + past_ticks(rate);
             if ((int64_t)(seen - cut) > 0)
                 cut = seen; /* preempted before the cut showed */
             if ((int64_t)(cut - end) > 0)
                 cut = end;
+            if (fc_seam.writer_step)
+                fc_seam.writer_step("fenced");
+            /* A fallback past the cut holds at the line's value up to the
+             * uncut end (clock.c fallback_read): past this ceiling for one
+             * made after `seen`, and the next mode's floor takes no note of
+             * it.  So the uncut end is brought down to here; a fallback
+             * made before that showed read a counter below the next look. */
+            publish_uncut_end(&fc_latch, cut - old.base_tsc);
+            seen = fc_now_counter(1) + past_ticks(rate);
+            if ((int64_t)(seen - cut) > 0)
+                cut = (int64_t)(seen - end) > 0 ? end : seen;
         } else {
             cut = end; /* the line ends sooner anyway */
         }
-        v = fixed_to_ns(line_fixed(cur, (int64_t)(cut - cur->base_tsc))) + 1;
+        v = fixed_to_ns(line_fixed(&old, (int64_t)(cut - old.base_tsc))) + 1;
     }
     if (v < returned)
         v = returned;
@@ -813,6 +856,7 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
     const struct fc_line *cur = &cur_line;
     const struct fc_meta *cm = &cur_meta;
     const int has_line = cur->mult != 0;
+    const uint64_t old_epoch = cm->epoch; /* kept by its cuts */
     const double allowance = fc_sync_rate_allowance();
 
     /* Interval: the baseline so far, between 100 us and the maximum (10 ms
@@ -851,9 +895,11 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
         fc_seam.writer_step("build");
     int continue_old = 0;
     uint64_t cut_span = cm->soft_span; /* the visible old line's, once cut (never lengthened) */
+    uint64_t covered_to = 0;           /* the final attempt's now (see fallback.covered_to) */
     for (int attempt = 0;; attempt++) {
         const uint64_t now = t->cpu < 0 ? fc_now_counter(1) : s->t + s->width;
         uint64_t P = now - (uint64_t)past;
+        covered_to = now;
         /* Still in use?  Then continue it exactly.  If not, it was never
          * read past its end (F) and readers since had the kernel's values.
          * After a resume (or a restart after failures) the global line may
@@ -1056,6 +1102,10 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
          * old line's ceiling instead. */
         publishing_here = 1;
         atomic_signal_fence(memory_order_seq_cst);
+        if (has_line) {
+            atomic_store_explicit(&fallback.covered_to, covered_to, memory_order_relaxed);
+            atomic_store_explicit(&fallback.covered_epoch, old_epoch, memory_order_relaxed);
+        }
         atomic_store_explicit(&fallback.publishing, m.epoch, memory_order_seq_cst);
         atomic_thread_fence(memory_order_seq_cst);
         if (fc_seam.writer_step)
@@ -1846,6 +1896,8 @@ void fc_cal_reset_for_tests(void)
     atomic_store(&fallback.noted, 0);
     atomic_store(&fallback.returned, 0);
     atomic_store(&fallback.publishing, 0);
+    atomic_store(&fallback.covered_to, 0);
+    atomic_store(&fallback.covered_epoch, 0);
     memset(&global_state, 0, sizeof global_state);
     atomic_store(&stats.calibrations, 0);
     atomic_store(&stats.last_err_ns, 0);

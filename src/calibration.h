@@ -142,10 +142,14 @@ const char *fc_cal_failure_reason(void);
 /* A fallback read of the global line (the kernel answers while another
  * thread recalibrates) wants to return MONOTONIC value `mono`; `ceiling` is
  * the line's own value at the reader's counter, held at the line's end, and
- * `beyond` the same value not held there; `epoch` is the line's.  Returns
- * what it may return without any later line undercutting it (see
+ * `beyond` the same value not held there; `epoch` is the line's.  `line`
+ * (NULL: none) and `held_span`: the line, and the span from its base at
+ * which `mono` was held (up to its uncut end), for a ceiling nearer that
+ * where a writer has said how far its new line covers the old one.
+ * Returns what it may return without any later line undercutting it (see
  * calibration.c).  Async-signal-safe, never waits long. */
-int64_t fc_cal_fallback_value(int64_t mono, int64_t ceiling, int64_t beyond, uint64_t epoch);
+int64_t fc_cal_fallback_value(int64_t mono, int64_t ceiling, int64_t beyond, uint64_t epoch,
+                              const struct fc_line *line, uint64_t held_span);
 /* The highest value a fallback read noted (tests: testing.c). */
 int64_t fc_cal_fallback_noted(void);
 #define FC_FALLBACK_RETRY INT64_MIN /* the writer just published: read the new line */

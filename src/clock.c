@@ -366,6 +366,7 @@ static int fallback_read(enum fc_kind kind, const struct fc_full *f, int64_t *ou
             first = mono_after != 0; /* unreadable (an injected kernel): nothing to note */
         }
         int64_t floor, beyond, ceiling;
+        uint64_t held_span = 0; /* where on the line the floor is held (0: not held on it) */
         if (f->l.mult != 0) {
             int64_t used = (int64_t)(f->t - f->l.base_tsc);
             if (used < 0) {
@@ -390,7 +391,8 @@ static int fallback_read(enum fc_kind kind, const struct fc_full *f, int64_t *ou
                 uint64_t cut = f->m.soft_span;
                 uint64_t end = f->m.uncut_span > cut ? f->m.uncut_span : cut;
                 ceiling = line_value(f, FC_MONO, (uint64_t)used > cut ? (int64_t)cut : used);
-                floor = line_value(f, FC_MONO, (uint64_t)used > end ? (int64_t)end : used);
+                held_span = (uint64_t)used > end ? end : (uint64_t)used;
+                floor = line_value(f, FC_MONO, (int64_t)held_span);
             }
         } else {
             floor = beyond = ceiling = f->m.floor_ns;
@@ -408,7 +410,7 @@ static int fallback_read(enum fc_kind kind, const struct fc_full *f, int64_t *ou
          * instructions) leaves the kernel's value standing. */
         if (f->l.mult != 0 || first) {
             int64_t v = fc_cal_fallback_value(k - off, (first ? k : ceiling) - off, first ? k - off : beyond,
-                                              f->m.epoch);
+                                              f->m.epoch, held_span ? &f->l : 0, held_span);
             if (v == FC_FALLBACK_RETRY)
                 return 0;
             k = v + off;

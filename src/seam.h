@@ -46,6 +46,8 @@ struct fc_seam {
                                                there): "build" (sampled, nothing built yet),
                                                "cutting" (the guard found ahead, the old
                                                line's cut not yet published),
+                                               "fenced" (leaving the line: its fence cut
+                                               published and looked at once),
                                                "cut" (each try that guards the old line),
                                                "publishing" (fallbacks now held at the old
                                                line's end), "seen", "published"; and by an adjtimex poll
