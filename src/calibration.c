@@ -122,7 +122,9 @@ static struct {
      * line at counter t >= u returns at least the old line's value at
      * min(u, covered_to): at or above the old line up to the pivot, which
      * lies beyond `now` (or from P on, for a steeper line or a step; the
-     * same line continued; or above its uncut end, F). */
+     * same line continued; or above its uncut end, F -- except after a
+     * resume the old line lapsed before, where the new line starts at the
+     * kernel's time: then nothing is said). */
     _Atomic uint64_t covered_to, covered_epoch;
 } fallback;
 
@@ -166,10 +168,13 @@ int64_t fc_cal_fallback_value(int64_t mono, int64_t ceiling, int64_t beyond, uin
     /* Held past the old line's cut end (a cut that showed late: this thread
      * may have read the uncut line there): as far as the new line covers
      * the old one, which the writer said before raising `publishing`. */
-    if (line && line->mult != 0 && epoch == atomic_load_explicit(&fallback.covered_epoch, memory_order_relaxed)) {
-        uint64_t to = atomic_load_explicit(&fallback.covered_to, memory_order_relaxed) - line->base_tsc;
+    /* (Two writers' stores mixed by a reader preempted between these loads
+     * go with a new line published meanwhile: the caller's seq check
+     * throws the value away.) */
+    if (line && line->mult != 0 && epoch == atomic_load_explicit(&fallback.covered_epoch, memory_order_acquire)) {
+        uint64_t to = atomic_load_explicit(&fallback.covered_to, memory_order_acquire) - line->base_tsc;
         uint64_t span = held_span < to ? held_span : to;
-        if ((int64_t)span > 0) {
+        if ((int64_t)to > 0 && (int64_t)span > 0) {
             int64_t v = (int64_t)(fc_line_eval_fixed(line, (int64_t)span) >> FC_SHIFT);
             if (v > c)
                 c = v;
@@ -655,6 +660,8 @@ int64_t fc_cal_global_ceiling(void)
             seen = fc_now_counter(1) + past_ticks(rate);
             if ((int64_t)(seen - cut) > 0)
                 cut = (int64_t)(seen - end) > 0 ? end : seen;
+            if (fc_seam.writer_step)
+                fc_seam.writer_step("fence-looked");
         } else {
             cut = end; /* the line ends sooner anyway */
         }
@@ -896,6 +903,7 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
     int continue_old = 0;
     uint64_t cut_span = cm->soft_span; /* the visible old line's, once cut (never lengthened) */
     uint64_t covered_to = 0;           /* the final attempt's now (see fallback.covered_to) */
+    int below_old = 0;                 /* the new line may start below the old line's end */
     for (int attempt = 0;; attempt++) {
         const uint64_t now = t->cpu < 0 ? fc_now_counter(1) : s->t + s->width;
         uint64_t P = now - (uint64_t)past;
@@ -951,8 +959,10 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
                      * short suspend may have given readers values ahead by the
                      * suspend's length: those stand, and are slewed away.) */
                     __int128 cap = kp + ns_to_fixed(fc_meta_bound(cm, s->mono) + 1);
-                    if (cap < floor)
+                    if (cap < floor) {
                         floor = cap;
+                        below_old = 1; /* not above the old line's end: no covered_to */
+                    }
                 }
                 if (floor > base)
                     base = floor;
@@ -1102,7 +1112,7 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
          * old line's ceiling instead. */
         publishing_here = 1;
         atomic_signal_fence(memory_order_seq_cst);
-        if (has_line) {
+        if (has_line && !below_old) {
             atomic_store_explicit(&fallback.covered_to, covered_to, memory_order_relaxed);
             atomic_store_explicit(&fallback.covered_epoch, old_epoch, memory_order_relaxed);
         }

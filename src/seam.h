@@ -48,6 +48,8 @@ struct fc_seam {
                                                line's cut not yet published),
                                                "fenced" (leaving the line: its fence cut
                                                published and looked at once),
+                                               "fence-looked" (its uncut end brought
+                                               down and looked at again),
                                                "cut" (each try that guards the old line),
                                                "publishing" (fallbacks now held at the old
                                                line's end), "seen", "published"; and by an adjtimex poll

@@ -1842,17 +1842,23 @@ INSTANTIATE_TEST_SUITE_P(Faults, LateCut, ::testing::Values("cut", "publishing")
 // old line's value up to its uncut end (fallback_read): the ceiling must
 // still cover it, or the next read -- the kernel's, behind the line here,
 // held at that ceiling -- goes back.
+// Read at each look the writer takes: after the first, the uncut end is
+// still the line's own; after the second, brought down to the first look.
 int64_t fenced_read = 0;
+const char *fenced_read_at = "fenced";
 void read_after_the_fence_was_looked_at(const char *where)
 {
-    if (std::strcmp(where, "fenced") != 0 || fenced_read != 0)
+    if (std::strcmp(where, fenced_read_at) != 0 || fenced_read != 0)
         return;
     sim_advance_ns(300e3); // past the cut (100 us ahead) and the look at it
     fenced_read = fastclock_mono_ns();
 }
 
-TEST_F(Faults, AReadPastTheFenceNeverOutrunsTheNextModesFloor)
+class Fence : public Faults, public ::testing::WithParamInterface<const char *> {};
+
+TEST_P(Fence, AReadPastItNeverOutrunsTheNextModesFloor)
 {
+    fenced_read_at = GetParam();
     install();
     warm_up(200, 10e6);
     sim_set_rate(sim.rate * (1 - 50e-6));
@@ -1868,6 +1874,10 @@ TEST_F(Faults, AReadPastTheFenceNeverOutrunsTheNextModesFloor)
     EXPECT_GE(next, fenced_read) << "the first read in mode system is " << fenced_read - next
                                  << " ns below the one made past the fence";
 }
+INSTANTIATE_TEST_SUITE_P(Faults, Fence, ::testing::Values("fenced", "fence-looked"),
+                         [](const ::testing::TestParamInfo<const char *> &p) {
+                             return std::string(p.param) == "fenced" ? "AfterTheFirstLook" : "AfterTheSecondLook";
+                         });
 
 // A step forward onto a shallower slope (the line 10 us behind the kernel,
 // then adjtimex announcing a 1000 ppm slower kernel): the old line catches
