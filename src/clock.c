@@ -386,8 +386,10 @@ static int fallback_read(enum fc_kind kind, const struct fc_full *f, int64_t *ou
                  * writer delayed past its guard under qemu, and a thread's
                  * next read fell 86-766 ns back to the kernel's).  Noted
                  * below, so the next line is lifted over it.  The ceiling
-                 * for a fallback that meets a publication stays the cut's
-                 * end, which the new line is sure to cover. */
+                 * for a fallback that meets a publication is the cut's end,
+                 * which the new line is sure to cover, or further as far as
+                 * its writer says it covers the old line (held_span,
+                 * calibration.c fallback.covered_to). */
                 uint64_t cut = f->m.soft_span;
                 uint64_t end = f->m.uncut_span > cut ? f->m.uncut_span : cut;
                 ceiling = line_value(f, FC_MONO, (uint64_t)used > cut ? (int64_t)cut : used);
