@@ -271,6 +271,19 @@ static uint64_t past_ticks(double rate)
     return (uint64_t)(FC_PAST_MARGIN_NS / rate) + 1;
 }
 
+/* cur again, with these spans: its end and how far readers may have used it. */
+static void publish_spans(struct fc_latch *latch, const struct fc_line *cur, const struct fc_meta *cm, uint64_t span,
+                          uint64_t uncut)
+{
+    struct fc_line l = *cur;
+    struct fc_meta m = *cm;
+    m.uncut_span = uncut;
+    m.soft_span = span;
+    if (l.fast_span > span)
+        l.fast_span = span;
+    fc_line_publish(latch, &l, fc_line_base_frac(cur), &m);
+}
+
 /* Republish `cur` with its end cut to `span` (readers beyond it take the
  * slow path), remembering how far it reached before: its old end, where
  * readers of the uncut line may hold values up to it, or the cut itself
@@ -279,23 +292,15 @@ static uint64_t past_ticks(double rate)
 static void publish_cut(struct fc_latch *latch, const struct fc_line *cur, const struct fc_meta *cm, uint64_t span,
                         int ended)
 {
-    struct fc_line l = *cur;
-    struct fc_meta m = *cm;
-    m.uncut_span = ended ? span : meta_end_span(cm);
-    m.soft_span = span;
-    if (l.fast_span > span)
-        l.fast_span = span;
-    fc_line_publish(latch, &l, fc_line_base_frac(cur), &m);
+    publish_spans(latch, cur, cm, span, ended ? span : meta_end_span(cm));
 }
 
 /* The published line again, readers' use of it bounded at `uncut` ticks
  * from its base (never below its cut): what a fallback past its cut holds at. */
 static void publish_uncut_end(struct fc_latch *latch, uint64_t uncut)
 {
-    struct fc_line l = *fc_line_current(latch);
-    struct fc_meta m = *fc_meta_current(latch);
-    m.uncut_span = uncut > m.soft_span ? uncut : m.soft_span;
-    fc_line_publish(latch, &l, fc_line_base_frac(fc_line_current(latch)), &m);
+    const struct fc_meta *cm = fc_meta_current(latch);
+    publish_spans(latch, fc_line_current(latch), cm, cm->soft_span, uncut > cm->soft_span ? uncut : cm->soft_span);
 }
 
 /*
@@ -617,6 +622,17 @@ int64_t fc_meta_bound(const struct fc_meta *m, int64_t mono_now)
  * such readers returned.)  Never beyond the uncut line's own end.
  */
 #define FC_FENCE_NS 100000.0 /* the cut: 100 us ahead */
+
+/* Just published, to show at `cut`: the later of that and where it surely
+ * showed (the counter now, plus a reader's speculation window: a writer
+ * preempted before it showed let readers go past `cut`), within `end`. */
+static uint64_t surely_seen(uint64_t cut, uint64_t end, double rate)
+{
+    uint64_t seen = fc_now_counter(1) + past_ticks(rate);
+    if ((int64_t)(seen - cut) > 0)
+        cut = seen;
+    return (int64_t)(cut - end) > 0 ? end : cut;
+}
 int64_t fc_cal_global_ceiling(void)
 {
     const struct fc_line *cur = fc_line_current(&fc_latch);
@@ -644,11 +660,7 @@ int64_t fc_cal_global_ceiling(void)
         uint64_t cut = fc_now_counter(1) + (uint64_t)(FC_FENCE_NS / rate);
         if (cut - old.base_tsc < cm->soft_span) {
             publish_cut(&fc_latch, &old, cm, cut - old.base_tsc, 0);
-            uint64_t seen = fc_now_counter(1) + past_ticks(rate);
-            if ((int64_t)(seen - cut) > 0)
-                cut = seen; /* preempted before the cut showed */
-            if ((int64_t)(cut - end) > 0)
-                cut = end;
+            cut = surely_seen(cut, end, rate);
             if (fc_seam.writer_step)
                 fc_seam.writer_step("fenced");
             /* A fallback past the cut holds at the line's value up to the
@@ -657,9 +669,7 @@ int64_t fc_cal_global_ceiling(void)
              * it.  So the uncut end is brought down to here; a fallback
              * made before that showed read a counter below the next look. */
             publish_uncut_end(&fc_latch, cut - old.base_tsc);
-            seen = fc_now_counter(1) + past_ticks(rate);
-            if ((int64_t)(seen - cut) > 0)
-                cut = (int64_t)(seen - end) > 0 ? end : seen;
+            cut = surely_seen(cut, end, rate);
             if (fc_seam.writer_step)
                 fc_seam.writer_step("fence-looked");
         } else {
@@ -1077,23 +1087,23 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
          * cut: a thread-local clamp keeps each thread monotonic, and the
          * mode's bound covers steps across them.) */
         if (guard && t->cpu < 0) {
-            /* Already past (the writer was preempted since it read the
-             * counter): no cut that readers are past already (fallback_read
-             * would then have to hold at values they returned); try again. */
-            if (fc_now_counter(1) + (uint64_t)past >= guard) {
-                if (attempt >= 2)
-                    continue_old = 1;
-                continue;
-            }
-            if ((uint64_t)(guard - cur->base_tsc) < cut_span) {
+            /* Already past before the cut (the writer was preempted since it
+             * read the counter): no cut that readers are past already
+             * (fallback_read would then have to hold at values they
+             * returned); as after a cut that showed too late, try again. */
+            int passed = fc_now_counter(1) + (uint64_t)past >= guard;
+            if (!passed) {
+                if ((uint64_t)(guard - cur->base_tsc) < cut_span) {
+                    if (fc_seam.writer_step)
+                        fc_seam.writer_step("cutting");
+                    cut_span = guard - cur->base_tsc;
+                    publish_cut(t->latch, cur, cm, cut_span, 0);
+                }
                 if (fc_seam.writer_step)
-                    fc_seam.writer_step("cutting");
-                cut_span = guard - cur->base_tsc;
-                publish_cut(t->latch, cur, cm, cut_span, 0);
+                    fc_seam.writer_step("cut");
+                passed = fc_now_counter(1) + (uint64_t)past >= guard;
             }
-            if (fc_seam.writer_step)
-                fc_seam.writer_step("cut");
-            if (fc_now_counter(1) + (uint64_t)past >= guard) {
+            if (passed) {
                 if (attempt >= 2)
                     continue_old = 1;
                 continue;

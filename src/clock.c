@@ -633,6 +633,14 @@ static FC_COLD int64_t percpu_kernel_read(enum fc_kind kind)
  * tsc-percpu (a fail-safe) or handed it to the kernel finds the route here
  * and takes it down, and the read takes the slow path.
  */
+/* A route from `from` to `to`, only if it is still `from` (a kernel route
+ * stored meanwhile stays); loaded first: the line every read loads. */
+static void swap_route(_Atomic(fc_direct_fn) *slot, fc_direct_fn from, fc_direct_fn to)
+{
+    if (atomic_load_explicit(slot, memory_order_relaxed) == from)
+        atomic_compare_exchange_strong_explicit(slot, &from, to, memory_order_relaxed, memory_order_relaxed);
+}
+
 static void take_percpu_route(int ordered)
 {
     /* kernel_direct is also fastclock_inline.h's test for its ordered
@@ -640,21 +648,13 @@ static void take_percpu_route(int ordered)
      * unordered route stays off, or they would read the lines. */
     if (!ordered && routed_to_kernel(1))
         return;
-    _Atomic(fc_direct_fn) *slot = ordered ? &fc_latch.kernel_ordered : &fc_latch.kernel_direct;
-    fc_direct_fn expected = 0;
-    if (atomic_load_explicit(slot, memory_order_relaxed) == 0)
-        atomic_compare_exchange_strong_explicit(slot, &expected, fc_percpu_route_gettime, memory_order_relaxed,
-                                                memory_order_relaxed);
+    swap_route(ordered ? &fc_latch.kernel_ordered : &fc_latch.kernel_direct, 0, fc_percpu_route_gettime);
 }
 
 static FC_COLD void drop_percpu_route(void)
 {
-    fc_direct_fn expected = fc_percpu_route_gettime;
-    atomic_compare_exchange_strong_explicit(&fc_latch.kernel_ordered, &expected, (fc_direct_fn)0,
-                                            memory_order_relaxed, memory_order_relaxed);
-    expected = fc_percpu_route_gettime;
-    atomic_compare_exchange_strong_explicit(&fc_latch.kernel_direct, &expected, (fc_direct_fn)0,
-                                            memory_order_relaxed, memory_order_relaxed);
+    swap_route(&fc_latch.kernel_ordered, fc_percpu_route_gettime, 0);
+    swap_route(&fc_latch.kernel_direct, fc_percpu_route_gettime, 0);
 }
 
 /* The per-CPU lines answer kind now (acquire: the switch floor is written
@@ -866,21 +866,15 @@ static __attribute__((noinline)) int gettime_slow(clockid_t id, struct timespec 
     fc_direct_fn f = atomic_load_explicit(&fc_direct_gettime, memory_order_relaxed);
     if (FC_LIKELY(f != 0))
         return f(id, ts); /* the served ids never fail: no -errno to convert */
-    int64_t ns;
-    if (FC_LIKELY(kind == FC_MONO && atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_PERCPU &&
-                  !fc_percpu_to_kernel() && !routed_to_kernel(1))) {
-        /* fc_slow_read's first branch, inline: one frame for the whole read
-         * (the per-CPU lines; where the kernel answers tsc-percpu, through
-         * fc_slow_read, which holds its values to the switch floor).
-         * Acquire, as there: the switch floor is written before the mode.
-         * MONOTONIC only (the kind folded in); a wall clock that comes here
-         * is MONOTONIC plus its offset, through fc_slow_read. */
-        if (FC_UNLIKELY(!fc_percpu_read_fast(FC_MONO, &ns)))
-            ns = fc_percpu_read_slow(FC_MONO);
-    } else {
-        ns = fc_slow_read(kind, 1);
+    /* tsc-percpu's lines (the mode first, then the routes, as in
+     * fc_slow_read): their route from now on, and this read as it reads
+     * them.  A wall clock that comes here is MONOTONIC plus its offset, or
+     * the kernel's, through fc_slow_read. */
+    if (FC_LIKELY(kind == FC_MONO) && percpu_lines_answer(FC_MONO) && !routed_to_kernel(1)) {
+        take_percpu_route(1);
+        return fc_percpu_route_gettime(id, ts);
     }
-    split_ts(kind, ns, ts);
+    split_ts(kind, fc_slow_read(kind, 1), ts);
     return 0;
 }
 

@@ -153,6 +153,13 @@ static _Atomic int kernel_reads_counter;  /* at the decision: the kernel's clock
  * kernel has passed the switch floor (clock.c percpu_wall_read).
  */
 #define PERCPU_WALL_KERNEL_MAX 2.5
+
+/* The test seam simulates the counter or the kernel: the lines are under
+ * test, and no path is chosen for cost. */
+static int machine_simulated(void)
+{
+    return fc_seam.counter || fc_seam.counter_aux || fc_seam.kernel_gettime;
+}
 _Atomic int fc_percpu_wall_kernel; /* 1: the kernel answers tsc-percpu's wall clocks */
 
 static void choose_percpu_wall(int fine_to_kernel, struct fc_buf *b)
@@ -162,7 +169,7 @@ static void choose_percpu_wall(int fine_to_kernel, struct fc_buf *b)
     if (fc_seam.percpu_wall_route != 0)
         to_kernel = fc_seam.percpu_wall_route > 0;
     else if (!fine_to_kernel && !atomic_load_explicit(&kernel_reads_counter, memory_order_relaxed) &&
-             !fc_seam.counter && !fc_seam.counter_aux && !fc_seam.kernel_gettime) {
+             !machine_simulated()) {
         ratio = fc_counter_kernel_over_rdtscp(2 * PERCPU_WALL_KERNEL_MAX);
         to_kernel = ratio > 0 && ratio < PERCPU_WALL_KERNEL_MAX;
     }
@@ -184,7 +191,7 @@ static void choose_percpu_kernel(int forced, struct fc_buf *b)
     int to_kernel;
     if (fc_seam.percpu_route != 0)
         to_kernel = fc_seam.percpu_route > 0;
-    else if (forced || fc_seam.counter || fc_seam.counter_aux || fc_seam.kernel_gettime)
+    else if (forced || machine_simulated())
         to_kernel = 0;
     else
         to_kernel = atomic_load_explicit(&kernel_reads_counter, memory_order_relaxed);

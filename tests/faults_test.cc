@@ -1811,16 +1811,35 @@ void read_past_the_guard_then_after_the_cut(const char *where)
     }
 }
 
-class LateCut : public Faults, public ::testing::WithParamInterface<const char *> {};
+// A test run at one of the writer's steps, named for the case.
+struct WriterStepCase {
+    const char *step, *name;
+};
+static void PrintTo(const WriterStepCase &c, std::ostream *os) { *os << '"' << c.step << '"'; }
+class AtAWriterStep : public Faults, public ::testing::WithParamInterface<WriterStepCase> {
+protected:
+    // Calibrated, then the kernel 50 ppm slower for 15 ms: the line 0.75 us
+    // ahead of it, so a fallback to the kernel lies below the line.
+    void install_with_the_line_ahead()
+    {
+        install();
+        warm_up(200, 10e6);
+        sim_set_rate(sim.rate * (1 - 50e-6));
+        sim_advance_ns(15e6);
+    }
+};
+static std::string writer_step_case_name(const ::testing::TestParamInfo<WriterStepCase> &p)
+{
+    return p.param.name;
+}
+
+class LateCut : public AtAWriterStep {};
 
 TEST_P(LateCut, AReadPastItHoldsAtWhatTheLineGave)
 {
-    second_read_at = GetParam();
-    install();
-    warm_up(200, 10e6);
-    sim_set_rate(sim.rate * (1 - 50e-6));
-    sim_advance_ns(15e6); // the line 0.75 us ahead of the kernel
-    sim.tick_us = 9990;   // adjtimex: the kernel runs 1000 ppm slower from now
+    second_read_at = GetParam().step;
+    install_with_the_line_ahead();
+    sim.tick_us = 9990; // adjtimex: the kernel runs 1000 ppm slower from now
     sim_set_rate(sim.rate * (1 - 1000e-6));
     late_cut_reads.clear();
     fc_seam.writer_step = read_past_the_guard_then_after_the_cut;
@@ -1831,19 +1850,19 @@ TEST_P(LateCut, AReadPastItHoldsAtWhatTheLineGave)
         << "the read past the cut is " << late_cut_reads[0] - late_cut_reads[1] << " ns below the one before it";
     EXPECT_GE(fastclock_mono_ns(), late_cut_reads[1]);
 }
-INSTANTIATE_TEST_SUITE_P(Faults, LateCut, ::testing::Values("cut", "publishing"),
-                         [](const ::testing::TestParamInfo<const char *> &p) {
-                             return std::string(p.param) == "cut" ? "AfterTheCut" : "DuringThePublication";
-                         });
+INSTANTIATE_TEST_SUITE_P(Faults, LateCut,
+                         ::testing::Values(WriterStepCase{"cut", "AfterTheCut"},
+                                           WriterStepCase{"publishing", "DuringThePublication"}),
+                         writer_step_case_name);
 
 // Leaving the line (a fail-safe to mode system) fences it: a cut shortly
 // ahead, and a ceiling for the next mode's floor taken where the cut surely
 // showed.  A read that falls back past the cut after that look holds at the
 // old line's value up to its uncut end (fallback_read): the ceiling must
 // still cover it, or the next read -- the kernel's, behind the line here,
-// held at that ceiling -- goes back.
-// Read at each look the writer takes: after the first, the uncut end is
-// still the line's own; after the second, brought down to the first look.
+// held at that ceiling -- goes back.  Read at each look the writer takes:
+// after the first, the uncut end is still the line's own; after the
+// second, brought down to the first look.
 int64_t fenced_read = 0;
 const char *fenced_read_at = "fenced";
 void read_after_the_fence_was_looked_at(const char *where)
@@ -1854,15 +1873,12 @@ void read_after_the_fence_was_looked_at(const char *where)
     fenced_read = fastclock_mono_ns();
 }
 
-class Fence : public Faults, public ::testing::WithParamInterface<const char *> {};
+class Fence : public AtAWriterStep {};
 
 TEST_P(Fence, AReadPastItNeverOutrunsTheNextModesFloor)
 {
-    fenced_read_at = GetParam();
-    install();
-    warm_up(200, 10e6);
-    sim_set_rate(sim.rate * (1 - 50e-6));
-    sim_advance_ns(15e6); // the line 0.75 us ahead of the kernel
+    fenced_read_at = GetParam().step;
+    install_with_the_line_ahead();
     fastclock_mono_ns();
     fenced_read = 0;
     fc_seam.writer_step = read_after_the_fence_was_looked_at;
@@ -1874,10 +1890,10 @@ TEST_P(Fence, AReadPastItNeverOutrunsTheNextModesFloor)
     EXPECT_GE(next, fenced_read) << "the first read in mode system is " << fenced_read - next
                                  << " ns below the one made past the fence";
 }
-INSTANTIATE_TEST_SUITE_P(Faults, Fence, ::testing::Values("fenced", "fence-looked"),
-                         [](const ::testing::TestParamInfo<const char *> &p) {
-                             return std::string(p.param) == "fenced" ? "AfterTheFirstLook" : "AfterTheSecondLook";
-                         });
+INSTANTIATE_TEST_SUITE_P(Faults, Fence,
+                         ::testing::Values(WriterStepCase{"fenced", "AfterTheFirstLook"},
+                                           WriterStepCase{"fence-looked", "AfterTheSecondLook"}),
+                         writer_step_case_name);
 
 // A step forward onto a shallower slope (the line 10 us behind the kernel,
 // then adjtimex announcing a 1000 ppm slower kernel): the old line catches
