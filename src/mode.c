@@ -223,14 +223,18 @@ int fc_default_unordered(void)
 }
 
 /* A value from the environment as the messages echo it: at most 40 bytes,
- * "..." after a longer one, so that what follows it is never cut. */
-static const char *clipped(const char *v, char *out, size_t size)
+ * "..." after a longer one, so that what follows it is never cut; control
+ * characters as '?', so that a terminal never obeys one. */
+const char *fc_env_echo(const char *v, char *out, size_t size)
 {
-    size_t n = strlen(v), keep = 40;
-    if (n <= keep || size < keep + 4)
-        return v;
+    size_t n = strlen(v), keep = n > 40 ? 40 : n;
+    if (size < 44)
+        return "(value not shown)";
     memcpy(out, v, keep);
-    memcpy(out + keep, "...", 4);
+    memcpy(out + keep, n > keep ? "..." : "", n > keep ? 4 : 1);
+    for (char *q = out; *q; q++)
+        if ((unsigned char)*q < 0x20 || *q == 0x7f)
+            *q = '?';
     return out;
 }
 
@@ -292,12 +296,7 @@ void fc_mode_read_env(void)
     int p = mode_env_pref(v);
     env_ignored[0] = 0;
     if (p < 0) {
-        const char *c = clipped(v, env_ignored, sizeof env_ignored);
-        if (c != env_ignored)
-            memcpy(env_ignored, c, strlen(c) + 1); /* short enough: clipped at 40 */
-        for (char *q = env_ignored; *q; q++) /* echoed, never obeyed by a terminal */
-            if ((unsigned char)*q < 0x20 || *q == 0x7f)
-                *q = '?';
+        fc_env_echo(v, env_ignored, sizeof env_ignored);
         p = PREF_AUTO;
         /* Said here, when the library loads (as FASTCLOCK_CALIBRATOR's is),
          * not at the decision: that may come late in a daemon that has
@@ -337,7 +336,7 @@ enum fc_calibrator_pref fc_calibrator_pref(void)
         p = FC_CAL_LAZY;
     else if (v && !word_eq(v, "") && !word_eq(v, "auto")) {
         char clip[48];
-        say("fastclock: ignoring FASTCLOCK_CALIBRATOR=", clipped(v, clip, sizeof clip),
+        say("fastclock: ignoring FASTCLOCK_CALIBRATOR=", fc_env_echo(v, clip, sizeof clip),
             ": it must be auto, thread or lazy; using auto\n");
     }
     atomic_store_explicit(&calibrator_pref, p, memory_order_relaxed);
@@ -682,7 +681,7 @@ int fc_mode_switch_to_percpu(const char *why)
 
 static void decide(void)
 {
-    char why[256], msg[512], clip[48];
+    char why[256], msg[512];
     struct fc_buf b;
     const char *ignored;
     enum fc_mode_pref pref = parse_mode_env(&ignored);
@@ -693,7 +692,7 @@ static void decide(void)
     fc_buf_init(&b, msg, sizeof msg);
     if (ignored) {
         fc_buf_str(&b, "FASTCLOCK_MODE=");
-        fc_buf_str(&b, clipped(ignored, clip, sizeof clip));
+        fc_buf_str(&b, ignored); /* as fc_env_echo showed it */
         fc_buf_str(&b, " ignored (it must be auto, tsc, percpu or system): ");
     }
 

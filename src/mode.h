@@ -107,6 +107,9 @@ FC_HIDDEN enum fc_calibrator_pref fc_calibrator_pref(void);
  * safe to read); fc_mode_read_env reads it again (tests). */
 FC_HIDDEN void fc_mode_env_at_load(void);
 FC_HIDDEN void fc_mode_read_env(void);
+/* v as a message about it may show it (out: at least 44 bytes): its first
+ * 40 bytes, "..." after more, control characters as '?'. */
+FC_HIDDEN const char *fc_env_echo(const char *v, char *out, size_t size);
 /* Preload shim: prefer lazy calibration unless FASTCLOCK_CALIBRATOR says
  * otherwise (weak default in defaults.c, strong override in preload.c). */
 FC_HIDDEN extern const int fc_default_lazy;

@@ -53,6 +53,7 @@
 
 #include "calibration.h"
 #include "clock.h"
+#include "fmt.h"
 #include "mode.h"
 #include "upkeep.h"
 #include "wall.h"
@@ -534,13 +535,16 @@ static int env_flag(const char *name)
         return 0;
     if (strcmp(v, "1") == 0 || strcasecmp(v, "yes") == 0 || strcasecmp(v, "true") == 0)
         return 1;
-    static const char msg1[] = "fastclock: ignoring ";
-    static const char msg2[] = ": it must be 0 or 1\n";
-    ssize_t r = write(2, msg1, sizeof msg1 - 1);
-    r = write(2, name, strlen(name));
-    r = write(2, "=", 1);
-    r = write(2, v, strlen(v));
-    r = write(2, msg2, sizeof msg2 - 1);
+    /* One write, the value as every FASTCLOCK_* message shows it (mode.c). */
+    char shown[48], msg[160];
+    struct fc_buf b;
+    fc_buf_init(&b, msg, sizeof msg);
+    fc_buf_str(&b, "fastclock: ignoring ");
+    fc_buf_str(&b, name);
+    fc_buf_str(&b, "=");
+    fc_buf_str(&b, fc_env_echo(v, shown, sizeof shown));
+    fc_buf_str(&b, ": it must be 0 or 1\n");
+    ssize_t r = write(2, msg, b.len);
     (void)r;
     return 0;
 }

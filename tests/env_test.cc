@@ -293,6 +293,25 @@ TEST(Environment, BogusModeIsReportedWhenTheLibraryLoads)
     EXPECT_EQ(r.err.find('\033'), std::string::npos) << "a control character echoed raw";
 }
 
+// FASTCLOCK_CALIBRATOR's warning shows its value as FASTCLOCK_MODE's does:
+// a control character as '?', a long value clipped, the advice kept.
+TEST(Environment, BogusCalibratorIsEchoedSafely)
+{
+    ProbeRun r = probe({"FASTCLOCK_CALIBRATOR=th\033[2Jread"}, "no-reads");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(count(r.err, "fastclock: ignoring FASTCLOCK_CALIBRATOR=th?[2Jread: it must be auto, thread or lazy"), 1)
+        << r.err;
+    EXPECT_EQ(r.err.find('\033'), std::string::npos) << "a control character echoed raw";
+    std::string v(600, 'y');
+    ProbeRun l = probe({"FASTCLOCK_CALIBRATOR=" + v}, "no-reads");
+    ASSERT_EQ(l.status, 0) << l.err;
+    EXPECT_EQ(l.err.find(v), std::string::npos) << "echoed whole";
+    EXPECT_NE(l.err.find("FASTCLOCK_CALIBRATOR=" + std::string(40, 'y') + "...: it must be auto, thread or lazy; "
+                         "using auto\n"),
+              std::string::npos)
+        << l.err;
+}
+
 // A value of any length is echoed clipped: the warning keeps its advice and
 // its newline, the status its reason.
 // FASTCLOCK_MODE is read when the library loads, not at the decision,
