@@ -108,7 +108,8 @@ int64_t fastclock_ticks_to_ns(uint64_t ticks);
  * other id goes to the kernel, with its return value and errno.  A NULL ts
  * gives -1/EFAULT instead of a crash. */
 int fastclock_gettime(clockid_t id, struct timespec *ts);
-/* gettimeofday(2) semantics; a non-NULL tz is answered by the kernel. */
+/* gettimeofday(2) semantics; a non-NULL tz is filled by the kernel, tv as
+ * without one (so calls with and without tz keep their order). */
 int fastclock_gettimeofday(struct timeval *tv, void *tz);
 
 struct fastclock_status {

@@ -1015,6 +1015,20 @@ static __attribute__((noinline)) int gettimeofday_line(struct timeval *tv)
     return 0;
 }
 
+/* The kernel's timezone, and the time as a call without one gives it: the
+ * kernel's time could be below what the line just gave (by up to the error
+ * bound), and calls with and without a timezone keep their order. */
+static FC_COLD int gettimeofday_tz(struct timeval *tv, void *tz)
+{
+    int r = fc_kernel_gettimeofday(0, tz);
+    if (r != 0 || !tv)
+        return r;
+    fc_gettimeofday_fn w = atomic_load_explicit(&fc_wall_direct_tv, memory_order_relaxed);
+    if (w != 0)
+        return w(tv, 0);
+    return gettimeofday_line(tv);
+}
+
 FC_API int fastclock_gettimeofday(struct timeval *tv, void *tz)
 {
     /* The vDSO's own gettimeofday (wall.h: the kernel's clock reads the
@@ -1026,7 +1040,7 @@ FC_API int fastclock_gettimeofday(struct timeval *tv, void *tz)
     if (FC_LIKELY(w != 0) && FC_LIKELY(tz == 0))
         return w(tv, 0);
     if (FC_UNLIKELY(tz != 0))
-        return fc_kernel_gettimeofday(tv, tz); /* the kernel's timezone, and its time */
+        return gettimeofday_tz(tv, tz);
     if (FC_UNLIKELY(!tv))
         return 0;
     return gettimeofday_line(tv);

@@ -454,8 +454,14 @@ SHIM_API int clock_gettime(clockid_t id, struct timespec *ts)
 /* gettimeofday's cases other than the vDSO's jump. */
 static __attribute__((noinline)) int gettimeofday_other(struct timeval *tv, void *tz, int flags)
 {
-    if (FC_UNLIKELY(tz != 0))
-        return pass_gettimeofday(tv, tz); /* the kernel's timezone comes with the kernel's time */
+    if (FC_UNLIKELY(tz != 0)) {
+        /* The kernel's timezone from libc; the time as a call without one
+         * gives it, so that calls with and without a timezone keep their
+         * order (the kernel's time can be below what a line just gave). */
+        int r = pass_gettimeofday(0, tz);
+        if (r != 0 || !tv)
+            return r;
+    }
     if (FC_UNLIKELY(!tv))
         return 0;
     if (FC_UNLIKELY(flags & SHIM_PASS)) {

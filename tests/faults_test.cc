@@ -1327,6 +1327,37 @@ TEST_F(Faults, ForcedSystemAnswersEveryFineReadWithOneKernelRead)
     EXPECT_EQ(routes.wall_tv, nullptr) << "a simulated kernel has no gettimeofday of its own";
 }
 
+// gettimeofday with a timezone: the kernel's timezone, and the time as a
+// call without one gives it -- the line's, here ahead of the kernel's -- so
+// that calls with and without a timezone, mixed, never go back.
+TEST_F(Faults, GettimeofdayWithATimezoneKeepsTheLinesTime)
+{
+    install();
+    warm_up(50, 1e6);
+    ASSERT_EQ(mode(), "tsc");
+    struct timezone ktz;
+    timeval now_tv;
+    ASSERT_EQ(gettimeofday(&now_tv, &ktz), 0);
+    auto us = [](const timeval &tv) { return int64_t(tv.tv_sec) * 1000000LL + tv.tv_usec; };
+    int64_t prev = 0;
+    long back = 0;
+    for (int i = 0; i < 200; i++) {
+        sim_advance_ns(3e3);
+        timeval a, b;
+        struct timezone tz;
+        memset(&tz, 0x55, sizeof tz);
+        ASSERT_EQ(fastclock_gettimeofday(&a, nullptr), 0);
+        ASSERT_EQ(fastclock_gettimeofday(&b, &tz), 0);
+        EXPECT_EQ(tz.tz_minuteswest, ktz.tz_minuteswest);
+        EXPECT_EQ(tz.tz_dsttime, ktz.tz_dsttime);
+        back += us(a) < prev || us(b) < us(a);
+        prev = us(b);
+        // The simulated kernel's REALTIME, within a millisecond: not the real one.
+        EXPECT_LT(std::llabs(us(b) - (sim_mono() + sim.real_off) / 1000), 1000) << i;
+    }
+    EXPECT_EQ(back, 0);
+}
+
 // A machine that has been suspended (BOOTTIME an hour ahead of MONOTONIC):
 // BOOTTIME read before the first line -- the kernel answers, and its value
 // is noted for the first line's writer -- must not be taken for a

@@ -321,6 +321,19 @@ static int cmd_interpose(void)
     struct timezone tz;
     struct timeval tv;
     CHECK(gettimeofday(&tv, &tz) == 0 && tv.tv_sec > 1600000000, "gettimeofday with a timezone");
+    /* With and without a timezone, mixed: the same clock, never back. */
+    int64_t prev_us = 0;
+    for (int i = 0; i < 100000; i++) {
+        struct timeval a, b;
+        gettimeofday(&a, NULL);
+        gettimeofday(&b, &tz);
+        int64_t ua = a.tv_sec * 1000000LL + a.tv_usec, ub = b.tv_sec * 1000000LL + b.tv_usec;
+        CHECK(ua >= prev_us && ub >= ua, "gettimeofday went back between calls with and without a timezone: "
+              "%lld, %lld, then %lld us", (long long)prev_us, (long long)ua, (long long)ub);
+        if (ua < prev_us || ub < ua)
+            break;
+        prev_us = ub;
+    }
 
     int st = shim_state();
     CHECK(st & FC_PRELOAD_CONSTRUCTED, "the shim's constructor has not run by main (state %d)", st);

@@ -2,7 +2,8 @@
  * A test-only preload that counts the calls reaching it and forwards them
  * to the next definition.  Preloaded AFTER the shim (LD_PRELOAD="shim spy")
  * it sees exactly what the shim passes on to libc: nothing for the clocks
- * fastclock serves in mode tsc, everything in mode system.  Preloaded
+ * fastclock serves, in any mode (mode system jumps into the vDSO itself),
+ * and every other clock id.  Preloaded
  * BEFORE the shim it sees every call a program makes through the symbol.
  *
  * Counts are read with shim_spy_counts(), or written at exit to the file
