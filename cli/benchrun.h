@@ -24,7 +24,7 @@ struct bench_config {
  * means the fastclock figures mix two read paths. */
 struct bench_fc_state {
     int known;                 /* taken */
-    char mode[32], calibrator[32], reason[320];
+    char mode[32], calibrator[32], reason[512];
     char counter[96];          /* status().counter: the instruction, or "clock_gettime ..." */
     char real_source[16];      /* "line" or "vdso" */
     uint64_t fallback_reads;   /* reads the kernel answered while in mode tsc */
@@ -84,7 +84,7 @@ struct bench_result {
     /* The machine, to print beside the numbers. */
     char cpu[128], arch[32], kernel[128], hypervisor[48], clocksource[64], available[256];
     char clocksource_end[64];       /* read again at the end: someone may switch it meanwhile */
-    char fc_mode[32], fc_calibrator[32], fc_reason[320]; /* as the cost phase began (fc_start) */
+    char fc_mode[32], fc_calibrator[32], fc_reason[512]; /* as the cost phase began (fc_start) */
 
     /* fastclock's state before the cost phase, after it, and at the end
      * (after thread scaling and granularity), and what changed between them

@@ -26,7 +26,7 @@ static void usage(FILE *f)
                "Explains how this machine keeps time, measures every clock, and says what to change.\n"
                "\n"
                "  --json    machine-readable report (schema: docs/doctor.schema.json)\n"
-               "  --quick   shorter measurements (under 2 s instead of about 10 s)\n"
+               "  --quick   shorter measurements (under 2 s instead of 5-7 s)\n"
                "\n"
                "exit status: 0 no problem found, 1 a problem was found, 2 usage or internal error\n");
 }

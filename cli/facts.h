@@ -125,7 +125,8 @@ struct doctor_facts {
     /* fastclock itself. */
     int fc_known;
     char fc_mode[32], fc_calibrator[32], fc_counter[64]; /* counter: "clock_gettime (ordered), rdtsc (unordered)" fits */
-    char fc_reason[320];
+    char fc_reason[512];   /* the library's reasons run to 511 bytes */
+    int fc_forced;         /* FASTCLOCK_MODE chose the mode */
     double fc_counter_hz;
     int64_t fc_error_bound_ns;
     double fc_ns, fc_unordered_ns, fc_coarse_ns;

@@ -642,7 +642,11 @@ static void rule_fastclock(struct ctx *c, struct findings *o)
     } else if (strcmp(f->fc_mode, "tsc-percpu") == 0) {
         /* Trusted per CPU only (the kernel distrusts the TSC, or a warp was found). */
         struct finding *x = add(o, SEV_INFO, 10, "fastclock-percpu");
-        if (strncmp(f->fc_counter, "clock_gettime", 13) == 0) {
+        if (f->fc_forced) {
+            msg(x, "fastclock reads one line per CPU, as FASTCLOCK_MODE asks (%s); monotonic within a thread, "
+                   "across threads within the reported bound.",
+                or_unknown(f->fc_reason));
+        } else if (strncmp(f->fc_counter, "clock_gettime", 13) == 0) {
             msg(x, "fastclock trusts each CPU's counter but not one line across them (%s). The kernel still reads "
                    "the TSC, and its clock is the cheaper read: it answers fastclock's fine reads, the coarse ones "
                    "come from memory.",
@@ -653,15 +657,23 @@ static void rule_fastclock(struct ctx *c, struct findings *o)
                    "the reported bound.",
                 or_unknown(f->fc_reason));
         }
-        fix(x, "Nothing to change in programs. The counters of this machine's CPUs disagree: %s",
-            f->hypervisor == TRI_YES ? "a host that keeps its guests' TSCs in step (one TSC offset per VM, an invariant TSC) "
-                    "gives fastclock one line again."
-                  : "check the firmware's TSC settings (TSC_ADJUST writes, a BIOS option that resets the "
-                    "counters per socket).");
+        if (f->fc_forced)
+            fix(x, "FASTCLOCK_MODE chose this mode, not the machine: unset it (or set it to auto) to let fastclock "
+                   "decide from what the CPUs' counters do.");
+        else
+            fix(x, "Nothing to change in programs. The counters of this machine's CPUs disagree: %s",
+                f->hypervisor == TRI_YES
+                    ? "a host that keeps its guests' TSCs in step (one TSC offset per VM, an invariant TSC) "
+                      "gives fastclock one line again."
+                    : "check the firmware's TSC settings (TSC_ADJUST writes, a BIOS option that resets the "
+                      "counters per socket).");
     } else if (strncmp(f->fc_mode, "system", 6) == 0) {
         struct finding *x = add(o, SEV_INFO, 10, "fastclock-system");
         msg(x, "fastclock uses the kernel's clocks here: %s.", or_unknown(f->fc_reason));
-        if (c->enters == TRI_YES)
+        if (f->fc_forced)
+            fix(x, "FASTCLOCK_MODE chose this mode, not the machine: unset it (or set it to auto) to let fastclock "
+                   "decide.");
+        else if (c->enters == TRI_YES)
             fix(x, "The findings above say what would let it read the %s. %s", c->arm ? "counter" : "TSC",
                 c->coarse_advice);
         else

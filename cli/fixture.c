@@ -232,6 +232,7 @@ static void load_measurements(struct doctor_facts *f, struct loader *l)
         f->fc_known = 1;
         copy_str(f->fc_mode, sizeof f->fc_mode, s);
         get_str(l, "fastclock.reason", f->fc_reason, sizeof f->fc_reason);
+        if (get_long(l, "fastclock.forced", &v)) f->fc_forced = v != 0;
         get_str(l, "fastclock.calibrator", f->fc_calibrator, sizeof f->fc_calibrator);
         get_str(l, "fastclock.counter", f->fc_counter, sizeof f->fc_counter);
         if (get_double(l, "fastclock.counter_hz", &d)) f->fc_counter_hz = d;
@@ -424,16 +425,17 @@ int capture_write(const struct doctor_facts *f, const char *dir, char *err, size
     if (f->warp_ran)
         fprintf(o,
                 "warp.max_cycles = %lld\nwarp.pairs = %d\nwarp.pairs_skipped = %d\nwarp.iterations = %llu\n"
-                "warp.warps = %llu\n",
+                "warp.warps = %llu\nwarp.cpu_a = %d\nwarp.cpu_b = %d\n",
                 (long long)f->warp_max_cycles, f->warp_pairs, f->warp_pairs_skipped,
-                (unsigned long long)f->warp_iterations, (unsigned long long)f->warp_count);
+                (unsigned long long)f->warp_iterations, (unsigned long long)f->warp_count, f->warp_cpu_a,
+                f->warp_cpu_b);
     if (f->seccomp_ok != TRI_UNKNOWN)
         fprintf(o, "seccomp = %s\n", f->seccomp_ok == TRI_YES ? "ok" : f->seccomp_err);
     for (int i = 0; i < FACT_NCALLS; i++) {
         const struct clock_fact *c = &f->call[i];
         char key[96];
         snprintf(key, sizeof key, "clock.%s.supported", c->name);
-        fprintf(o, "%s = %d\n", key, c->supported);
+        fprintf(o, "%s = %s\n", key, c->supported == TRI_UNKNOWN ? "unknown" : c->supported ? "1" : "0");
 #define PUT(field, v) (snprintf(key, sizeof key, "clock.%s." field, c->name), put_double(o, key, v))
         PUT("libc_ns", c->libc_ns);
         PUT("syscall_ns", c->syscall_ns);
@@ -447,7 +449,8 @@ int capture_write(const struct doctor_facts *f, const char *dir, char *err, size
         fprintf(o, "fastclock.mode = %s\nfastclock.reason = %s\nfastclock.calibrator = %s\nfastclock.counter = %s\n",
                 f->fc_mode, f->fc_reason, f->fc_calibrator, f->fc_counter);
         put_double(o, "fastclock.counter_hz", f->fc_counter_hz);
-        fprintf(o, "fastclock.error_bound_ns = %lld\n", (long long)f->fc_error_bound_ns);
+        fprintf(o, "fastclock.forced = %d\nfastclock.error_bound_ns = %lld\n", f->fc_forced,
+                (long long)f->fc_error_bound_ns);
         put_double(o, "fastclock.ns_per_call", f->fc_ns);
         put_double(o, "fastclock.ns_per_call_unordered", f->fc_unordered_ns);
         put_double(o, "fastclock.ns_per_call_coarse", f->fc_coarse_ns);

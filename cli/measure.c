@@ -323,6 +323,7 @@ static void read_fastclock(struct doctor_facts *f)
     f->fc_known = 1;
     copy_str(f->fc_mode, sizeof f->fc_mode, st.mode);
     copy_str(f->fc_reason, sizeof f->fc_reason, st.reason);
+    f->fc_forced = st.forced;
     copy_str(f->fc_calibrator, sizeof f->fc_calibrator, st.calibrator);
     copy_str(f->fc_counter, sizeof f->fc_counter, st.counter);
     f->fc_counter_hz = st.counter_hz;

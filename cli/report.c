@@ -342,10 +342,12 @@ static void text_fastclock(FILE *out, const struct doctor_facts *f, const struct
     if (f->fc_error_bound_ns >= 0)
         snprintf(bound, sizeof bound, ", error bound %lld ns", (long long)f->fc_error_bound_ns);
     if (!isnan(f->fc_counter_hz) && f->fc_counter_hz > 0)
-        row(out, "mode", "%s (%s calibrator, counter %s at %.3f MHz%s)", f->fc_mode, f->fc_calibrator, f->fc_counter,
-            f->fc_counter_hz / 1e6, bound);
+        row(out, "mode", "%s%s (%s calibrator, counter %s at %.3f MHz%s)", f->fc_mode,
+            f->fc_forced ? ", forced by FASTCLOCK_MODE" : "", f->fc_calibrator, f->fc_counter, f->fc_counter_hz / 1e6,
+            bound);
     else
-        row(out, "mode", "%s (%s calibrator%s)", f->fc_mode, f->fc_calibrator, bound);
+        row(out, "mode", "%s%s (%s calibrator%s)", f->fc_mode, f->fc_forced ? ", forced by FASTCLOCK_MODE" : "",
+            f->fc_calibrator, bound);
     row(out, "reason", "%s", f->fc_reason);
     char a[24], b[24], c[24];
     fmt_ns(a, sizeof a, f->fc_ns);
@@ -650,6 +652,10 @@ void report_json(FILE *out, const struct doctor_facts *f, const struct findings 
     json_begin_object(&j, "fastclock");
     json_str_or_null(&j, "mode", f->fc_mode, f->fc_known);
     json_str_or_null(&j, "reason", f->fc_reason, f->fc_known);
+    if (f->fc_known)
+        json_bool(&j, "forced", f->fc_forced);
+    else
+        json_null(&j, "forced");
     json_str_or_null(&j, "calibrator", f->fc_calibrator, f->fc_known);
     json_str_or_null(&j, "counter", f->fc_counter, f->fc_known);
     json_double(&j, "counter_hz", f->fc_known ? f->fc_counter_hz : NAN, 0);

@@ -530,7 +530,7 @@ int kv_parse(const char *text, struct kv_file *kv, char *err, size_t esize)
     while (p && *p) {
         const char *eol = strchr(p, '\n');
         size_t n = eol ? (size_t)(eol - p) : strlen(p);
-        char line[512];
+        char line[640];
         lineno++;
         if (n >= sizeof line) {
             snprintf(err, esize, "line %d is longer than %zu characters", lineno, sizeof line - 1);

@@ -117,7 +117,7 @@ const char *vdso_cap_name(enum vdso_cap c);
 #define KV_MAX 256
 struct kv_file {
     int n;
-    struct { char key[80]; char value[400]; } item[KV_MAX];
+    struct { char key[80]; char value[520]; } item[KV_MAX]; /* a value: fastclock.reason, up to 511 */
 };
 /* "key = value" lines; '#' starts a comment line; later keys win.  Returns
  * 0, or -1 with a message in err for a malformed line. */

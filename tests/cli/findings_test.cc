@@ -294,6 +294,28 @@ TEST(Findings, PerCpuModeIsExplainedEitherWay)
     }
 }
 
+// A mode FASTCLOCK_MODE forced is not the machine's doing: the finding says
+// so, and its fix is to unset the variable, not the firmware or the host.
+TEST(Findings, AForcedModeIsNotDiagnosedAsTheMachines)
+{
+    for (const char *mode : {"tsc-percpu", "system"}) {
+        Loaded *l = run("kvm-tsc");
+        snprintf(l->f.fc_mode, sizeof l->f.fc_mode, "%s", mode);
+        snprintf(l->f.fc_counter, sizeof l->f.fc_counter, "rdtscp");
+        snprintf(l->f.fc_reason, sizeof l->f.fc_reason, "FASTCLOCK_MODE=%s asks for it", mode);
+        l->f.fc_forced = 1;
+        findings_compute(&l->f, &l->fs);
+        const finding *x = l->get(mode[0] == 't' ? "fastclock-percpu" : "fastclock-system");
+        ASSERT_NE(x, nullptr) << mode;
+        EXPECT_TRUE(has(x->fix, "FASTCLOCK_MODE chose this mode, not the machine")) << x->fix;
+        EXPECT_FALSE(has(x->fix, "disagree")) << x->fix;
+        EXPECT_FALSE(has(x->fix, "findings above")) << x->fix;
+        if (mode[0] == 't') {
+            EXPECT_FALSE(has(x->message, "trusts each CPU's counter but not")) << x->message;
+        }
+    }
+}
+
 TEST(Findings, KvmClockReadByTheVdsoIsOnlyInformation)
 {
     Loaded *l = run("kvm-clock");

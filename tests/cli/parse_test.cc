@@ -342,6 +342,37 @@ TEST(FixtureLoad, BadKeysAndValuesAreRefused)
     EXPECT_NE(clitest::load("/nonexistent/fastclock/capture", &f).find("No such file"), std::string::npos);
 }
 
+// --capture writes what --root reads back: the CPU pair a warp was seen
+// between, whether FASTCLOCK_MODE forced the mode, and a reason as long as
+// the library writes (up to 511 bytes).
+TEST(FixtureLoad, ACaptureCarriesTheWarpPairTheForcingAndTheWholeReason)
+{
+    char dir[] = "/tmp/fastclock-cli-test-XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    doctor_facts f;
+    facts_init(&f);
+    f.warp_ran = 1;
+    f.warp_max_cycles = 5000;
+    f.warp_pairs = 1;
+    f.warp_cpu_a = 3;
+    f.warp_cpu_b = 5;
+    f.fc_known = 1;
+    snprintf(f.fc_mode, sizeof f.fc_mode, "tsc-percpu");
+    std::string reason(500, 'r');
+    reason += " the end";
+    snprintf(f.fc_reason, sizeof f.fc_reason, "%s", reason.c_str());
+    f.fc_forced = 1;
+    char err[256] = "";
+    ASSERT_EQ(capture_write(&f, dir, err, sizeof err), 0) << err;
+    doctor_facts back;
+    EXPECT_EQ(clitest::load(dir, &back), "");
+    EXPECT_EQ(back.warp_cpu_a, 3);
+    EXPECT_EQ(back.warp_cpu_b, 5);
+    EXPECT_EQ(back.fc_forced, 1);
+    EXPECT_EQ(std::string(back.fc_reason), reason);
+    EXPECT_EQ(system((std::string("rm -rf '") + dir + "'").c_str()), 0);
+}
+
 // ---- small parsers -----------------------------------------------------------
 
 TEST(Numbers, StrictParsing)
