@@ -363,6 +363,12 @@ static void put_double(FILE *o, const char *key, double v)
         fprintf(o, "%s = %.3f\n", key, v);
 }
 
+/* A tri-state as get_tri reads it back. */
+static const char *tri_word(int t)
+{
+    return t == TRI_UNKNOWN ? "unknown" : t ? "1" : "0";
+}
+
 int capture_write(const struct doctor_facts *f, const char *dir, char *err, size_t esize)
 {
     static const char *const files[] = {
@@ -402,8 +408,8 @@ int capture_write(const struct doctor_facts *f, const char *dir, char *err, size
     if (f->has_cpuid) {
         fprintf(o, "cpuid.vendor = %s\ncpuid.brand = %s\ncpuid.family = %u\ncpuid.model = %u\n", f->vendor, f->model,
                 f->family, f->model_number);
-        fprintf(o, "cpuid.invariant_tsc = %d\ncpuid.rdtscp = %d\ncpuid.hypervisor = %d\n", f->invariant_tsc,
-                f->has_rdtscp, f->hypervisor);
+        fprintf(o, "cpuid.invariant_tsc = %s\ncpuid.rdtscp = %s\ncpuid.hypervisor = %s\n", tri_word(f->invariant_tsc),
+                tri_word(f->has_rdtscp), tri_word(f->hypervisor));
         if (f->hv_signature[0])
             fprintf(o, "cpuid.hypervisor_signature = %s\ncpuid.hypervisor_max_leaf = 0x%x\n", f->hv_signature,
                     f->hv_max_leaf);
@@ -435,7 +441,7 @@ int capture_write(const struct doctor_facts *f, const char *dir, char *err, size
         const struct clock_fact *c = &f->call[i];
         char key[96];
         snprintf(key, sizeof key, "clock.%s.supported", c->name);
-        fprintf(o, "%s = %s\n", key, c->supported == TRI_UNKNOWN ? "unknown" : c->supported ? "1" : "0");
+        fprintf(o, "%s = %s\n", key, tri_word(c->supported));
 #define PUT(field, v) (snprintf(key, sizeof key, "clock.%s." field, c->name), put_double(o, key, v))
         PUT("libc_ns", c->libc_ns);
         PUT("syscall_ns", c->syscall_ns);
@@ -443,7 +449,7 @@ int capture_write(const struct doctor_facts *f, const char *dir, char *err, size
         PUT("step_ns", c->step_ns);
 #undef PUT
         snprintf(key, sizeof key, "clock.%s.enters_kernel", c->name);
-        fprintf(o, "%s = %s\n", key, c->enters_kernel == TRI_UNKNOWN ? "unknown" : c->enters_kernel ? "1" : "0");
+        fprintf(o, "%s = %s\n", key, tri_word(c->enters_kernel));
     }
     if (f->fc_known) {
         fprintf(o, "fastclock.mode = %s\nfastclock.reason = %s\nfastclock.calibrator = %s\nfastclock.counter = %s\n",

@@ -351,6 +351,7 @@ TEST(FixtureLoad, ACaptureCarriesTheWarpPairTheForcingAndTheWholeReason)
     ASSERT_NE(mkdtemp(dir), nullptr);
     doctor_facts f;
     facts_init(&f);
+    f.has_cpuid = 1; // its tri-states unknown: written as --root reads them
     f.warp_ran = 1;
     f.warp_max_cycles = 5000;
     f.warp_pairs = 1;
@@ -370,6 +371,7 @@ TEST(FixtureLoad, ACaptureCarriesTheWarpPairTheForcingAndTheWholeReason)
     EXPECT_EQ(back.warp_cpu_b, 5);
     EXPECT_EQ(back.fc_forced, 1);
     EXPECT_EQ(std::string(back.fc_reason), reason);
+    EXPECT_EQ(back.call[0].supported, TRI_UNKNOWN);
     EXPECT_EQ(system((std::string("rm -rf '") + dir + "'").c_str()), 0);
 }
 
