@@ -21,7 +21,9 @@ import java.util.concurrent.locks.LockSupport;
  * arguments), and the clock methods allocate nothing -- but where
  * {@code Instant.now()}, the JDK's counterpart, answers {@link #currentTimeNanos()}
  * and the methods built on it ({@code status()} says so: {@code answers=}): it
- * builds an {@code Instant}, which escape analysis may or may not remove.
+ * builds an {@code Instant}, which escape analysis may or may not remove; and in
+ * the pure-Java fallback the read that resamples (one per 100 ms at most) builds
+ * its sample and reads {@code Instant.now()} 16 times.
  *
  * <p>Never slower than the JDK: each fine clock is answered by fastclock only
  * where, measured in this process at start-up, it costs at most 0.95x its JDK
@@ -77,12 +79,15 @@ public final class FastClock {
     /** Who answers each fine clock (see {@link Routes}); constant after class initialisation. */
     private static final Routes ROUTES;
     private static final boolean R_NANO, R_NANO_U, R_REAL, R_REAL_U, R_MILLIS;
+    /** A Clock's millis() from fastclock's REALTIME, not the JDK's: see {@link #clockMillis()}. */
+    private static final boolean CLOCK_MILLIS_NATIVE;
     /** Kept for the benchmarks' and tests' reference: see {@link Routes#JNI_CALL_NS}. */
     static final double JNI_CALL_NS = Routes.JNI_CALL_NS;
 
     static {
         boolean nat = false;
         Routes routes = null;
+        boolean realIsKernelForGood = false;
         String detail;
         try {
             NativeLoader.Result r = NativeLoader.load(NativeLoader.Config.fromSystem());
@@ -106,6 +111,9 @@ public final class FastClock {
                 boolean perCpuOverVdso = perCpuLinesOverTheKernelsCounter(st);
                 boolean monoIsKernel = "system".equals(mode) || kernelAnswersFineReads(st) || perCpuOverVdso;
                 boolean realIsKernel = monoIsKernel || "vdso".equals(st.get("real_source"));
+                // For a Clock's millis(): "vdso" before the first line (a start-up that
+                // gave up waiting) may become the line's REALTIME later.
+                realIsKernelForGood = monoIsKernel || (realIsKernel && parseDouble(st.get("calibrations")) > 0);
                 // Mode tsc with the line answering ordered reads (the counter is an
                 // instruction, not "clock_gettime (...)"): see Routes.decide.
                 boolean monoIsLine = "tsc".equals(mode) && counter != null && !counter.startsWith("clock_gettime");
@@ -137,6 +145,20 @@ public final class FastClock {
         R_REAL = routes.currentTimeNanos;
         R_REAL_U = routes.currentTimeNanosUnordered;
         R_MILLIS = routes.currentTimeMillis;
+        CLOCK_MILLIS_NATIVE = clockMillisNative(nat, realIsKernelForGood, R_REAL, R_MILLIS);
+    }
+
+    /**
+     * Whether a Clock's millis() reads fastclock's REALTIME (else the JDK's
+     * currentTimeMillis()): the same clock as its instant() wherever the two
+     * differ -- fastclock's line, within the error bound of the kernel's clock,
+     * against the JDK's, which is the kernel's: mixed, a millis() could follow an
+     * instant() one millisecond lower.  Where fastclock's REALTIME is the kernel's
+     * own for good (not just until its first line), both are the same clock, and
+     * the cheaper route stands.
+     */
+    static boolean clockMillisNative(boolean nat, boolean realIsKernel, boolean rReal, boolean rMillis) {
+        return nat && (realIsKernel ? rMillis : rReal);
     }
 
     /**
@@ -297,14 +319,16 @@ public final class FastClock {
     }
 
     /**
-     * A java.time Clock's millis(): instant().toEpochMilli(), as Clock requires.  Natively
-     * currentTimeMillis() is that to within the error bound; the pure-Java fallback's
+     * A java.time Clock's millis(): instant().toEpochMilli(), as Clock requires, so from
+     * instant()'s clock (see {@link #clockMillisNative}).  The pure-Java fallback's
      * currentTimeNanos() follows a step of the system clock only at its next resample
      * (100 ms) while the JDK's currentTimeMillis() follows at once, so there both come
      * from currentTimeNanos().
      */
     static long clockMillis() {
-        return NATIVE ? currentTimeMillis() : Math.floorDiv(currentTimeNanos(), NANOS_PER_MILLI);
+        if (!NATIVE)
+            return Math.floorDiv(currentTimeNanos(), NANOS_PER_MILLI);
+        return CLOCK_MILLIS_NATIVE ? Math.floorDiv(NativeCalls.realNs(), NANOS_PER_MILLI) : System.currentTimeMillis();
     }
 
     /**

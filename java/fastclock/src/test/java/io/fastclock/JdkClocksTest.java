@@ -28,6 +28,30 @@ class JdkClocksTest {
         return new double[] {mono, monoU, real, realU, kMono, kReal};
     }
 
+    /**
+     * A Clock's millis() reads its instant()'s clock: fastclock's REALTIME where that
+     * is fastclock's line and the line answers instant(); the JDK's where instant() is
+     * the JDK's; where fastclock's REALTIME is the kernel's own, the cheaper of the two
+     * (one clock either way).  Mixed, a millis() could follow an instant() 1 ms lower.
+     */
+    @Test
+    void aClocksMillisComesFromItsInstantsClock() {
+        // nat, realIsKernel, currentTimeNanos routed to fastclock, currentTimeMillis routed to fastclock
+        assertTrue(FastClock.clockMillisNative(true, false, true, false), "line answers instant(): millis too");
+        assertFalse(FastClock.clockMillisNative(true, false, false, true), "the JDK answers instant(): millis too");
+        assertTrue(FastClock.clockMillisNative(true, false, true, true));
+        assertFalse(FastClock.clockMillisNative(true, false, false, false));
+        assertFalse(FastClock.clockMillisNative(true, true, true, false), "one kernel clock: the cheaper route");
+        assertTrue(FastClock.clockMillisNative(true, true, true, true));
+        assertFalse(FastClock.clockMillisNative(false, false, true, true), "no native library");
+        // This JVM's clock, read around a millisecond's edge many times.
+        java.time.Clock c = FastClock.clock(java.time.ZoneOffset.UTC);
+        for (int i = 0; i < 200_000; i++) {
+            long i0 = c.instant().toEpochMilli(), m = c.millis(), i1 = c.instant().toEpochMilli();
+            assertTrue(i0 <= m && m <= i1, i0 + " <= " + m + " <= " + i1 + " at " + i);
+        }
+    }
+
     @Test
     void theCoresKernelRoutesCountAsTheKernelAnswering() {
         assertTrue(FastClock.kernelAnswersFineReads(Map.of("mode", "tsc-percpu", "counter",
