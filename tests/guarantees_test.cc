@@ -198,7 +198,13 @@ TEST(Mode, WarpCheckRunsWithEitherCalibrator)
         usleep(3000 + pick() % 4000);
     }
     EXPECT_GE(st.max_warp_cycles, 0) << "no warp check ran (" << st.calibrator << " calibrator)";
-    EXPECT_LT(st.max_warp_cycles, lazy_run() ? 5000 : 1000) << "the counters of this VM's CPUs are in step";
+    // Within what each check lets pass (beyond that the mode would have left
+    // tsc): the thread's ordered reads under a lock, no step back at all;
+    // the lazy check's sample brackets, 2 us (calibration.c WARP_FOUND_NS).
+    if (lazy_run())
+        EXPECT_LE(double(st.max_warp_cycles) * 1e9 / st.counter_hz, 2000.0) << "the CPUs' counters are in step";
+    else
+        EXPECT_EQ(st.max_warp_cycles, 0) << "the CPUs' counters are in step";
     EXPECT_STREQ(st.mode, "tsc") << st.reason;
     std::printf("warp check (%s calibrator): largest disagreement %lld cycles\n", st.calibrator,
                 (long long)st.max_warp_cycles);
@@ -437,6 +443,8 @@ TEST(Inline, TheLineAnswersOnlyInModeTsc)
         GTEST_SKIP() << coarse;
     struct fastclock_status st;
     fastclock_status(&st);
+    if (st.mode != wanted_mode()) // the mode this run forces, refused: not the other branch
+        GTEST_SKIP() << "mode is " << st.mode << ": " << st.reason;
     auto span_now = [] {
         fastclock_mono_ns();
         uint64_t seq = __atomic_load_n(&fastclock_line_v1->seq, __ATOMIC_ACQUIRE);

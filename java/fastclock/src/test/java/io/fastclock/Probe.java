@@ -102,6 +102,14 @@ public final class Probe {
         System.out.println("coarse_reads=" + reads);
         System.out.println("coarse_ahead_ns=" + ahead);
         System.out.println("coarse_back_ns=" + back);
+        // The memory moves on by itself: the calibrator ticks about every millisecond.
+        long v0 = FastClock.coarseNanoTime(), m0 = FastClock.coarseCurrentTimeMillis();
+        Thread.sleep(30);
+        long v1 = FastClock.coarseNanoTime(), m1 = FastClock.coarseCurrentTimeMillis();
+        System.out.println("coarse_moved_ns=" + (v1 - v0));
+        System.out.println("coarse_moved_ms=" + (m1 - m0));
+        System.out.println("coarse_not_ahead=" + (v1 <= FastClock.nanoTime()));
+        System.out.println("reason=" + oneLine(FastClock.reason()));
         System.out.println("status=" + oneLine(FastClock.status()));
     }
 
