@@ -19,7 +19,8 @@ class CoarseTest {
         assertEquals("true", j.get("native"), j.toString());
         assumeTrue(!j.get("reason").startsWith("FASTCLOCK_MODE=tsc refused"),
                 "the counter cannot be trusted here, even when asked: " + j.get("reason"));
-        assertEquals("tsc", j.get("mode"), j.toString());
+        // tsc, or tsc-percpu after a warp found: the calibrator thread ticks in both.
+        assertTrue(j.get("mode").startsWith("tsc"), j.toString());
         return j;
     }
 
