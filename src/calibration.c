@@ -171,7 +171,7 @@ int64_t fc_cal_fallback_value(int64_t mono, int64_t ceiling, int64_t beyond, uin
     /* (Two writers' stores mixed by a reader preempted between these loads
      * go with a new line published meanwhile: the caller's seq check
      * throws the value away.) */
-    if (line && line->mult != 0 && epoch == atomic_load_explicit(&fallback.covered_epoch, memory_order_acquire)) {
+    if (line && epoch == atomic_load_explicit(&fallback.covered_epoch, memory_order_acquire)) {
         uint64_t to = atomic_load_explicit(&fallback.covered_to, memory_order_acquire) - line->base_tsc;
         uint64_t span = held_span < to ? held_span : to;
         if ((int64_t)to > 0 && (int64_t)span > 0) {

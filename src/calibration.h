@@ -143,7 +143,7 @@ const char *fc_cal_failure_reason(void);
  * thread recalibrates) wants to return MONOTONIC value `mono`; `ceiling` is
  * the line's own value at the reader's counter, held at the line's end, and
  * `beyond` the same value not held there; `epoch` is the line's.  `line`
- * (NULL: none) and `held_span`: the line, and the span from its base at
+ * (NULL: none; else a line, mult != 0) and `held_span`: the line, and the span from its base at
  * which `mono` was held (up to its uncut end), for a ceiling nearer that
  * where a writer has said how far its new line covers the old one.
  * Returns what it may return without any later line undercutting it (see

@@ -677,24 +677,28 @@ static FC_COLD int64_t percpu_route_off(enum fc_kind kind)
     return fc_slow_read(kind, 1); /* a wall clock: MONOTONIC plus the offset, or the kernel's */
 }
 
-static int64_t percpu_route_ns(enum fc_kind kind)
-{
-    if (FC_UNLIKELY(!percpu_lines_answer(kind)))
-        return percpu_route_off(kind);
-    return fc_percpu_read(kind);
-}
-
-/* MONOTONIC, the lines' own clock, in one function: the checks and this
- * CPU's line, else the slow read or the route's end (it went through
- * percpu_route_ns and fc_percpu_read: two more jumps and tests of the kind). */
-static __attribute__((noinline)) int64_t percpu_route_mono(void)
+/* The lines' value for kind where they still answer, else the route's end:
+ * the checks and this CPU's line inline, so that MONOTONIC's instance is one
+ * function (through fc_percpu_read it took two more jumps and tests of the
+ * kind). */
+FC_INLINE int64_t percpu_route_read(enum fc_kind kind)
 {
     int64_t ns;
-    if (FC_UNLIKELY(!percpu_lines_answer(FC_MONO)))
-        return percpu_route_off(FC_MONO);
-    if (FC_LIKELY(fc_percpu_read_fast(FC_MONO, &ns)))
+    if (FC_UNLIKELY(!percpu_lines_answer(kind)))
+        return percpu_route_off(kind);
+    if (FC_LIKELY(fc_percpu_read_fast(kind, &ns)))
         return ns;
-    return fc_percpu_read_slow(FC_MONO);
+    return fc_percpu_read_slow(kind);
+}
+
+static int64_t percpu_route_ns(enum fc_kind kind)
+{
+    return percpu_route_read(kind);
+}
+
+static __attribute__((noinline)) int64_t percpu_route_mono(void)
+{
+    return percpu_route_read(FC_MONO);
 }
 
 static int gettime_new_second(enum fc_kind kind, int64_t ns, struct timespec *ts);
@@ -1023,6 +1027,8 @@ static FC_COLD int gettimeofday_tz(struct timeval *tv, void *tz)
     int r = fc_kernel_gettimeofday(0, tz);
     if (r != 0 || !tv)
         return r;
+    /* fastclock_gettimeofday(tv, 0)'s path, not a call to it: that goes
+     * through the PLT, to the shim's copy where both are loaded. */
     fc_gettimeofday_fn w = atomic_load_explicit(&fc_wall_direct_tv, memory_order_relaxed);
     if (w != 0)
         return w(tv, 0);

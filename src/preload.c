@@ -459,7 +459,7 @@ static __attribute__((noinline)) int gettimeofday_other(struct timeval *tv, void
          * gives it, so that calls with and without a timezone keep their
          * order (the kernel's time can be below what a line just gave). */
         int r = pass_gettimeofday(0, tz);
-        if (r != 0 || !tv)
+        if (r != 0)
             return r;
     }
     if (FC_UNLIKELY(!tv))
