@@ -901,21 +901,13 @@ static FC_COLD int gettime_null(clockid_t id)
 }
 
 /* The line could not answer: the vDSO directly in mode system, else what
- * fastclock_mono_ns and the others take (fc_slow_read: tsc-percpu's reads
- * first).  Not cold: in tsc-percpu every read comes here. */
+ * fastclock_mono_ns and the others take (fc_slow_read, which in tsc-percpu
+ * puts the lines' route in place: later reads jump there first). */
 static __attribute__((noinline)) int gettime_slow(clockid_t id, struct timespec *ts, enum fc_kind kind)
 {
     fc_direct_fn f = atomic_load_explicit(&fc_direct_gettime, memory_order_relaxed);
     if (FC_LIKELY(f != 0))
         return f(id, ts); /* the served ids never fail: no -errno to convert */
-    /* tsc-percpu's lines (the mode first, then the routes, as in
-     * fc_slow_read): their route from now on, and this read as it reads
-     * them.  A wall clock that comes here is MONOTONIC plus its offset, or
-     * the kernel's, through fc_slow_read. */
-    if (FC_LIKELY(kind == FC_MONO) && percpu_lines_answer(FC_MONO) && !routed_to_kernel(1)) {
-        take_percpu_route(1);
-        return fc_percpu_route_gettime(id, ts);
-    }
     split_ts(kind, fc_slow_read(kind, 1), ts);
     return 0;
 }

@@ -238,14 +238,18 @@ const char *fc_env_echo(const char *v, char *out, size_t size)
     return out;
 }
 
-static void say(const char *a, const char *b, const char *c)
+void fc_env_ignored(const char *name, const char *v, const char *rule)
 {
-    char msg[512];
+    char msg[512], shown[48];
     struct fc_buf buf;
     fc_buf_init(&buf, msg, sizeof msg);
-    fc_buf_str(&buf, a);
-    fc_buf_str(&buf, b);
-    fc_buf_str(&buf, c);
+    fc_buf_str(&buf, "fastclock: ignoring ");
+    fc_buf_str(&buf, name);
+    fc_buf_str(&buf, "=");
+    fc_buf_str(&buf, fc_env_echo(v, shown, sizeof shown));
+    fc_buf_str(&buf, ": ");
+    fc_buf_str(&buf, rule);
+    fc_buf_str(&buf, "\n");
     ssize_t r = write(2, msg, buf.len);
     (void)r;
 }
@@ -303,8 +307,7 @@ void fc_mode_read_env(void)
          * since given descriptor 2 to a file or a socket, inside a signal
          * handler, or never in a process that reads the time rarely. */
         if (!atomic_exchange(&warned, 1))
-            say("fastclock: ignoring FASTCLOCK_MODE=", env_ignored,
-                ": it must be auto, tsc, percpu (or tsc-percpu) or system; using auto\n");
+            fc_env_ignored("FASTCLOCK_MODE", v, "it must be auto, tsc, percpu (or tsc-percpu) or system; using auto");
     }
     env_pref = (enum fc_mode_pref)p;
     atomic_store_explicit(&env_read, 1, memory_order_release);
@@ -335,9 +338,7 @@ enum fc_calibrator_pref fc_calibrator_pref(void)
     else if (v && word_eq(v, "lazy"))
         p = FC_CAL_LAZY;
     else if (v && !word_eq(v, "") && !word_eq(v, "auto")) {
-        char clip[48];
-        say("fastclock: ignoring FASTCLOCK_CALIBRATOR=", fc_env_echo(v, clip, sizeof clip),
-            ": it must be auto, thread or lazy; using auto\n");
+        fc_env_ignored("FASTCLOCK_CALIBRATOR", v, "it must be auto, thread or lazy; using auto");
     }
     atomic_store_explicit(&calibrator_pref, p, memory_order_relaxed);
     return (enum fc_calibrator_pref)p;

@@ -110,6 +110,9 @@ FC_HIDDEN void fc_mode_read_env(void);
 /* v as a message about it may show it (out: at least 44 bytes): its first
  * 40 bytes, "..." after more, control characters as '?'. */
 FC_HIDDEN const char *fc_env_echo(const char *v, char *out, size_t size);
+/* "fastclock: ignoring NAME=v: rule", v as fc_env_echo shows it: one write to
+ * descriptor 2 (async-signal-safe). */
+FC_HIDDEN void fc_env_ignored(const char *name, const char *v, const char *rule);
 /* Preload shim: prefer lazy calibration unless FASTCLOCK_CALIBRATOR says
  * otherwise (weak default in defaults.c, strong override in preload.c). */
 FC_HIDDEN extern const int fc_default_lazy;

@@ -53,7 +53,6 @@
 
 #include "calibration.h"
 #include "clock.h"
-#include "fmt.h"
 #include "mode.h"
 #include "upkeep.h"
 #include "wall.h"
@@ -541,17 +540,7 @@ static int env_flag(const char *name)
         return 0;
     if (strcmp(v, "1") == 0 || strcasecmp(v, "yes") == 0 || strcasecmp(v, "true") == 0)
         return 1;
-    /* One write, the value as every FASTCLOCK_* message shows it (mode.c). */
-    char shown[48], msg[160];
-    struct fc_buf b;
-    fc_buf_init(&b, msg, sizeof msg);
-    fc_buf_str(&b, "fastclock: ignoring ");
-    fc_buf_str(&b, name);
-    fc_buf_str(&b, "=");
-    fc_buf_str(&b, fc_env_echo(v, shown, sizeof shown));
-    fc_buf_str(&b, ": it must be 0 or 1\n");
-    ssize_t r = write(2, msg, b.len);
-    (void)r;
+    fc_env_ignored(name, v, "it must be 0 or 1");
     return 0;
 }
 
