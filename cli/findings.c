@@ -386,7 +386,7 @@ static void rule_warp(struct ctx *c, struct findings *o)
         snprintf(ns, sizeof ns, " (%s)", t);
     }
     struct finding *x = add(o, SEV_PROBLEM, 1000, "tsc-warp");
-    msg(x, "the TSCs of CPU %d and CPU %d disagree: an ordered read on one CPU, taken under a lock after a read "
+    msg(x, "the TSCs of CPU %d and CPU %d disagree: an ordered read on one CPU, taken in turn after a read "
            "on the other, returned %lld cycles%s less (%llu backward steps in %llu reads). A timestamp taken on "
            "one CPU can be earlier than one taken before it on another.",
         f->warp_cpu_a, f->warp_cpu_b, (long long)f->warp_max_cycles, ns, (unsigned long long)f->warp_count,

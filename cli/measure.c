@@ -302,8 +302,13 @@ static void measure_warp(struct doctor_facts *f, int quick)
         f->warp_ran = 0;
         if (w.cpus < 2)
             snprintf(f->warp_err, sizeof f->warp_err, "only %d CPU available to this process", w.cpus);
+        else if (w.pairs_unpinned == w.pairs_skipped)
+            snprintf(f->warp_err, sizeof f->warp_err, "could not pin threads to %d CPU pair%s", w.pairs_skipped,
+                     w.pairs_skipped == 1 ? "" : "s");
         else
-            snprintf(f->warp_err, sizeof f->warp_err, "could not pin threads to %d CPU pairs", w.pairs_skipped);
+            snprintf(f->warp_err, sizeof f->warp_err,
+                     "%d CPU pair%s skipped: %d could not be pinned, the others never took turns (a busy CPU)",
+                     w.pairs_skipped, w.pairs_skipped == 1 ? "" : "s", w.pairs_unpinned);
         return;
     }
     f->warp_ran = 1;

@@ -41,6 +41,9 @@ struct fc_seam {
     void (*warp_worker_ready)(int cpu); /* non-NULL: called by each warp-check worker once both
                                            have started, before they take turns (a worker preempted
                                            for the whole window) */
+    uint64_t (*warp_counter)(int cpu, uint64_t t); /* non-NULL: what the warp-check worker pinned
+                                                      to cpu reads, given the counter it read
+                                                      (a test puts a CPU's counter apart) */
     void (*writer_step)(const char *where); /* non-NULL: called by the global line's writer at
                                                named points of a publication (a test preempts it
                                                there): "build" (sampled, nothing built yet),

@@ -1,8 +1,8 @@
 /* Cross-CPU counter warp check: a user-space check_tsc_warp.
  *
- * Two threads pinned to two CPUs take turns under a spinlock: read the
- * counter (ordered), compare with the last value either of them stored,
- * store theirs.  A value below the last one is a warp: the counters of those
+ * Two threads pinned to two CPUs take strict turns: read the counter
+ * (ordered), compare with the value the other stored, store theirs, hand
+ * the turn over.  A value below the last one is a warp: the counters of those
  * CPUs disagree by at least that much (or the counter went backwards).
  * Creates threads: call it from a normal context (CLI, calibrator thread),
  * never from the read path. */
@@ -19,8 +19,9 @@ struct fc_warp_result {
     int cpus;                 /* CPUs this process may run on */
     int pairs_tested;
     int pairs_skipped;        /* could not pin (offline, cpuset), or never took turns */
+    int pairs_unpinned;       /* of those, the ones whose threads could not be pinned */
     int stuck;                /* a worker never got its CPU (a real-time task there): left behind */
-    uint64_t iterations;      /* locked reads, all pairs */
+    uint64_t iterations;      /* reads taken in turn, all pairs */
     int64_t max_warp_cycles;  /* largest backward step seen, 0 if none */
     int worst_cpu_a, worst_cpu_b;
     uint64_t warps;           /* backward steps seen, all pairs */

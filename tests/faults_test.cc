@@ -2365,6 +2365,56 @@ TEST(WarpCheck, APairWhoseCpusNeverTookTurnsIsNotCountedAsTested)
     fc_test_reset(nullptr);
 }
 
+// The second CPU's counter reads warp_apart_cycles behind the first's.
+static int warp_apart_cpu = -1;
+static uint64_t warp_apart_cycles;
+static uint64_t counter_apart(int cpu, uint64_t t)
+{
+    return cpu == warp_apart_cpu ? t - warp_apart_cycles : t;
+}
+
+// Two CPUs whose counters are apart: the check finds the warp, the right
+// pair and about the right size (less the time a turn takes to pass), and
+// compares a read with the other CPU's at every turn -- a spinlock that the
+// releasing CPU takes straight back (AMD Zen 5 under KVM) compared a dozen
+// in 170,000 reads and left the pair untested.
+TEST(WarpCheck, CountersApartAreFoundAtEveryTurn)
+{
+    std::vector<int> cpus = fctest::allowed_cpus();
+    if (cpus.size() < 2)
+        GTEST_SKIP() << "the warp check needs two CPUs this process may run on";
+    struct fc_seam seam;
+    memset(&seam, 0, sizeof seam);
+    seam.skip_warp_check = 1;
+    seam.warp_counter = counter_apart;
+    fc_test_reset(&seam);
+    warp_apart_cpu = cpus[1];
+    warp_apart_cycles = 100000; // tens of microseconds: far beyond a turn's hand-over
+    struct fc_warp_result r;
+    int ret = fc_warp_check(50000000, 1, &r);
+    EXPECT_EQ(ret, 0);
+    EXPECT_EQ(r.pairs_tested, 1);
+    EXPECT_EQ(fc_warp_verdict(&r), FC_WARP_FOUND);
+    EXPECT_GT(r.max_warp_cycles, 50000);
+    EXPECT_LE(r.max_warp_cycles, 100000);
+    EXPECT_EQ(r.worst_cpu_a, cpus[0]);
+    EXPECT_EQ(r.worst_cpu_b, cpus[1]);
+    // Every read on the second CPU follows one on the first: half the reads
+    // step back, less the hand-overs a preemption held for longer than the
+    // counters are apart.
+    EXPECT_GE(r.warps, r.iterations / 2 * 9 / 10);
+    EXPECT_LE(r.warps, r.iterations / 2 + 1);
+    EXPECT_GT(r.iterations, 1000u);
+    // In step: the same pair, nothing found.
+    warp_apart_cycles = 0;
+    ret = fc_warp_check(50000000, 1, &r);
+    EXPECT_EQ(ret, 0);
+    EXPECT_EQ(fc_warp_verdict(&r), FC_WARP_IN_STEP);
+    EXPECT_EQ(r.warps, 0u);
+    warp_apart_cpu = -1;
+    fc_test_reset(nullptr);
+}
+
 // From the decision on, the library's own ordered reads (the decision's
 // and the first line's samples, the slow path) are ordered as the reads will
 // be: rdtscp where lfence may not hold rdtsc back (AMD families 10h,

@@ -296,15 +296,19 @@ TEST(Monotonic, ThreadMovedBetweenCpusKeepsItsTime)
 
 // check_tsc_warp in user space: two threads pinned to different CPUs take a
 // lock, read the clock, compare with the last value any thread read under
-// the same lock, and store theirs.  Any decrease is a time warp.
+// the same lock, and store theirs.  Any decrease is a time warp.  Only a
+// read that follows the other thread's compares anything: a run where the
+// lock seldom changed hands (a CPU that takes it straight back) proved
+// little, and fails here rather than pass.
 static long warp_run(int64_t (*clock)(void), int reads_per_thread, int64_t *max_warp)
 {
     auto cpus = allowed_cpus();
     std::mutex mu;
     int64_t last = 0;
-    long warps = 0;
+    long warps = 0, handoffs = 0;
+    int last_reader = -1;
     *max_warp = 0;
-    auto body = [&](int cpu) {
+    auto body = [&](int who, int cpu) {
         pin_to_cpu(cpu);
         for (int i = 0; i < reads_per_thread; i++) {
             std::lock_guard<std::mutex> g(mu);
@@ -313,12 +317,17 @@ static long warp_run(int64_t (*clock)(void), int reads_per_thread, int64_t *max_
                 warps++;
                 *max_warp = std::max(*max_warp, last - now);
             }
+            handoffs += last_reader >= 0 && last_reader != who;
+            last_reader = who;
             last = now;
         }
     };
-    std::thread a(body, cpus[0]), b(body, cpus[cpus.size() > 1 ? 1 : 0]);
+    std::thread a(body, 0, cpus[0]), b(body, 1, cpus[cpus.size() > 1 ? 1 : 0]);
     a.join();
     b.join();
+    if (cpus.size() > 1) { // on one CPU the threads take turns only when preempted
+        EXPECT_GE(handoffs, 1000) << "the lock changed hands too seldom for a cross-thread comparison";
+    }
     return warps;
 }
 

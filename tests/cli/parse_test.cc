@@ -375,6 +375,28 @@ TEST(FixtureLoad, ACaptureCarriesTheWarpPairTheForcingAndTheWholeReason)
     EXPECT_EQ(system((std::string("rm -rf '") + dir + "'").c_str()), 0);
 }
 
+// A warp check that found no verdict (pairs skipped on busy CPUs) keeps its
+// reason through a capture: --root shows what the live run showed.
+TEST(FixtureLoad, ACaptureCarriesWhyTheWarpCheckFoundNoVerdict)
+{
+    char dir[] = "/tmp/fastclock-cli-test-XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    doctor_facts f;
+    facts_init(&f);
+    f.warp_ran = 0;
+    f.warp_pairs = 0;
+    f.warp_pairs_skipped = 3;
+    snprintf(f.warp_err, sizeof f.warp_err, "3 CPU pairs skipped: 0 could not be pinned, the others never took turns");
+    char err[256] = "";
+    ASSERT_EQ(capture_write(&f, dir, err, sizeof err), 0) << err;
+    doctor_facts back;
+    EXPECT_EQ(clitest::load(dir, &back), "");
+    EXPECT_EQ(back.warp_ran, 0);
+    EXPECT_STREQ(back.warp_err, f.warp_err);
+    EXPECT_EQ(back.warp_pairs_skipped, 3);
+    EXPECT_EQ(system((std::string("rm -rf '") + dir + "'").c_str()), 0);
+}
+
 // ---- small parsers -----------------------------------------------------------
 
 TEST(Numbers, StrictParsing)
