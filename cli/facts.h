@@ -104,7 +104,7 @@ struct doctor_facts {
     int warp_ran;
     char warp_err[128];
     int64_t warp_max_cycles;
-    int warp_pairs, warp_pairs_skipped;
+    int warp_pairs, warp_pairs_skipped, warp_pairs_unpinned; /* unpinned: of the skipped */
     uint64_t warp_iterations, warp_count;
     int warp_cpu_a, warp_cpu_b;
 
@@ -134,6 +134,10 @@ struct doctor_facts {
 
 /* Initialises every field to "unknown". */
 void facts_init(struct doctor_facts *f);
+
+/* Why the warp check skipped its skipped pairs, a few words: threads that
+ * could not be pinned, or CPUs too busy to take turns. */
+const char *warp_skip_why(const struct doctor_facts *f);
 
 /* Index of a clock fact by name ("CLOCK_MONOTONIC"), or -1. */
 int facts_call_index(const char *name);

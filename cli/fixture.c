@@ -198,10 +198,12 @@ static void load_measurements(struct doctor_facts *f, struct loader *l)
         if (get_long(l, "warp.warps", &v)) f->warp_count = (uint64_t)v;
         if (get_long(l, "warp.cpu_a", &v)) f->warp_cpu_a = (int)v;
         if (get_long(l, "warp.cpu_b", &v)) f->warp_cpu_b = (int)v;
+        if (get_long(l, "warp.pairs_unpinned", &v)) f->warp_pairs_unpinned = (int)v;
     } else if ((s = get(l, "warp.error"))) {
         copy_str(f->warp_err, sizeof f->warp_err, s);
         if (get_long(l, "warp.pairs", &v)) f->warp_pairs = (int)v;
         if (get_long(l, "warp.pairs_skipped", &v)) f->warp_pairs_skipped = (int)v;
+        if (get_long(l, "warp.pairs_unpinned", &v)) f->warp_pairs_unpinned = (int)v;
     } else {
         copy_str(f->warp_err, sizeof f->warp_err, "not in the capture");
     }
@@ -435,13 +437,13 @@ int capture_write(const struct doctor_facts *f, const char *dir, char *err, size
     if (f->warp_ran)
         fprintf(o,
                 "warp.max_cycles = %lld\nwarp.pairs = %d\nwarp.pairs_skipped = %d\nwarp.iterations = %llu\n"
-                "warp.warps = %llu\nwarp.cpu_a = %d\nwarp.cpu_b = %d\n",
+                "warp.warps = %llu\nwarp.cpu_a = %d\nwarp.cpu_b = %d\nwarp.pairs_unpinned = %d\n",
                 (long long)f->warp_max_cycles, f->warp_pairs, f->warp_pairs_skipped,
                 (unsigned long long)f->warp_iterations, (unsigned long long)f->warp_count, f->warp_cpu_a,
-                f->warp_cpu_b);
+                f->warp_cpu_b, f->warp_pairs_unpinned);
     else if (f->warp_err[0]) /* why it found no verdict, and how far it got */
-        fprintf(o, "warp.error = %s\nwarp.pairs = %d\nwarp.pairs_skipped = %d\n", f->warp_err, f->warp_pairs,
-                f->warp_pairs_skipped);
+        fprintf(o, "warp.error = %s\nwarp.pairs = %d\nwarp.pairs_skipped = %d\nwarp.pairs_unpinned = %d\n",
+                f->warp_err, f->warp_pairs, f->warp_pairs_skipped, f->warp_pairs_unpinned);
     if (f->seccomp_ok != TRI_UNKNOWN)
         fprintf(o, "seccomp = %s\n", f->seccomp_ok == TRI_YES ? "ok" : f->seccomp_err);
     for (int i = 0; i < FACT_NCALLS; i++) {

@@ -296,19 +296,16 @@ static void measure_warp(struct doctor_facts *f, int quick)
     int r = fc_warp_check(quick ? 60000000 : 400000000, quick ? 3 : 16, &w);
     f->warp_pairs = w.pairs_tested;
     f->warp_pairs_skipped = w.pairs_skipped;
+    f->warp_pairs_unpinned = w.pairs_unpinned;
     f->warp_iterations = w.iterations;
     f->warp_count = w.warps;
     if (r != 0) {
         f->warp_ran = 0;
         if (w.cpus < 2)
             snprintf(f->warp_err, sizeof f->warp_err, "only %d CPU available to this process", w.cpus);
-        else if (w.pairs_unpinned == w.pairs_skipped)
-            snprintf(f->warp_err, sizeof f->warp_err, "could not pin threads to %d CPU pair%s", w.pairs_skipped,
-                     w.pairs_skipped == 1 ? "" : "s");
         else
-            snprintf(f->warp_err, sizeof f->warp_err,
-                     "%d CPU pair%s skipped: %d could not be pinned, the others never took turns (a busy CPU)",
-                     w.pairs_skipped, w.pairs_skipped == 1 ? "" : "s", w.pairs_unpinned);
+            snprintf(f->warp_err, sizeof f->warp_err, "%d CPU pair%s could not be compared (%s)", w.pairs_skipped,
+                     w.pairs_skipped == 1 ? "" : "s", warp_skip_why(f));
         return;
     }
     f->warp_ran = 1;

@@ -69,6 +69,14 @@ void facts_init(struct doctor_facts *f)
     }
 }
 
+const char *warp_skip_why(const struct doctor_facts *f)
+{
+    if (f->warp_pairs_unpinned <= 0)
+        return "busy CPUs";
+    return f->warp_pairs_unpinned >= f->warp_pairs_skipped ? "threads could not be pinned"
+                                                           : "some threads could not be pinned, other CPUs were busy";
+}
+
 int facts_call_index(const char *name)
 {
     for (int i = 0; i < FACT_NCALLS; i++)

@@ -210,8 +210,8 @@ static void text_tsc(FILE *out, const struct doctor_facts *f, const struct style
     if (f->warp_ran) {
         char skipped[96] = "";
         if (f->warp_pairs_skipped > 0 && f->warp_max_cycles <= 0) /* fc_warp_verdict: no verdict */
-            snprintf(skipped, sizeof skipped, ": none seen, but %d pair%s could not be compared (busy CPUs)",
-                     f->warp_pairs_skipped, f->warp_pairs_skipped == 1 ? "" : "s");
+            snprintf(skipped, sizeof skipped, ": none seen, but %d pair%s could not be compared (%s)",
+                     f->warp_pairs_skipped, f->warp_pairs_skipped == 1 ? "" : "s", warp_skip_why(f));
         row(out, "cross-CPU warp", "%lld cycles over %d CPU pair%s (%.1f M ordered reads taken in turn)%s",
             (long long)f->warp_max_cycles, f->warp_pairs, f->warp_pairs == 1 ? "" : "s",
             (double)f->warp_iterations / 1e6,

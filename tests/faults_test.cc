@@ -2303,7 +2303,7 @@ TEST(WarpCheck, AWorkerThatNeverGetsItsCpuDoesNotHoldTheCheck)
     seam.skip_warp_check = 1; // the calibrator's own check; this test runs one itself
     seam.warp_worker_start = hold_one_warp_worker;
     fc_test_reset(&seam);
-    warp_held_cpu = cpus[1];
+    warp_held_cpu = cpus.back(); // the first CPU's partner when one pair is tested (fc_warp_partner)
     warp_hold = 1;
     warp_left = 0;
     struct fc_warp_result r;
@@ -2342,7 +2342,7 @@ TEST(WarpCheck, APairWhoseCpusNeverTookTurnsIsNotCountedAsTested)
     seam.skip_warp_check = 1;
     seam.warp_worker_ready = hold_one_warp_worker;
     fc_test_reset(&seam);
-    warp_held_cpu = cpus[1];
+    warp_held_cpu = cpus.back(); // the first CPU's partner when one pair is tested (fc_warp_partner)
     warp_hold = 0;
     warp_hold_us = 15000; // past the 5 ms window, inside the 50 ms grace
     warp_left = 0;
@@ -2388,7 +2388,7 @@ TEST(WarpCheck, CountersApartAreFoundAtEveryTurn)
     seam.skip_warp_check = 1;
     seam.warp_counter = counter_apart;
     fc_test_reset(&seam);
-    warp_apart_cpu = cpus[1];
+    warp_apart_cpu = cpus.back(); // the first CPU's partner when one pair is tested (fc_warp_partner)
     warp_apart_cycles = 100000; // tens of microseconds: far beyond a turn's hand-over
     struct fc_warp_result r;
     int ret = fc_warp_check(50000000, 1, &r);
@@ -2398,7 +2398,7 @@ TEST(WarpCheck, CountersApartAreFoundAtEveryTurn)
     EXPECT_GT(r.max_warp_cycles, 50000);
     EXPECT_LE(r.max_warp_cycles, 100000);
     EXPECT_EQ(r.worst_cpu_a, cpus[0]);
-    EXPECT_EQ(r.worst_cpu_b, cpus[1]);
+    EXPECT_EQ(r.worst_cpu_b, cpus.back());
     // Every read on the second CPU follows one on the first: half the reads
     // step back, less the hand-overs a preemption held for longer than the
     // counters are apart.

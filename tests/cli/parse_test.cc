@@ -386,7 +386,8 @@ TEST(FixtureLoad, ACaptureCarriesWhyTheWarpCheckFoundNoVerdict)
     f.warp_ran = 0;
     f.warp_pairs = 0;
     f.warp_pairs_skipped = 3;
-    snprintf(f.warp_err, sizeof f.warp_err, "3 CPU pairs skipped: 0 could not be pinned, the others never took turns");
+    f.warp_pairs_unpinned = 1;
+    snprintf(f.warp_err, sizeof f.warp_err, "3 CPU pairs could not be compared (%s)", warp_skip_why(&f));
     char err[256] = "";
     ASSERT_EQ(capture_write(&f, dir, err, sizeof err), 0) << err;
     doctor_facts back;
@@ -394,6 +395,8 @@ TEST(FixtureLoad, ACaptureCarriesWhyTheWarpCheckFoundNoVerdict)
     EXPECT_EQ(back.warp_ran, 0);
     EXPECT_STREQ(back.warp_err, f.warp_err);
     EXPECT_EQ(back.warp_pairs_skipped, 3);
+    EXPECT_EQ(back.warp_pairs_unpinned, 1);
+    EXPECT_STREQ(warp_skip_why(&back), "some threads could not be pinned, other CPUs were busy");
     EXPECT_EQ(system((std::string("rm -rf '") + dir + "'").c_str()), 0);
 }
 
