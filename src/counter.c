@@ -13,8 +13,10 @@
  * under a kernel setting a guest cannot see (cpu.h).  (A CPU of those
  * without rdtscp has lfence;rdtsc alone: the kernel's own ordered read
  * there, too, once it has set DE_CFG.)  The kernel's
- * rdtsc_ordered() prefers rdtscp where the CPU has it; so do we, unless
- * lfence;rdtsc is clearly cheaper and certainly ordered.  The kernel's clock wins only when it
+ * rdtsc_ordered() prefers rdtscp where the CPU has it; so do we on Intel,
+ * while on AMD, where rdtscp is the dearer one, lfence;rdtsc wherever it is
+ * certainly ordered (the rule and its margins: fc_counter_prefer_rdtscp's
+ * comment).  The kernel's clock wins only when it
  * costs under half of an ordered counter read -- a counter that traps in a
  * VM, say -- never on a close call, so the same machine makes the same
  * choice every time; and the unordered reads too when it costs under half
@@ -32,7 +34,7 @@
 
 #define BATCH 16
 #define BATCHES 5
-#define RDTSCP_MARGIN 1.25  /* rdtscp unless it costs 25% more than lfence;rdtsc, twice */
+#define RDTSCP_MARGIN 1.25  /* the vendor's instruction unless the other is 25% cheaper, twice */
 #define KERNEL_MARGIN 0.50  /* the kernel only if it costs under half */
 #define CHOOSE_ROUNDS 15    /* interleaved rounds of the three candidates (~20 us here) */
 #define KERNEL_ROUNDS 9     /* rdtscp against the kernel's read: a gap of 3x or more to tell */
@@ -138,15 +140,44 @@ uint64_t fc_counter_time_calls(int64_t (*fn)(void))
 
 uint32_t fc_counter_early_flags;
 
+/* What the CPU says about lfence, asked once per process (CPUIDs trap in a
+ * VM): LFENCE_ORDERS, lfence keeps rdtsc behind earlier instructions (cpu.h);
+ * LFENCE_AMD, the vendor is AMD or Hygon. */
+#define LFENCE_ORDERS 1
+#define LFENCE_AMD 2
+static _Atomic int lfence_facts_plus1; /* 0: not asked yet */
+
+static _Atomic int chosen_plus1; /* fc_counter_choose's instruction + 1; 0: none chosen yet */
+
+int fc_counter_chosen(void)
+{
+    return atomic_load_explicit(&chosen_plus1, memory_order_relaxed) - 1;
+}
+
+static int lfence_facts(void)
+{
+    int f = atomic_load_explicit(&lfence_facts_plus1, memory_order_relaxed);
+    if (f)
+        return f - 1;
+    int amd = 0, orders;
+    if (fc_seam.cpu) {
+        amd = fc_cpu_vendor_is_amd(fc_seam.cpu->vendor);
+        orders = fc_cpu_lfence_orders_rdtsc_for(fc_seam.cpu->vendor, fc_seam.cpu->family,
+                                                fc_seam.cpu->lfence_always_serializing);
+    } else {
+        orders = fc_cpu_lfence_orders_rdtsc(&amd); /* one CPUID on Intel */
+    }
+    f = (orders ? LFENCE_ORDERS : 0) | (amd ? LFENCE_AMD : 0);
+    atomic_store_explicit(&lfence_facts_plus1, f + 1, memory_order_relaxed);
+    return f;
+}
+
 void fc_counter_order_early(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
     if (fc_seam.counter)
         return; /* a simulated counter: no instruction to choose */
-    int lfence_orders = fc_seam.cpu ? fc_cpu_lfence_orders_rdtsc_for(fc_seam.cpu->vendor, fc_seam.cpu->family,
-                                                                     fc_seam.cpu->lfence_always_serializing)
-                                    : fc_cpu_lfence_orders_rdtsc(); /* one CPUID on Intel */
-    if (lfence_orders)
+    if (lfence_facts() & LFENCE_ORDERS)
         return;
     if (fc_seam.cpu ? fc_seam.cpu->has_rdtscp : fc_cpu_has_rdtscp())
         __atomic_store_n(&fc_counter_early_flags, FC_READ_RDTSCP, __ATOMIC_RELAXED);
@@ -156,6 +187,8 @@ void fc_counter_order_early(void)
 void fc_counter_reset_for_tests(void)
 {
     __atomic_store_n(&fc_counter_early_flags, 0u, __ATOMIC_SEQ_CST);
+    atomic_store(&lfence_facts_plus1, 0);
+    atomic_store(&chosen_plus1, 0);
     atomic_store(&read_cost_ns, 0.0);
     atomic_store(&kernel_cost_ns, 0.0);
     atomic_store(&rdtscp_present, 0);
@@ -211,15 +244,29 @@ static uint32_t seam_route(uint32_t flags)
  * beside the process made lfence;rdtsc look 10% cheaper than rdtscp in 3 of
  * 50 fresh processes on a machine where they cost the same.  Paired, with a
  * margin of 1.10, it still did in 2 of several hundred (rdtscp 0.97x
- * lfence;rdtsc quiet, an Intel Xeon guest beside a busy loop): the margin
- * is 1.25 now, and a ratio past it is measured again and taken only if it
- * is past it again.  Either instruction keeps every guarantee; what is at
- * stake is a few ns, and the same choice in every process.
+ * lfence;rdtsc quiet, an Intel Xeon guest beside a busy loop).
+ *
+ * So each CPU starts from the instruction its vendor makes the cheaper one,
+ * and leaves it only for the other when that is clearly cheaper: 1.25x,
+ * measured again and past it again.  Intel: rdtscp (within a few % of
+ * lfence;rdtsc: 0.96-1.0x on Xeon guests), also the kernel's preference.
+ * AMD and Hygon, where lfence orders rdtsc: lfence;rdtsc, since rdtscp is
+ * the dearer instruction there (1.12-1.19x it in 100 fresh processes on an
+ * EPYC family 1Ah guest, quiet or beside a busy loop) -- a ratio that no
+ * margin around 1 would tell reliably from Intel's.  Either instruction
+ * keeps every guarantee; what is at stake is a few ns, and the same choice
+ * in every process.
  */
 
-int fc_counter_prefer_rdtscp(int has_rdtscp, int lfence_orders, double rdtscp_over_lfence)
+int fc_counter_prefer_rdtscp(int has_rdtscp, int lfence_orders, int lfence_expected_cheaper,
+                             double rdtscp_over_lfence)
 {
-    return has_rdtscp && (!lfence_orders || rdtscp_over_lfence <= RDTSCP_MARGIN);
+    if (!has_rdtscp)
+        return 0;
+    if (!lfence_orders)
+        return 1;
+    return lfence_expected_cheaper ? rdtscp_over_lfence < 1 / RDTSCP_MARGIN
+                                   : rdtscp_over_lfence <= RDTSCP_MARGIN;
 }
 
 double fc_counter_kernel_over_rdtscp(double clearly_above)
@@ -275,7 +322,19 @@ uint32_t fc_counter_choose(double ns_per_tick)
     const uint64_t *ordered = lfence;
     uint64_t best_o = best_l;
     double ratio = has_rdtscp ? paired_ratio(rdtscp, lfence, CHOOSE_ROUNDS, best_p, best_l) : 0;
-    if (has_rdtscp && ratio > RDTSCP_MARGIN) {
+    /* The CPU's word (asked by the decision already: no CPUID here). */
+    int lfence_orders = 1, lfence_cheaper = 0;
+#if defined(__x86_64__) || defined(__i386__)
+    if (has_rdtscp) {
+        int facts = lfence_facts();
+        lfence_orders = (facts & LFENCE_ORDERS) != 0;
+        lfence_cheaper = lfence_orders && (facts & LFENCE_AMD);
+    }
+#endif
+    /* A ratio that would leave the vendor's instruction is measured again,
+     * and taken only if the second measurement leaves it too. */
+    int leaves = lfence_cheaper ? ratio < 1 / RDTSCP_MARGIN : ratio > RDTSCP_MARGIN;
+    if (has_rdtscp && lfence_orders && leaves) {
         uint64_t l2[CHOOSE_ROUNDS], p2[CHOOSE_ROUNDS], best_l2 = UINT64_MAX, best_p2 = UINT64_MAX;
         for (int r = 0; r < CHOOSE_ROUNDS; r++) {
             BATCH_TICKS(fc_counter_lfence(), l2[r]);
@@ -284,18 +343,10 @@ uint32_t fc_counter_choose(double ns_per_tick)
             best_p2 = p2[r] < best_p2 ? p2[r] : best_p2;
         }
         double again = paired_ratio(p2, l2, CHOOSE_ROUNDS, best_p2, best_l2);
-        if (again < ratio)
-            ratio = again;
+        if (lfence_cheaper ? again > ratio : again < ratio)
+            ratio = again; /* the one nearer the vendor's instruction */
     }
-    /* Asked only where lfence;rdtsc would win on cost (CPUIDs trap in a VM). */
-    int lfence_orders = 1;
-#if defined(__x86_64__) || defined(__i386__)
-    if (has_rdtscp && ratio > RDTSCP_MARGIN)
-        lfence_orders = fc_seam.cpu ? fc_cpu_lfence_orders_rdtsc_for(fc_seam.cpu->vendor, fc_seam.cpu->family,
-                                                                     fc_seam.cpu->lfence_always_serializing)
-                                    : fc_cpu_lfence_orders_rdtsc();
-#endif
-    if (fc_counter_prefer_rdtscp(has_rdtscp, lfence_orders, ratio)) {
+    if (fc_counter_prefer_rdtscp(has_rdtscp, lfence_orders, lfence_cheaper, ratio)) {
         flags |= FC_READ_RDTSCP;
         ordered = rdtscp;
         best_o = best_p;
@@ -318,5 +369,6 @@ uint32_t fc_counter_choose(double ns_per_tick)
     }
     /* The whole read's cost is measured by clock.c once it can run. */
     atomic_store_explicit(&kernel_cost_ns, (double)best_k * ns_per_tick / BATCH, memory_order_relaxed);
+    atomic_store_explicit(&chosen_plus1, (int)(flags & FC_READ_RDTSCP) + 1, memory_order_relaxed);
     return seam_route(flags);
 }

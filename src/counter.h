@@ -246,11 +246,17 @@ uint32_t fc_counter_choose(double ns_per_tick);
  * Intel, up to four on AMD). */
 extern uint32_t fc_counter_early_flags __attribute__((visibility("hidden"))); /* atomic builtins */
 void fc_counter_order_early(void);
-/* Its rule for the instruction: rdtscp where the CPU has it, unless
- * lfence;rdtsc is certainly ordered here (lfence_orders) and clearly
- * cheaper (rdtscp costs over 1.25x it, as a paired median ratio, in two
- * measurements). */
-int fc_counter_prefer_rdtscp(int has_rdtscp, int lfence_orders, double rdtscp_over_lfence);
+/* The instruction fc_counter_choose picked last (FC_READ_RDTSCP or 0), or
+ * -1 before it has chosen: the warp check reads with it. */
+int fc_counter_chosen(void);
+/* Its rule for the instruction: lfence;rdtsc without rdtscp; rdtscp where
+ * lfence may not order rdtsc (lfence_orders 0); otherwise the one the CPU's
+ * vendor makes cheaper (lfence_expected_cheaper: AMD and Hygon), unless the
+ * other is clearly cheaper here: rdtscp_over_lfence, a paired median ratio
+ * (the nearer the vendor's instruction of two measurements), beyond 1.25
+ * for lfence;rdtsc, or below 1/1.25 for rdtscp. */
+int fc_counter_prefer_rdtscp(int has_rdtscp, int lfence_orders, int lfence_expected_cheaper,
+                             double rdtscp_over_lfence);
 /* Counter ticks for 16 calls of fn, best of a few batches; and the cost of a
  * whole read that a caller measured with it, kept for fastclock_status. */
 uint64_t fc_counter_time_calls(int64_t (*fn)(void));

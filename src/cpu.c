@@ -156,11 +156,13 @@ int fc_cpu_has_rdtscp(void)
     return (r[3] >> 27) & 1;
 }
 
-int fc_cpu_lfence_orders_rdtsc(void)
+int fc_cpu_lfence_orders_rdtsc(int *amd)
 {
     uint32_t r[4];
     char vendor[13];
     uint32_t max_leaf = cpuid_vendor(vendor);
+    if (amd)
+        *amd = fc_cpu_vendor_is_amd(vendor);
     if (!fc_cpu_vendor_is_amd(vendor))
         return 1; /* one CPUID: the rule needs no more */
     unsigned family = 0;
@@ -214,8 +216,10 @@ int fc_cpu_has_rdtscp(void)
     return 0; /* no instruction reads the counter and names the CPU */
 }
 
-int fc_cpu_lfence_orders_rdtsc(void)
+int fc_cpu_lfence_orders_rdtsc(int *amd)
 {
+    if (amd)
+        *amd = 0;
     return 1; /* the ordered read is isb;mrs (or the self-synchronised view) */
 }
 
@@ -245,8 +249,10 @@ int fc_cpu_has_rdtscp(void)
     return 0;
 }
 
-int fc_cpu_lfence_orders_rdtsc(void)
+int fc_cpu_lfence_orders_rdtsc(int *amd)
 {
+    if (amd)
+        *amd = 0;
     return 1;
 }
 

@@ -44,8 +44,9 @@ int fc_cpu_lfence_orders_rdtsc_for(const char *vendor, unsigned family, int lfen
 /* AMD, or Hygon (AMD's Zen under licence): the vendors whose lfence rule differs. */
 int fc_cpu_vendor_is_amd(const char *vendor);
 /* The same for this CPU (one CPUID on Intel, four on AMD; 1 on arm64,
- * whose ordered read is isb). */
-int fc_cpu_lfence_orders_rdtsc(void);
+ * whose ordered read is isb).  *amd, where non-NULL: the vendor is AMD or
+ * Hygon (counter.c: there rdtscp is the dearer ordered read). */
+int fc_cpu_lfence_orders_rdtsc(int *amd);
 
 /* arm64: the CPU has CNTVCTSS_EL0, the self-synchronised counter view
  * (FEAT_ECV, getauxval(AT_HWCAP2) & HWCAP2_ECV); 0 elsewhere. */

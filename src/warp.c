@@ -192,10 +192,14 @@ int fc_warp_check(int64_t ns_per_pair, int max_pairs, struct fc_warp_result *out
     if (n < 2 || max_pairs < 1)
         return -1;
     int64_t start = mono_ns();
-    /* rdtscp where the CPU has it, as the kernel's rdtsc_ordered(): lfence
-     * holds rdtsc back only on some AMD families (cpu.h), and a read let
-     * out early would be a false warp.  One CPUID per check. */
-    uint32_t fenced = fc_cpu_has_rdtscp() ? FC_READ_RDTSCP : 0;
+    /* The process's ordered read, so that a check without a warp proves it
+     * (counter.c chose lfence;rdtsc only where lfence orders it); before
+     * that choice rdtscp where the CPU has it, as the kernel's
+     * rdtsc_ordered(): lfence holds rdtsc back only on some AMD families
+     * (cpu.h), and a read let out early would be a false warp. */
+    int chosen = fc_counter_chosen();
+    uint32_t fenced = chosen >= 0 ? (uint32_t)chosen : fc_cpu_has_rdtscp() ? FC_READ_RDTSCP : 0;
+    out->rdtscp = (fenced & FC_READ_RDTSCP) != 0;
     int total_pairs = n * (n - 1) / 2;
     /* All pairs on a small machine; on a big one the first CPU against an
      * even spread of the others (sockets and dies are usually contiguous
