@@ -107,6 +107,7 @@ struct doctor_facts {
     int warp_pairs, warp_pairs_skipped, warp_pairs_unpinned; /* unpinned: of the skipped */
     uint64_t warp_iterations, warp_count;
     int warp_cpu_a, warp_cpu_b;
+    char warp_insn[24]; /* the ordered read it used ("" unknown) */
 
     /* adjtimex and daemons. */
     int sync_known;

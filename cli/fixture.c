@@ -199,6 +199,7 @@ static void load_measurements(struct doctor_facts *f, struct loader *l)
         if (get_long(l, "warp.cpu_a", &v)) f->warp_cpu_a = (int)v;
         if (get_long(l, "warp.cpu_b", &v)) f->warp_cpu_b = (int)v;
         if (get_long(l, "warp.pairs_unpinned", &v)) f->warp_pairs_unpinned = (int)v;
+        if ((s = get(l, "warp.insn"))) copy_str(f->warp_insn, sizeof f->warp_insn, s);
     } else if ((s = get(l, "warp.error"))) {
         copy_str(f->warp_err, sizeof f->warp_err, s);
         if (get_long(l, "warp.pairs", &v)) f->warp_pairs = (int)v;
@@ -441,6 +442,8 @@ int capture_write(const struct doctor_facts *f, const char *dir, char *err, size
                 (long long)f->warp_max_cycles, f->warp_pairs, f->warp_pairs_skipped,
                 (unsigned long long)f->warp_iterations, (unsigned long long)f->warp_count, f->warp_cpu_a,
                 f->warp_cpu_b, f->warp_pairs_unpinned);
+    if (f->warp_ran && f->warp_insn[0])
+        fprintf(o, "warp.insn = %s\n", f->warp_insn);
     else if (f->warp_err[0]) /* why it found no verdict, and how far it got */
         fprintf(o, "warp.error = %s\nwarp.pairs = %d\nwarp.pairs_skipped = %d\nwarp.pairs_unpinned = %d\n",
                 f->warp_err, f->warp_pairs, f->warp_pairs_skipped, f->warp_pairs_unpinned);

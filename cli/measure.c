@@ -310,6 +310,7 @@ static void measure_warp(struct doctor_facts *f, int quick)
     }
     f->warp_ran = 1;
     f->warp_err[0] = 0;
+    copy_str(f->warp_insn, sizeof f->warp_insn, w.rdtscp ? FC_COUNTER_INSN_ALT : FC_COUNTER_INSN_ORDERED);
     f->warp_max_cycles = w.max_warp_cycles;
     f->warp_cpu_a = w.worst_cpu_a;
     f->warp_cpu_b = w.worst_cpu_b;

@@ -212,9 +212,9 @@ static void text_tsc(FILE *out, const struct doctor_facts *f, const struct style
         if (f->warp_pairs_skipped > 0 && f->warp_max_cycles <= 0) /* fc_warp_verdict: no verdict */
             snprintf(skipped, sizeof skipped, ": none seen, but %d pair%s could not be compared (%s)",
                      f->warp_pairs_skipped, f->warp_pairs_skipped == 1 ? "" : "s", warp_skip_why(f));
-        row(out, "cross-CPU warp", "%lld cycles over %d CPU pair%s (%.1f M ordered reads taken in turn)%s",
+        row(out, "cross-CPU warp", "%lld cycles over %d CPU pair%s (%.1f M reads%s%s, taken in turn)%s",
             (long long)f->warp_max_cycles, f->warp_pairs, f->warp_pairs == 1 ? "" : "s",
-            (double)f->warp_iterations / 1e6,
+            (double)f->warp_iterations / 1e6, f->warp_insn[0] ? " with " : " ordered", f->warp_insn,
             f->warp_max_cycles > 0 ? (arm ? ": the CPUs' counters disagree" : ": the TSCs disagree")
             : skipped[0]       ? skipped
                                : ": in step");
@@ -539,6 +539,8 @@ void report_json(FILE *out, const struct doctor_facts *f, const struct findings 
     json_int(&j, "pairs_skipped", f->warp_pairs_skipped);
     json_uint(&j, "iterations", f->warp_iterations);
     json_uint(&j, "backward_steps", f->warp_count);
+    json_int(&j, "pairs_unpinned", f->warp_pairs_unpinned);
+    json_str_or_null(&j, "read", f->warp_insn, f->warp_insn[0] != 0);
     json_end_object(&j);
     json_end_object(&j);
 

@@ -190,8 +190,8 @@ void src_counter(struct source *s, int which)
     static const char *const keys[] = {"rdtsc", "rdtscp", "lfence;rdtsc"};
     static const char *const notes[] = {
         "bare counter read; the CPU may execute it early (out of order)",
-        "ordered read (waits for earlier instructions); fastclock's where the CPU has it",
-        "ordered read; fastclock's only where rdtscp costs over 1.25x it and lfence orders rdtsc"};
+        "ordered read (waits for earlier instructions); fastclock's on Intel, and where lfence may not order rdtsc",
+        "ordered read; fastclock's on AMD where lfence orders rdtsc (each vendor's unless the other is 25% cheaper)"};
 #else
     /* The ordered reads fastclock may choose (counter.c): isb;cntvct_el0,
      * or with FEAT_ECV the self-synchronised cntvctss_el0, which needs no isb. */

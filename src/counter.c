@@ -140,19 +140,20 @@ uint64_t fc_counter_time_calls(int64_t (*fn)(void))
 
 uint32_t fc_counter_early_flags;
 
-/* What the CPU says about lfence, asked once per process (CPUIDs trap in a
- * VM): LFENCE_ORDERS, lfence keeps rdtsc behind earlier instructions (cpu.h);
- * LFENCE_AMD, the vendor is AMD or Hygon. */
-#define LFENCE_ORDERS 1
-#define LFENCE_AMD 2
-static _Atomic int lfence_facts_plus1; /* 0: not asked yet */
-
 static _Atomic int chosen_plus1; /* fc_counter_choose's instruction + 1; 0: none chosen yet */
 
 int fc_counter_chosen(void)
 {
     return atomic_load_explicit(&chosen_plus1, memory_order_relaxed) - 1;
 }
+
+#if defined(__x86_64__) || defined(__i386__)
+/* What the CPU says about lfence, asked once per process (CPUIDs trap in a
+ * VM): LFENCE_ORDERS, lfence keeps rdtsc behind earlier instructions (cpu.h);
+ * LFENCE_AMD, the vendor is AMD or Hygon. */
+#define LFENCE_ORDERS 1
+#define LFENCE_AMD 2
+static _Atomic int lfence_facts_plus1; /* 0: not asked yet */
 
 static int lfence_facts(void)
 {
@@ -171,6 +172,7 @@ static int lfence_facts(void)
     atomic_store_explicit(&lfence_facts_plus1, f + 1, memory_order_relaxed);
     return f;
 }
+#endif
 
 void fc_counter_order_early(void)
 {
@@ -187,7 +189,9 @@ void fc_counter_order_early(void)
 void fc_counter_reset_for_tests(void)
 {
     __atomic_store_n(&fc_counter_early_flags, 0u, __ATOMIC_SEQ_CST);
+#if defined(__x86_64__) || defined(__i386__)
     atomic_store(&lfence_facts_plus1, 0);
+#endif
     atomic_store(&chosen_plus1, 0);
     atomic_store(&read_cost_ns, 0.0);
     atomic_store(&kernel_cost_ns, 0.0);
@@ -257,6 +261,13 @@ static uint32_t seam_route(uint32_t flags)
  * keeps every guarantee; what is at stake is a few ns, and the same choice
  * in every process.
  */
+
+double fc_counter_nearer_ratio(int lfence_expected_cheaper, double first, double again)
+{
+    if (lfence_expected_cheaper)
+        return again > first ? again : first;
+    return again < first ? again : first;
+}
 
 int fc_counter_prefer_rdtscp(int has_rdtscp, int lfence_orders, int lfence_expected_cheaper,
                              double rdtscp_over_lfence)
@@ -342,9 +353,7 @@ uint32_t fc_counter_choose(double ns_per_tick)
             best_l2 = l2[r] < best_l2 ? l2[r] : best_l2;
             best_p2 = p2[r] < best_p2 ? p2[r] : best_p2;
         }
-        double again = paired_ratio(p2, l2, CHOOSE_ROUNDS, best_p2, best_l2);
-        if (lfence_cheaper ? again > ratio : again < ratio)
-            ratio = again; /* the one nearer the vendor's instruction */
+        ratio = fc_counter_nearer_ratio(lfence_cheaper, ratio, paired_ratio(p2, l2, CHOOSE_ROUNDS, best_p2, best_l2));
     }
     if (fc_counter_prefer_rdtscp(has_rdtscp, lfence_orders, lfence_cheaper, ratio)) {
         flags |= FC_READ_RDTSCP;

@@ -257,6 +257,10 @@ int fc_counter_chosen(void);
  * for lfence;rdtsc, or below 1/1.25 for rdtscp. */
 int fc_counter_prefer_rdtscp(int has_rdtscp, int lfence_orders, int lfence_expected_cheaper,
                              double rdtscp_over_lfence);
+/* Of a ratio that would leave the vendor's instruction and its second
+ * measurement, the one nearer that instruction: the choice leaves it only
+ * if both do. */
+double fc_counter_nearer_ratio(int lfence_expected_cheaper, double first, double again);
 /* Counter ticks for 16 calls of fn, best of a few batches; and the cost of a
  * whole read that a caller measured with it, kept for fastclock_status. */
 uint64_t fc_counter_time_calls(int64_t (*fn)(void));

@@ -22,7 +22,7 @@ struct pair_state {
     _Atomic int ready;
     _Atomic int stop;
     int pin_failed;
-    uint32_t fenced; /* the ordered read: FC_READ_RDTSCP where the CPU has rdtscp */
+    uint32_t fenced; /* the ordered read: the process's choice (FC_READ_RDTSCP or 0) */
 };
 
 struct worker {

@@ -26,7 +26,7 @@ struct fc_warp_result {
     int worst_cpu_a, worst_cpu_b;
     uint64_t warps;           /* backward steps seen, all pairs */
     int64_t elapsed_ns;
-    int rdtscp;               /* the reads were rdtscp (else lfence;rdtsc; on arm64 cntvctss, else isb;mrs) */
+    int rdtscp;               /* the reads were FC_COUNTER_INSN_ALT (rdtscp), else FC_COUNTER_INSN_ORDERED */
 };
 
 /* Tests up to max_pairs CPU pairs (all pairs when there are few, otherwise

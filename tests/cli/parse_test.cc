@@ -357,6 +357,7 @@ TEST(FixtureLoad, ACaptureCarriesTheWarpPairTheForcingAndTheWholeReason)
     f.warp_pairs = 1;
     f.warp_cpu_a = 3;
     f.warp_cpu_b = 5;
+    snprintf(f.warp_insn, sizeof f.warp_insn, "lfence;rdtsc");
     f.fc_known = 1;
     snprintf(f.fc_mode, sizeof f.fc_mode, "tsc-percpu");
     std::string reason(500, 'r');
@@ -369,6 +370,7 @@ TEST(FixtureLoad, ACaptureCarriesTheWarpPairTheForcingAndTheWholeReason)
     EXPECT_EQ(clitest::load(dir, &back), "");
     EXPECT_EQ(back.warp_cpu_a, 3);
     EXPECT_EQ(back.warp_cpu_b, 5);
+    EXPECT_STREQ(back.warp_insn, "lfence;rdtsc");
     EXPECT_EQ(back.fc_forced, 1);
     EXPECT_EQ(std::string(back.fc_reason), reason);
     EXPECT_EQ(back.call[0].supported, TRI_UNKNOWN);
