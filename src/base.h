@@ -14,6 +14,18 @@
 #define FC_LOAD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
 #define FC_HIDDEN __attribute__((visibility("hidden")))
 #define FC_NS_PER_SEC 1000000000LL
+/* A large zeroed object that nothing up to a process's first read touches
+ * (loading, the constructor, reads before the mode is decided), kept apart
+ * from the small state those do touch: in .lbss, which the x86-64 linker
+ * places after .bss.  Among them (64 KB here, 8 KB there) the small state
+ * spread over three pages, two faults each (a read, then the write), ~1-2
+ * us a fault in a VM; apart, it shares the page the loader has already
+ * written (.got.plt, .data). */
+#if defined(__x86_64__)
+#define FC_LARGE_BSS __attribute__((section(".lbss")))
+#else
+#define FC_LARGE_BSS
+#endif
 
 /* The timelines fastclock serves: MONOTONIC and its offsets. */
 enum fc_kind { FC_MONO, FC_REAL, FC_BOOT, FC_TAI };

@@ -77,7 +77,7 @@
 
 int64_t fc_cal_max_interval_ns = 500000000LL;
 
-static struct fc_cal_state global_state;
+static struct fc_cal_state global_state FC_LARGE_BSS; /* 1.7 KB, first written by the decision */
 static _Atomic int global_lock;
 struct fc_track fc_global_track = {&fc_latch, &global_state, &global_lock, -1};
 
@@ -1361,7 +1361,7 @@ static struct {
     int cpu;          /* -1: empty */
     uint64_t sync_generation;
     struct fc_sample s;
-} warp_seen[WARP_SLOTS];
+} warp_seen[WARP_SLOTS] FC_LARGE_BSS;
 static int64_t warp_max_cycles = -1;
 static int warp_cpu_a, warp_cpu_b;
 /* MONOTONIC_RAW ns per counter tick, measured between two samples on one
@@ -1383,7 +1383,7 @@ static struct {
         struct fc_sample at; /* the anchor */
     } anchor[WARP_SLOTS];
     double rate, unc;
-} warp_raw;
+} warp_raw FC_LARGE_BSS;
 
 static void warp_raw_forget(void)
 {

@@ -1,6 +1,8 @@
 #define _GNU_SOURCE
 #include "kernel.h"
 
+#include "base.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -165,7 +167,7 @@ int fc_kernel_adjtimex_kills(void)
      * thread and a nested handler out; a signal handler's stack may be
      * small.  Whole: Seccomp: comes after Groups:, which a user in many
      * groups makes long. */
-    static char status[65536];
+    static char status[65536] FC_LARGE_BSS;
     int saved = errno;
     int n = fc_read_text("", "/proc/thread-self/status", status, sizeof status);
     if (n < 0)

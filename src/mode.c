@@ -78,7 +78,7 @@ static _Atomic int64_t synth_base_mono;
 /* Reasons are copied into slots that are never rewritten, so a pointer
  * handed out by fastclock_status stays valid and unchanged. */
 #define REASON_SLOTS 16
-static char reason_slots[REASON_SLOTS][512]; /* as long as the buffers reasons are built in */
+static char reason_slots[REASON_SLOTS][512] FC_LARGE_BSS; /* as long as the buffers reasons are built in */
 static _Atomic int reason_used;
 static _Atomic(const char *) reason_ptr;
 
@@ -254,13 +254,16 @@ void fc_env_ignored(const char *name, const char *v, const char *rule)
     (void)r;
 }
 
+/* b (lower-case) in a, ignoring ASCII case and blanks around it.  ASCII
+ * only, not strncasecmp: the locale must not change what a word means
+ * ("TIME" in a Turkish one), and libc's case table costs a process a page
+ * fault at start-up, when this runs. */
 static int word_eq(const char *a, const char *b)
 {
     while (*a == ' ' || *a == '\t') a++;
-    size_t n = strlen(b);
-    if (strncasecmp(a, b, n) != 0)
-        return 0;
-    a += n;
+    for (; *b; a++, b++)
+        if ((*a >= 'A' && *a <= 'Z' ? *a + ('a' - 'A') : *a) != *b)
+            return 0;
     while (*a == ' ' || *a == '\t') a++;
     return *a == 0;
 }
