@@ -14,13 +14,16 @@
 #define FC_LOAD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
 #define FC_HIDDEN __attribute__((visibility("hidden")))
 #define FC_NS_PER_SEC 1000000000LL
-/* A large zeroed object that nothing up to a process's first read touches
- * (loading, the constructor, reads before the mode is decided), kept apart
- * from the small state those do touch: in .lbss, which the x86-64 linker
- * places after .bss.  Among them (64 KB here, 8 KB there) the small state
- * spread over three pages, two faults each (a read, then the write), ~1-2
- * us a fault in a VM; apart, it shares the page the loader has already
- * written (.got.plt, .data). */
+/* A large zeroed object that loading, the constructor and the fine reads
+ * before the mode is decided never touch (the decision itself may: a first
+ * coarse read or fastclock_status decides at once), kept apart from the
+ * small state those do touch: in .lbss, which the x86-64 linker places
+ * after .bss.  Among them (64 KB here, 8 KB there) the small state spread
+ * over three pages, two faults each (a read, then the write), ~1-2 us a
+ * fault in a VM; apart, it shares the page the loader has already written
+ * (.got.plt, .data).  The static library's one object puts them back at the
+ * end of its .bss (cmake/static-bss.ld): no medium-model section reaches a
+ * program that links it. */
 #if defined(__x86_64__)
 #define FC_LARGE_BSS __attribute__((section(".lbss")))
 #else

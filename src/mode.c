@@ -255,10 +255,10 @@ void fc_env_ignored(const char *name, const char *v, const char *rule)
 }
 
 /* b (lower-case) in a, ignoring ASCII case and blanks around it.  ASCII
- * only, not strncasecmp: the locale must not change what a word means
- * ("TIME" in a Turkish one), and libc's case table costs a process a page
- * fault at start-up, when this runs. */
-static int word_eq(const char *a, const char *b)
+ * only, not strncasecmp, which folds by the locale's table: a setting's
+ * meaning must not depend on the program's locale, and that table costs a
+ * process a page fault at start-up, when this runs. */
+int fc_env_word(const char *a, const char *b)
 {
     while (*a == ' ' || *a == '\t') a++;
     for (; *b; a++, b++)
@@ -272,13 +272,13 @@ static int word_eq(const char *a, const char *b)
  * mode (NULL or blank: auto). */
 static enum fc_mode_pref mode_env_pref(const char *v)
 {
-    if (!v || word_eq(v, "") || word_eq(v, "auto"))
+    if (!v || fc_env_word(v, "") || fc_env_word(v, "auto"))
         return PREF_AUTO;
-    if (word_eq(v, "tsc"))
+    if (fc_env_word(v, "tsc"))
         return PREF_TSC;
-    if (word_eq(v, "system"))
+    if (fc_env_word(v, "system"))
         return PREF_SYSTEM;
-    if (word_eq(v, "percpu") || word_eq(v, "tsc-percpu"))
+    if (fc_env_word(v, "percpu") || fc_env_word(v, "tsc-percpu"))
         return PREF_PERCPU;
     return -1;
 }
@@ -336,11 +336,11 @@ enum fc_calibrator_pref fc_calibrator_pref(void)
         return (enum fc_calibrator_pref)p;
     const char *v = secure_getenv("FASTCLOCK_CALIBRATOR");
     p = FC_CAL_AUTO;
-    if (v && word_eq(v, "thread"))
+    if (v && fc_env_word(v, "thread"))
         p = FC_CAL_THREAD;
-    else if (v && word_eq(v, "lazy"))
+    else if (v && fc_env_word(v, "lazy"))
         p = FC_CAL_LAZY;
-    else if (v && !word_eq(v, "") && !word_eq(v, "auto")) {
+    else if (v && !fc_env_word(v, "") && !fc_env_word(v, "auto")) {
         fc_env_ignored("FASTCLOCK_CALIBRATOR", v, "it must be auto, thread or lazy; using auto");
     }
     atomic_store_explicit(&calibrator_pref, p, memory_order_relaxed);

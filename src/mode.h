@@ -113,6 +113,9 @@ FC_HIDDEN const char *fc_env_echo(const char *v, char *out, size_t size);
 /* "fastclock: ignoring NAME=v: rule", v as fc_env_echo shows it: one write to
  * descriptor 2 (async-signal-safe). */
 FC_HIDDEN void fc_env_ignored(const char *name, const char *v, const char *rule);
+/* A FASTCLOCK_* value v is the word (lower-case), ignoring ASCII case and
+ * blanks around it. */
+FC_HIDDEN int fc_env_word(const char *v, const char *word);
 /* Preload shim: prefer lazy calibration unless FASTCLOCK_CALIBRATOR says
  * otherwise (weak default in defaults.c, strong override in preload.c). */
 FC_HIDDEN extern const int fc_default_lazy;
