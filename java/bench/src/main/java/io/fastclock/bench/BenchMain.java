@@ -458,9 +458,10 @@ public final class BenchMain {
     static String forkRoutes(Path file, int forks) throws IOException {
         List<String> lines = Files.exists(file) ? Files.readAllLines(file, StandardCharsets.UTF_8) : new ArrayList<>();
         Map<String, List<String>> byDecision = new TreeMap<>();
+        Map<String, List<String>> reasons = new TreeMap<>();
         int recorded = 0;
         for (String l : lines) {
-            String[] f = l.split("\t", 4);
+            String[] f = l.split("\t", 5);
             if (f.length < 4)
                 continue;
             recorded++;
@@ -468,6 +469,9 @@ public final class BenchMain {
             List<String> benches = byDecision.computeIfAbsent(decision, k -> new ArrayList<>());
             if (!benches.contains(f[0]))
                 benches.add(f[0]);
+            List<String> why = reasons.computeIfAbsent(decision, k -> new ArrayList<>());
+            if (f.length == 5 && !why.contains(f[4]))
+                why.add(f[4]);
         }
         String counted = recorded + " of " + forks + " forks"
                 + (recorded < forks ? "; the others' benchmarks never load FastClock" : "");
@@ -478,8 +482,13 @@ public final class BenchMain {
                     + "\n";
         StringBuilder sb = new StringBuilder("WARNING: the forks decided differently (" + counted
                 + "); rows measured under different routes are compared below:\n");
-        for (Map.Entry<String, List<String>> e : byDecision.entrySet())
-            sb.append("- ").append(e.getKey()).append(" (").append(String.join(", ", e.getValue())).append(")\n");
+        for (Map.Entry<String, List<String>> e : byDecision.entrySet()) {
+            sb.append("- ").append(e.getKey()).append(" (").append(String.join(", ", e.getValue())).append(")");
+            List<String> why = reasons.get(e.getKey());
+            if (why != null && !why.isEmpty())
+                sb.append("; mode's reason: ").append(String.join(" / ", why));
+            sb.append("\n");
+        }
         return sb.toString();
     }
 

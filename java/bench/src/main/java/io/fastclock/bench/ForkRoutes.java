@@ -14,7 +14,8 @@ import org.openjdk.jmh.infra.BenchmarkParams;
  * never-slower decision at start-up (from costs measured in that process), so the
  * launcher's decision says nothing certain about the forks': the benchmarks that use
  * FastClock call {@link #record} from their setup, and BenchMain reports what the forks
- * recorded.  One tab-separated line per fork: benchmark key, binding, mode, answers.
+ * recorded.  One tab-separated line per fork: benchmark key, binding, mode, answers, and
+ * the mode's reason (a fork that took another mode says why: a warp found, say).
  */
 public final class ForkRoutes {
     /** The file each fork appends its line to; BenchMain passes it to the forks. */
@@ -29,7 +30,8 @@ public final class ForkRoutes {
         if (path == null || recorded)
             return;
         recorded = true;
-        String line = key(params) + "\t" + FastClock.binding() + "\t" + FastClock.mode() + "\t" + answers() + "\n";
+        String line = key(params) + "\t" + FastClock.binding() + "\t" + FastClock.mode() + "\t" + answers() + "\t"
+                + FastClock.reason().replace('\t', ' ').replace('\n', ' ') + "\n";
         try {
             // Forks run one at a time; one short append per fork.
             Files.write(Paths.get(path), line.getBytes(StandardCharsets.UTF_8), StandardOpenOption.CREATE,
