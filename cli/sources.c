@@ -191,7 +191,7 @@ void src_counter(struct source *s, int which)
     static const char *const notes[] = {
         "bare counter read; the CPU may execute it early (out of order)",
         "ordered read (waits for earlier instructions); fastclock's on Intel, and where lfence may not order rdtsc",
-        "ordered read; fastclock's on AMD where lfence orders rdtsc (each vendor's unless the other is 25% cheaper)"};
+        "ordered read; fastclock's on AMD where lfence orders rdtsc (each vendor's unless it costs 1.25x the other)"};
 #else
     /* The ordered reads fastclock may choose (counter.c): isb;cntvct_el0,
      * or with FEAT_ECV the self-synchronised cntvctss_el0, which needs no isb. */

@@ -34,7 +34,7 @@
 
 #define BATCH 16
 #define BATCHES 5
-#define RDTSCP_MARGIN 1.25  /* the vendor's instruction unless the other is 25% cheaper, twice */
+#define RDTSCP_MARGIN 1.25  /* the vendor's instruction unless it costs 1.25x the other, twice */
 #define KERNEL_MARGIN 0.50  /* the kernel only if it costs under half */
 #define CHOOSE_ROUNDS 15    /* interleaved rounds of the three candidates (~20 us here) */
 #define KERNEL_ROUNDS 9     /* rdtscp against the kernel's read: a gap of 3x or more to tell */
@@ -141,10 +141,16 @@ uint64_t fc_counter_time_calls(int64_t (*fn)(void))
 uint32_t fc_counter_early_flags;
 
 static _Atomic int chosen_plus1; /* fc_counter_choose's instruction + 1; 0: none chosen yet */
+static _Atomic double chosen_ratio;
 
 int fc_counter_chosen(void)
 {
     return atomic_load_explicit(&chosen_plus1, memory_order_relaxed) - 1;
+}
+
+double fc_counter_chosen_ratio(void)
+{
+    return atomic_load_explicit(&chosen_ratio, memory_order_relaxed);
 }
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -193,6 +199,7 @@ void fc_counter_reset_for_tests(void)
     atomic_store(&lfence_facts_plus1, 0);
 #endif
     atomic_store(&chosen_plus1, 0);
+    atomic_store(&chosen_ratio, 0.0);
     atomic_store(&read_cost_ns, 0.0);
     atomic_store(&kernel_cost_ns, 0.0);
     atomic_store(&rdtscp_present, 0);
@@ -378,6 +385,7 @@ uint32_t fc_counter_choose(double ns_per_tick)
     }
     /* The whole read's cost is measured by clock.c once it can run. */
     atomic_store_explicit(&kernel_cost_ns, (double)best_k * ns_per_tick / BATCH, memory_order_relaxed);
+    atomic_store_explicit(&chosen_ratio, ratio, memory_order_relaxed);
     atomic_store_explicit(&chosen_plus1, (int)(flags & FC_READ_RDTSCP) + 1, memory_order_relaxed);
     return seam_route(flags);
 }

@@ -249,6 +249,9 @@ void fc_counter_order_early(void);
 /* The instruction fc_counter_choose picked last (FC_READ_RDTSCP or 0), or
  * -1 before it has chosen: the warp check reads with it. */
 int fc_counter_chosen(void);
+/* The ratio that choice went by: rdtscp's cost over lfence;rdtsc's (0
+ * without rdtscp, or before a choice). */
+double fc_counter_chosen_ratio(void);
 /* Its rule for the instruction: lfence;rdtsc without rdtscp; rdtscp where
  * lfence may not order rdtsc (lfence_orders 0); otherwise the one the CPU's
  * vendor makes cheaper (lfence_expected_cheaper: AMD and Hygon), unless the

@@ -325,8 +325,14 @@ static long warp_run(int64_t (*clock)(void), int reads_per_thread, int64_t *max_
     std::thread a(body, 0, cpus[0]), b(body, 1, cpus[cpus.size() > 1 ? 1 : 0]);
     a.join();
     b.join();
+    std::printf("%ld reads, %ld of them right after the other thread's\n", 2L * reads_per_thread, handoffs);
     if (cpus.size() > 1) { // on one CPU the threads take turns only when preempted
-        EXPECT_GE(handoffs, 1000) << "the lock changed hands too seldom for a cross-thread comparison";
+        // A mutex changes hands when a waiter wakes: 75,000-145,000 times in
+        // 3 M reads on a quiet 2-vCPU guest, 59-192 beside a warp check
+        // spinning on both CPUs.  At least some reads must have followed
+        // the other thread's (the strict-turn comparison of every read is
+        // the warp check's: WarpCheck.CountersApartAreFoundAtEveryTurn).
+        EXPECT_GE(handoffs, 20) << "the lock hardly changed hands: no cross-thread comparison";
     }
     return warps;
 }

@@ -58,7 +58,7 @@ TEST(BenchState, RoutingComesFromTheStatusCounter)
 }
 
 // The ratio x_ordered_floor is against the fenced read the library chose
-// (rdtscp by default, lfence;rdtsc only where clearly cheaper), never a
+// (rdtscp on Intel, lfence;rdtsc on AMD where lfence orders it), never a
 // fixed one; none where the kernel answers the ordered reads.
 TEST(BenchState, OrderedFloorIsTheFencedReadTheStatusNames)
 {
