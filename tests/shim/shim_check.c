@@ -213,34 +213,46 @@ static void check_accuracy(double seconds, int quiet)
     if (strcmp(st0.calibrator, "thread") == 0)
         tick += TICKER_SCHEDULING_NS;
     int64_t end = sys_ns(CLOCK_MONOTONIC) + (int64_t)(seconds * NS);
-    int64_t bound = allowed_error();
+    /* Each round's reads are held to the larger of the bounds reported just
+     * before and just after them: the bound moves with the line (its age, a
+     * recalibration, an adjtimex change seen).  Held to a bound read up to
+     * 64 rounds earlier, 1 read in 19,248 failed under qemu: 180 us off the
+     * kernel, in a run whose reported bound reached 325 us. */
+    struct { int64_t k0, v, k1, below; } r[N_SERVED + 3];
     for (long round = 0; round == 0 || sys_ns(CLOCK_MONOTONIC) < end; round++) {
-        if (round % 64 == 0)
-            bound = allowed_error();
+        int64_t bound = allowed_error();
         for (size_t c = 0; c < N_SERVED; c++) {
             int coarse = served[c].coarse >= 0;
             int64_t kc = coarse ? sys_ns(served[c].coarse) : 0;
-            int64_t k0 = sys_ns(served[c].ref);
-            int64_t v = shim_ns(served[c].id);
-            int64_t k1 = sys_ns(served[c].ref);
-            agree(&acc[c], k0, v, k1, coarse ? coarse_slack(kc, k0, tick) : 0, bound);
+            r[c].k0 = sys_ns(served[c].ref);
+            r[c].v = shim_ns(served[c].id);
+            r[c].k1 = sys_ns(served[c].ref);
+            r[c].below = coarse ? coarse_slack(kc, r[c].k0, tick) : 0;
         }
         struct timeval tv;
-        int64_t k0 = sys_ns(CLOCK_REALTIME);
+        r[N_SERVED].k0 = sys_ns(CLOCK_REALTIME);
         gettimeofday(&tv, NULL);
-        int64_t k1 = sys_ns(CLOCK_REALTIME);
-        agree(&acc[N_SERVED], k0, (int64_t)tv.tv_sec * NS + tv.tv_usec * 1000, k1, 1000, bound);
+        r[N_SERVED].k1 = sys_ns(CLOCK_REALTIME);
+        r[N_SERVED].v = (int64_t)tv.tv_sec * NS + tv.tv_usec * 1000;
+        r[N_SERVED].below = 1000;
         int64_t kc = sys_ns(CLOCK_REALTIME_COARSE);
-        k0 = sys_ns(CLOCK_REALTIME);
+        r[N_SERVED + 1].k0 = sys_ns(CLOCK_REALTIME);
         time_t t = time(NULL);
-        k1 = sys_ns(CLOCK_REALTIME);
-        agree(&acc[N_SERVED + 1], k0, (int64_t)t * NS, k1, coarse_slack(kc, k0, tick) + NS - 1, bound);
+        r[N_SERVED + 1].k1 = sys_ns(CLOCK_REALTIME);
+        r[N_SERVED + 1].v = (int64_t)t * NS;
+        r[N_SERVED + 1].below = coarse_slack(kc, r[N_SERVED + 1].k0, tick) + NS - 1;
         struct timespec ts;
-        k0 = sys_ns(CLOCK_REALTIME);
+        r[N_SERVED + 2].k0 = sys_ns(CLOCK_REALTIME);
         int base = timespec_get(&ts, TIME_UTC);
-        k1 = sys_ns(CLOCK_REALTIME);
+        r[N_SERVED + 2].k1 = sys_ns(CLOCK_REALTIME);
+        r[N_SERVED + 2].v = ts_ns(&ts);
+        r[N_SERVED + 2].below = 0;
         CHECK(base == TIME_UTC, "timespec_get returned %d", base);
-        agree(&acc[N_SERVED + 2], k0, ts_ns(&ts), k1, 0, bound);
+        int64_t after = allowed_error();
+        if (after > bound)
+            bound = after;
+        for (size_t c = 0; c < N_SERVED + 3; c++)
+            agree(&acc[c], r[c].k0, r[c].v, r[c].k1, r[c].below, bound);
         if (seconds > 0.05 && round % 16 == 15) {
             /* let the line age: lazy recalibration happens on the way */
             struct timespec nap = {0, 200000 + (round % 7) * 150000};
