@@ -192,7 +192,10 @@ static int startup_warp_check(int try)
         for (int i = 0; i < try && window < WARP_MAX_WINDOW_NS; i++)
             window *= 4;
         fc_warp_check(window, WARP_MAX_PAIRS, &w);
-        int v = fc_warp_verdict(&w);
+        struct fc_cal_stats st;
+        fc_cal_stats(&st);
+        int64_t tolerance = fc_warp_sub_ns_cycles(st.rate_ns_per_tick);
+        int v = fc_warp_verdict(&w, tolerance);
         if (v == FC_WARP_NO_VERDICT) {
             /* Some pairs compared, none warped, others not (busy CPUs):
              * status shows the largest warp seen so far (0, a lower bound),
@@ -201,6 +204,10 @@ static int startup_warp_check(int try)
             if (w.pairs_tested > 0 && fc_warp_noted() < 0)
                 fc_warp_note(0);
             return w.stuck && ++stuck_tries >= WARP_MAX_STUCK; /* no verdict: again later */
+        }
+        if (v == FC_WARP_IN_STEP) {
+            fc_warp_note(w.max_warp_cycles); /* 0, or under a nanosecond: status shows it */
+            return 1;
         }
     }
     fc_warp_note(w.max_warp_cycles);

@@ -234,13 +234,19 @@ int fc_warp_partner(int k, int n, int pairs)
     return 1 + (int)((int64_t)k * (n - 2) / (pairs - 1));
 }
 
-int fc_warp_verdict(const struct fc_warp_result *w)
+int fc_warp_verdict(const struct fc_warp_result *w, int64_t tolerance_cycles)
 {
-    if (w->pairs_tested > 0 && w->max_warp_cycles > 0)
+    if (w->pairs_tested > 0 && w->max_warp_cycles > tolerance_cycles)
         return FC_WARP_FOUND;
     if (w->pairs_tested > 0 && w->pairs_skipped == 0 && !w->stuck)
         return FC_WARP_IN_STEP;
     return FC_WARP_NO_VERDICT;
+}
+
+int64_t fc_warp_sub_ns_cycles(double ns_per_tick)
+{
+    int64_t c = ns_per_tick > 0 ? (int64_t)(1.0 / ns_per_tick) : 1;
+    return c < 1 ? 1 : c;
 }
 
 static _Atomic int64_t noted_plus1; /* 0: no check has run */

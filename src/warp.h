@@ -41,7 +41,16 @@ int fc_warp_check(int64_t ns_per_pair, int max_pairs, struct fc_warp_result *out
  * compared while others were skipped or never reached (the skipped pair
  * may be the one across sockets): the caller tries again. */
 enum { FC_WARP_NO_VERDICT = -1, FC_WARP_IN_STEP = 0, FC_WARP_FOUND = 1 };
-int fc_warp_verdict(const struct fc_warp_result *w);
+/* A warp counts only beyond tolerance_cycles (fc_warp_sub_ns_cycles: under
+ * a nanosecond, the clocks' unit; 0: any). */
+int fc_warp_verdict(const struct fc_warp_result *w, int64_t tolerance_cycles);
+/* The counter cycles in a nanosecond, at least 1: a disagreement that small
+ * is KVM's per-vCPU counter offsets (1 cycle seen on an AMD EPYC 1Ah guest,
+ * whose fenced reads step by 26 cycles, in 1 of ~20 fresh processes: each
+ * then took tsc-percpu), below what a nanosecond clock resolves.  It can
+ * still make a read that follows another CPU's 1 ns lower, as it can the
+ * kernel's own clock on the same counter. */
+int64_t fc_warp_sub_ns_cycles(double ns_per_tick);
 
 /* Where not every pair is tested: the index (into the allowed CPUs, 0..n-1)
  * of the first CPU's partner in pair k of pairs, spread evenly from the

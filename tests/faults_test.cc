@@ -2458,7 +2458,7 @@ TEST(WarpCheck, CountersApartAreFoundAtEveryTurn)
     int ret = fc_warp_check(50000000, 1, &r);
     EXPECT_EQ(ret, 0);
     EXPECT_EQ(r.pairs_tested, 1);
-    EXPECT_EQ(fc_warp_verdict(&r), FC_WARP_FOUND);
+    EXPECT_EQ(fc_warp_verdict(&r, fc_warp_sub_ns_cycles(1 / 2.6)), FC_WARP_FOUND);
     EXPECT_GT(r.max_warp_cycles, 50000);
     EXPECT_LE(r.max_warp_cycles, 100000 + 2000); // and whatever the real counters disagree by
     EXPECT_EQ(r.worst_cpu_a, cpus[0]);
@@ -2543,7 +2543,7 @@ TEST(WarpCheck, NoWarpAmongSomePairsIsNoVerdict)
         w.pairs_skipped = skipped;
         w.stuck = stuck;
         w.max_warp_cycles = warp;
-        return fc_warp_verdict(&w);
+        return fc_warp_verdict(&w, 2);
     };
     EXPECT_EQ(result(4, 0, 0, 0), FC_WARP_IN_STEP);
     EXPECT_EQ(result(2, 2, 0, 0), FC_WARP_NO_VERDICT) << "cross-socket pairs skipped";
@@ -2552,6 +2552,15 @@ TEST(WarpCheck, NoWarpAmongSomePairsIsNoVerdict)
     EXPECT_EQ(result(0, 0, 0, 0), FC_WARP_NO_VERDICT) << "one CPU";
     EXPECT_EQ(result(1, 3, 0, 5000), FC_WARP_FOUND);
     EXPECT_EQ(result(4, 0, 0, 5000), FC_WARP_FOUND);
+    // Under a nanosecond (2 cycles at 2.6 GHz): KVM's per-vCPU offsets, in step.
+    EXPECT_EQ(result(4, 0, 0, 1), FC_WARP_IN_STEP);
+    EXPECT_EQ(result(4, 0, 0, 2), FC_WARP_IN_STEP);
+    EXPECT_EQ(result(4, 0, 0, 3), FC_WARP_FOUND);
+    EXPECT_EQ(result(2, 2, 0, 1), FC_WARP_NO_VERDICT) << "a sub-ns warp is no warp: other pairs still to compare";
+    EXPECT_EQ(fc_warp_sub_ns_cycles(1 / 2.6), 2);
+    EXPECT_EQ(fc_warp_sub_ns_cycles(1 / 2.1), 2);
+    EXPECT_EQ(fc_warp_sub_ns_cycles(1 / 0.025), 1) << "a 25 MHz arm64 counter: any warp counts";
+    EXPECT_EQ(fc_warp_sub_ns_cycles(0), 1) << "no rate yet";
 }
 
 // The calibrator thread's warp check compared no pair (here every worker
