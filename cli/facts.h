@@ -136,6 +136,12 @@ struct doctor_facts {
 /* Initialises every field to "unknown". */
 void facts_init(struct doctor_facts *f);
 
+/* The warp check found the CPUs' counters apart: by more than a nanosecond's
+ * cycles (at the nominal rate; any cycle where it is unknown).  Less is
+ * KVM's per-vCPU offsets, which fastclock's own check counts as in step
+ * (src/warp.h fc_warp_sub_ns_cycles). */
+int warp_found(const struct doctor_facts *f);
+
 /* Why the warp check skipped its skipped pairs, a few words: threads that
  * could not be pinned, or CPUs too busy to take turns. */
 const char *warp_skip_why(const struct doctor_facts *f);

@@ -116,7 +116,7 @@ static void tsc_unusable_why(struct ctx *c)
                  f->p_notsc ? "notsc" : "tsc=unstable");
     else if (f->klog.tsc_unstable || f->klog.watchdog_tsc)
         snprintf(w, n, "the kernel marked the TSC unstable (its log says so)");
-    else if (f->warp_ran && f->warp_max_cycles > 0)
+    else if (warp_found(f))
         snprintf(w, n, "the CPUs' TSCs disagree by %lld cycles (the warp check here)", (long long)f->warp_max_cycles);
     else
         w[0] = 0;
@@ -377,7 +377,7 @@ static void rule_tsc_unavailable(struct ctx *c, struct findings *o)
 static void rule_warp(struct ctx *c, struct findings *o)
 {
     const struct doctor_facts *f = c->f;
-    if (!f->warp_ran || f->warp_max_cycles <= 0)
+    if (!warp_found(f))
         return;
     char ns[32] = "";
     if (f->tsc_hz > 0) {
@@ -460,7 +460,7 @@ static void rule_cmdline(struct ctx *c, struct findings *o)
             fix(x, "Keep it if it was chosen deliberately.");
     }
     if (strstr(f->p_tsc, "reliable")) {
-        int bad = f->warp_ran && f->warp_max_cycles > 0;
+        int bad = warp_found(f);
         struct finding *x = add(o, bad ? SEV_WARNING : SEV_INFO, 50, "cmdline-tsc-reliable");
         msg(x, "`tsc=%s` on the kernel command line turns off the clocksource watchdog and the boot-time TSC sync "
                "check",
@@ -478,7 +478,7 @@ static void rule_cmdline(struct ctx *c, struct findings *o)
         fix(x, bad ? "Remove `tsc=reliable` and reboot." : "Keep it only while the TSC is invariant and warp-free.");
     }
     if (strstr(f->p_tsc, "unstable") || f->p_notsc) {
-        int pity = f->invariant_tsc == TRI_YES && !(f->warp_ran && f->warp_max_cycles > 0);
+        int pity = f->invariant_tsc == TRI_YES && !warp_found(f);
         struct finding *x = add(o, pity ? SEV_WARNING : SEV_INFO, 120, "cmdline-tsc-disabled");
         msg(x, "`%s` on the kernel command line tells the kernel not to use the TSC%s.",
             f->p_notsc ? "notsc" : "tsc=unstable", pity ? ", although it is invariant" : "");

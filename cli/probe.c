@@ -69,6 +69,12 @@ void facts_init(struct doctor_facts *f)
     }
 }
 
+int warp_found(const struct doctor_facts *f)
+{
+    int64_t sub_ns = f->tsc_hz >= 1e9 ? (int64_t)(f->tsc_hz / 1e9) : f->tsc_hz > 0 ? 1 : 0;
+    return f->warp_ran && f->warp_max_cycles > sub_ns;
+}
+
 const char *warp_skip_why(const struct doctor_facts *f)
 {
     if (f->warp_pairs_unpinned <= 0)

@@ -209,15 +209,16 @@ static void text_tsc(FILE *out, const struct doctor_facts *f, const struct style
     row(out, "frequency", "%s", freq);
     if (f->warp_ran) {
         char skipped[160] = "";
-        if (f->warp_pairs_skipped > 0 && f->warp_max_cycles <= 0) /* fc_warp_verdict: no verdict */
+        if (f->warp_pairs_skipped > 0 && !warp_found(f)) /* fc_warp_verdict: no verdict */
             snprintf(skipped, sizeof skipped, ": none seen, but %d pair%s could not be compared (%s)",
                      f->warp_pairs_skipped, f->warp_pairs_skipped == 1 ? "" : "s", warp_skip_why(f));
         row(out, "cross-CPU warp", "%lld cycles over %d CPU pair%s (%.1f M %s reads taken in turn)%s",
             (long long)f->warp_max_cycles, f->warp_pairs, f->warp_pairs == 1 ? "" : "s",
             (double)f->warp_iterations / 1e6, f->warp_insn[0] ? f->warp_insn : "ordered",
-            f->warp_max_cycles > 0 ? (arm ? ": the CPUs' counters disagree" : ": the TSCs disagree")
-            : skipped[0]       ? skipped
-                               : ": in step");
+            warp_found(f)             ? (arm ? ": the CPUs' counters disagree" : ": the TSCs disagree")
+            : skipped[0]              ? skipped
+            : f->warp_max_cycles > 0 ? ": under a nanosecond, in step (per-vCPU offsets)"
+                                      : ": in step");
     } else
         row(out, "cross-CPU warp", "unknown (%s)", f->warp_err);
 }
