@@ -1207,6 +1207,16 @@ TEST_F(Faults, AnUnfilteredClocksourceListDoesNotVouchForTheCounter)
     EXPECT_EQ(mode(), "tsc") << reason();
 }
 
+// The seam for a test that runs fc_warp_check itself: no start-up check of
+// the library's own beside it.
+static struct fc_seam warp_test_seam()
+{
+    struct fc_seam seam;
+    memset(&seam, 0, sizeof seam);
+    seam.skip_warp_check = 1;
+    return seam;
+}
+
 // lfence;rdtsc is chosen only where lfence certainly orders the read: on
 // AMD and Hygon that needs a kernel setting (DE_CFG[1]) that a hypervisor
 // may not honour and user space cannot see, but in families 0Fh and 11h
@@ -1280,9 +1290,7 @@ TEST(CounterChoice, EachVendorKeepsItsCheaperInstruction)
     int amd = 0;
     int orders = fc_cpu_lfence_orders_rdtsc(&amd);
     const int vendor_rdtscp = !(amd && orders);
-    struct fc_seam seam;
-    memset(&seam, 0, sizeof seam);
-    seam.skip_warp_check = 1;
+    struct fc_seam seam = warp_test_seam();
     int chosen = -1;
     for (int i = 0; i < 5; i++) {
         fc_test_reset(&seam);
@@ -2401,9 +2409,7 @@ TEST(WarpCheck, APairWhoseCpusNeverTookTurnsIsNotCountedAsTested)
     std::vector<int> cpus = fctest::allowed_cpus();
     if (cpus.size() < 2)
         GTEST_SKIP() << "the warp check needs two CPUs this process may run on";
-    struct fc_seam seam;
-    memset(&seam, 0, sizeof seam);
-    seam.skip_warp_check = 1;
+    struct fc_seam seam = warp_test_seam();
     seam.warp_worker_ready = hold_one_warp_worker;
     fc_test_reset(&seam);
     warp_held_cpu = cpus.back(); // the first CPU's partner when one pair is tested (fc_warp_partner)
@@ -2447,9 +2453,7 @@ TEST(WarpCheck, CountersApartAreFoundAtEveryTurn)
     std::vector<int> cpus = fctest::allowed_cpus();
     if (cpus.size() < 2)
         GTEST_SKIP() << "the warp check needs two CPUs this process may run on";
-    struct fc_seam seam;
-    memset(&seam, 0, sizeof seam);
-    seam.skip_warp_check = 1;
+    struct fc_seam seam = warp_test_seam();
     seam.warp_counter = counter_apart;
     fc_test_reset(&seam);
     warp_apart_cpu = cpus.back(); // the first CPU's partner when one pair is tested (fc_warp_partner)

@@ -102,6 +102,25 @@ static Loaded *run(const char *name)
 
 static bool has(const char *text, const char *needle) { return strstr(text, needle) != nullptr; }
 
+// The text report of l, its rows unwrapped: one space for each run of blanks.
+static std::string report_flat(Loaded *l)
+{
+    char *text = nullptr;
+    size_t size = 0;
+    FILE *out = open_memstream(&text, &size);
+    EXPECT_NE(out, nullptr);
+    if (!out)
+        return "";
+    report_text(out, &l->f, &l->fs, 0);
+    fclose(out);
+    std::string flat;
+    for (const char *c = text; *c; c++)
+        if (!isspace((unsigned char)*c) || flat.empty() || flat.back() != ' ')
+            flat += isspace((unsigned char)*c) ? ' ' : *c;
+    free(text);
+    return flat;
+}
+
 TEST(Findings, HpetWithTscAvailableSaysSwitchAndPersist)
 {
     Loaded *l = run("hpet");
@@ -249,17 +268,7 @@ TEST(Findings, AWarpUnderANanosecondIsInStep)
         bool found = cycles > 2;
         EXPECT_EQ(warp_found(&l->f), found) << cycles;
         EXPECT_EQ(l->get("tsc-warp") != nullptr, found) << cycles << " cycles";
-        char *text = nullptr;
-        size_t size = 0;
-        FILE *out = open_memstream(&text, &size);
-        ASSERT_NE(out, nullptr);
-        report_text(out, &l->f, &l->fs, 0);
-        fclose(out);
-        std::string flat;
-        for (const char *c = text; *c; c++)
-            if (!isspace((unsigned char)*c) || flat.empty() || flat.back() != ' ')
-                flat += isspace((unsigned char)*c) ? ' ' : *c;
-        free(text);
+        std::string flat = report_flat(l);
         EXPECT_EQ(has(flat.c_str(), "under a nanosecond, in step"), !found) << flat;
         EXPECT_EQ(has(flat.c_str(), ": the TSCs disagree"), found) << flat;
     }
@@ -275,17 +284,7 @@ TEST(Findings, AWarpCheckThatSkippedPairsDoesNotSayInStep)
         l->f.warp_max_cycles = 0;
         l->f.warp_pairs = 2;
         l->f.warp_pairs_skipped = skipped;
-        char *text = nullptr;
-        size_t size = 0;
-        FILE *out = open_memstream(&text, &size);
-        ASSERT_NE(out, nullptr);
-        report_text(out, &l->f, &l->fs, 0);
-        fclose(out);
-        std::string flat; // the report wraps its rows: one space for each run of blanks
-        for (const char *c = text; *c; c++)
-            if (!isspace((unsigned char)*c) || flat.empty() || flat.back() != ' ')
-                flat += isspace((unsigned char)*c) ? ' ' : *c;
-        free(text);
+        std::string flat = report_flat(l);
         EXPECT_TRUE(has(flat.c_str(), "0 cycles over 2 CPU pairs (")) << flat;
         EXPECT_EQ(has(flat.c_str(), ": in step"), skipped == 0) << flat;
         EXPECT_EQ(has(flat.c_str(), "none seen, but 2 pairs could not be compared"), skipped != 0) << flat;
