@@ -20,6 +20,7 @@
 
 #include "cpu.h"
 #include "kernel.h"
+#include "warp.h"
 
 const char *const fact_call_names[FACT_NCALLS] = {
     "CLOCK_REALTIME",        "CLOCK_MONOTONIC",      "CLOCK_PROCESS_CPUTIME_ID", "CLOCK_THREAD_CPUTIME_ID",
@@ -71,7 +72,8 @@ void facts_init(struct doctor_facts *f)
 
 int warp_found(const struct doctor_facts *f)
 {
-    int64_t sub_ns = f->tsc_hz >= 1e9 ? (int64_t)(f->tsc_hz / 1e9) : f->tsc_hz > 0 ? 1 : 0;
+    /* The library's own tolerance; any cycle where the rate is unknown. */
+    int64_t sub_ns = f->tsc_hz > 0 ? fc_warp_sub_ns_cycles(1e9 / f->tsc_hz) : 0;
     return f->warp_ran && f->warp_max_cycles > sub_ns;
 }
 
