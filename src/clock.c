@@ -45,7 +45,9 @@
  *     the kernel's exact offset, checked on every read (wall.h), so the
  *     first read that starts after clock_settime returns is on the new
  *     timeline, in every mode, with either calibrator; ordered wall reads
- *     are the vDSO's own where the kernel's clocksource is the TSC, and
+ *     are the vDSO's own where the kernel's clocksource is the TSC and its
+ *     REALTIME was timed cheaper than the line's (counter.c, with the
+ *     first line: mode tsc) or in tsc-percpu, and
  *     both flavours where the kernel answers every fine read from the
  *     start (mode system, tsc-percpu routed to it), and in tsc-percpu
  *     where the kernel's clock reads in user space (mode.c
@@ -464,6 +466,14 @@ static FC_COLD int64_t routed_kernel_read(enum fc_kind kind)
     return direct_ns(k, fc_kind_clock(kind));
 }
 
+/* Mode tsc's ordered wall reads where the first line's timing chose the
+ * kernel's REALTIME (counter.h fc_counter_wall_kernel), now routed to it:
+ * no line value was served before (wall.h fc_read_line), so nothing to hold. */
+static FC_COLD int64_t wall_kernel_read(enum fc_kind kind)
+{
+    return direct_ns(atomic_load_explicit(&fc_wall_direct, memory_order_relaxed), fc_kind_clock(kind));
+}
+
 /*
  * tsc-percpu's wall clocks where the kernel answers them (mode.c
  * choose_percpu_wall) but the route is not taken yet: after a switch from
@@ -500,6 +510,8 @@ static FC_COLD int64_t slow_read(enum fc_kind kind, int ordered)
         int64_t mono = slow_read(FC_MONO, ordered);
         if (routed_to_kernel(ordered)) /* the route showed meanwhile: the kernel's own wall clock */
             return routed_kernel_read(kind);
+        if (ordered && FC_LOAD(&fc_counter_wall_kernel) && fc_wall_take_direct())
+            return wall_kernel_read(kind); /* timed cheaper with the first line (wall.h) */
         /* This read's MONOTONIC switched to tsc-percpu (a lazy warp check):
          * not the per-CPU line's value plus the offset, but the route's. */
         if (FC_UNLIKELY(percpu_wall_to_kernel()))
@@ -1103,9 +1115,9 @@ static int64_t own_bound(int mode, int64_t mono_now)
 }
 
 /* The same for the ordered wall clocks (fastclock_real_ns): 0 where the
- * kernel's own clock answers them from the decision on -- its clocksource
- * is the counter (wall.h), or the counter costs too much (routed_to_kernel);
- * both are chosen before any line could have answered. */
+ * kernel's own clock answers them from the first line on -- it reads the
+ * counter and was timed cheaper (wall.h), or the counter costs too much
+ * (routed_to_kernel); both are chosen before any line could have answered. */
 /* The gap between fastclock_real_bounded's REALTIME and MONOTONIC reads, and
  * the poll's own measure of the offset: both a few reads apart (where both
  * come from one line, its error cancels). */
@@ -1113,7 +1125,7 @@ static int64_t own_bound(int mode, int64_t mono_now)
 
 static int real_is_kernels(void)
 {
-    return fc_wall_route(FC_REAL, 1) != 0 || routed_to_kernel(1);
+    return fc_wall_route(FC_REAL, 1) != 0 || routed_to_kernel(1) || FC_LOAD(&fc_counter_wall_kernel);
 }
 
 /* Whether REALTIME - MONOTONIC, read as real and mono, moved from the

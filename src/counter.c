@@ -38,6 +38,10 @@
 #define KERNEL_MARGIN 0.50  /* the kernel only if it costs under half */
 #define CHOOSE_ROUNDS 15    /* interleaved rounds of the three candidates (~20 us here) */
 #define KERNEL_ROUNDS 9     /* rdtscp against the kernel's read: a gap of 3x or more to tell */
+#define WALL_LINE_MARGIN 1.04 /* the line's wall read only where the kernel's costs 1.04x it, twice */
+#define WALL_ROUNDS 9         /* interleaved rounds of the two wall reads (~20 us here) ... */
+#define WALL_BATCH 48         /* ... of 48 reads each: a counter that moves in steps (26 ticks on an
+                                 AMD guest) quantises a 16-read batch's ratio to ~3%, this one to ~1% */
 
 /* Ticks for one batch of BATCH reads. */
 #define BATCH_TICKS(expr, out)                              \
@@ -204,6 +208,7 @@ void fc_counter_reset_for_tests(void)
     atomic_store(&kernel_cost_ns, 0.0);
     atomic_store(&rdtscp_present, 0);
     atomic_store(&step_ticks, 0);
+    fc_counter_time_wall(0);
 }
 
 /* The median of n > 0 values (sorts them in place; not qsort: the decision
@@ -231,6 +236,132 @@ static double paired_ratio(const uint64_t *a, const uint64_t *b, int n, uint64_t
     if (k > n / 2)
         return median(r, k);
     return best_b ? (double)best_a / (double)best_b : (best_a ? 1e9 : 1.0);
+}
+
+/*
+ * Mode tsc's ordered wall reads, where the kernel's clocksource is the
+ * counter.  The vDSO's REALTIME is then the kernel's counter read, a seqlock
+ * and a multiply; the line's is the line's MONOTONIC plus the offset check,
+ * a call of the vDSO's CLOCK_REALTIME_COARSE (wall.h).  Which costs less is
+ * the CPU's affair: the check costs 3-7 ns beside a fenced read, and the
+ * kernel's counter read is rdtscp wherever the CPU has it, ours the cheaper
+ * fence.  Measured (ns): on an Intel Xeon guest the kernel's REALTIME is the
+ * cheaper (the unordered line read plus check alone cost 15 against rdtsc's
+ * 8); on an AMD EPYC family 1Ah guest the line's (19.0 against 20.7: our
+ * lfence;rdtsc costs 15.1, the kernel's rdtscp 17.2).
+ *
+ * So both are timed, interleaved as the instruction is, right after it is
+ * chosen: the vDSO's REALTIME against a model of the line's read -- the
+ * seqlock's loads around the chosen fenced read, the multiply, the coarse
+ * call and compare.  The model omits the line's route tests; on the AMD
+ * guest it came out the dearer side of the whole read: the kernel's
+ * REALTIME timed at 1.065-1.089x it in 300 fresh choices (quiet; 1.08-1.13
+ * beside a busy loop), where the whole reads differ by 1.09-1.10x.  The
+ * prior is the kernel's clock, which costs what libc's does: the line
+ * answers only where the kernel's read costs 1.04x the model or more,
+ * measured twice (the nearer of the two decides).  Either answer
+ * keeps every guarantee (the line's real_error_bound_ns is its MONOTONIC
+ * bound; the kernel's, 0); what is at stake is a few ns.
+ */
+int fc_counter_wall_kernel;
+static int (*_Atomic wall_vdso)(clockid_t, struct timespec *);
+static _Atomic double wall_ratio;
+
+void fc_counter_time_wall(int (*vdso_gettime)(clockid_t, struct timespec *))
+{
+    atomic_store_explicit(&wall_vdso, vdso_gettime, memory_order_relaxed);
+    atomic_store_explicit(&wall_ratio, 0.0, memory_order_relaxed);
+    __atomic_store_n(&fc_counter_wall_kernel, 0, __ATOMIC_RELAXED);
+}
+
+int fc_counter_wall_rule(double first, double again)
+{
+    return !(first >= WALL_LINE_MARGIN && again >= WALL_LINE_MARGIN);
+}
+
+double fc_counter_wall_ratio(void)
+{
+    return atomic_load_explicit(&wall_ratio, memory_order_relaxed);
+}
+
+/* The model's line: read, never written, as a line is read (loads the
+ * compiler must make on every call: the fenced read's asm clobbers memory). */
+static struct {
+    _Atomic uint64_t seq;
+    uint64_t base, mult, frac;
+    int64_t ns, coarse;
+} wall_model;
+
+static uint64_t wall_model_read(uint32_t flags, int (*vdso)(clockid_t, struct timespec *))
+{
+    uint64_t seq, t, base, mult, frac;
+    do {
+        seq = atomic_load_explicit(&wall_model.seq, memory_order_acquire);
+        base = FC_LOAD(&wall_model.base);
+        mult = FC_LOAD(&wall_model.mult);
+        frac = FC_LOAD(&wall_model.frac);
+        t = fc_counter_fenced(flags);
+        atomic_thread_fence(memory_order_acquire);
+    } while (FC_UNLIKELY(seq != atomic_load_explicit(&wall_model.seq, memory_order_relaxed)));
+    uint64_t mono = (uint64_t)FC_LOAD(&wall_model.ns) + (((t - base) * mult + frac) >> 32);
+    struct timespec ts;
+    vdso(CLOCK_REALTIME_COARSE, &ts);
+    int64_t coarse = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    if (FC_UNLIKELY(coarse != FC_LOAD(&wall_model.coarse)))
+        __atomic_store_n(&wall_model.coarse, coarse, __ATOMIC_RELAXED); /* once a tick, as the check */
+    return mono + (uint64_t)coarse;
+}
+
+static uint64_t wall_kernel_read(int (*vdso)(clockid_t, struct timespec *))
+{
+    struct timespec ts;
+    vdso(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_nsec;
+}
+
+/* The kernel's REALTIME over the model, paired rounds. */
+static double wall_time(uint32_t flags, int (*vdso)(clockid_t, struct timespec *))
+{
+    volatile uint64_t sink = 0;
+    uint64_t line[WALL_ROUNDS], kernel[WALL_ROUNDS], best_l = UINT64_MAX, best_k = UINT64_MAX;
+    for (int r = 0; r < WALL_ROUNDS; r++) {
+        uint64_t t0 = fc_counter_lfence();
+        for (int i = 0; i < WALL_BATCH; i++)
+            sink += wall_model_read(flags, vdso);
+        uint64_t t1 = fc_counter_lfence();
+        for (int i = 0; i < WALL_BATCH; i++)
+            sink += wall_kernel_read(vdso);
+        uint64_t t2 = fc_counter_lfence();
+        line[r] = t1 - t0;
+        kernel[r] = t2 - t1;
+        best_l = line[r] < best_l ? line[r] : best_l;
+        best_k = kernel[r] < best_k ? kernel[r] : best_k;
+    }
+    (void)sink;
+    return paired_ratio(kernel, line, WALL_ROUNDS, best_k, best_l);
+}
+
+/* With the instruction chosen (flags): who answers the ordered wall reads. */
+static void wall_choose(uint32_t flags)
+{
+    int (*vdso)(clockid_t, struct timespec *) = atomic_load_explicit(&wall_vdso, memory_order_relaxed);
+    if (!vdso)
+        return; /* the line answers: the kernel's clock does not read the counter */
+    int to_kernel = 1;
+    double ratio = 0;
+    if (fc_seam.wall_route != 0)
+        to_kernel = fc_seam.wall_route > 0;
+    else if (fc_seam.counter || (flags & FC_READ_ORDERED_KERNEL))
+        to_kernel = 1; /* nothing to time; or the kernel answers the ordered reads anyway */
+    else {
+        ratio = wall_time(flags, vdso);
+        double again = ratio >= WALL_LINE_MARGIN ? wall_time(flags, vdso) : 0;
+        to_kernel = fc_counter_wall_rule(ratio, again);
+        if (again > 0 && again < ratio)
+            ratio = again;
+    }
+    atomic_store_explicit(&wall_ratio, ratio, memory_order_relaxed);
+    __atomic_store_n(&fc_counter_wall_kernel, to_kernel, __ATOMIC_RELAXED);
 }
 
 /* The test seam's word on the kernel routes (0: the measurement's). */
@@ -313,8 +444,10 @@ double fc_counter_kernel_over_rdtscp(double clearly_above)
 
 uint32_t fc_counter_choose(double ns_per_tick)
 {
-    if (fc_seam.counter)
+    if (fc_seam.counter) {
+        wall_choose(seam_route(0));
         return seam_route(0); /* a simulated counter: nothing to time */
+    }
     volatile uint64_t sink = 0;
     uint64_t lfence[CHOOSE_ROUNDS], rdtscp[CHOOSE_ROUNDS], kernel[CHOOSE_ROUNDS];
     uint64_t best_l = UINT64_MAX, best_p = UINT64_MAX, best_k = UINT64_MAX;
@@ -387,5 +520,7 @@ uint32_t fc_counter_choose(double ns_per_tick)
     atomic_store_explicit(&kernel_cost_ns, (double)best_k * ns_per_tick / BATCH, memory_order_relaxed);
     atomic_store_explicit(&chosen_ratio, ratio, memory_order_relaxed);
     atomic_store_explicit(&chosen_plus1, (int)(flags & FC_READ_RDTSCP) + 1, memory_order_relaxed);
-    return seam_route(flags);
+    flags = seam_route(flags);
+    wall_choose(flags);
+    return flags;
 }

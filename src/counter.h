@@ -3,6 +3,7 @@
 #define FC_COUNTER_H
 
 #include <stdint.h>
+#include <time.h>
 
 /* How ordered reads read the counter (global latch only; written once by the
  * mode decision, before the first line, and never again). */
@@ -278,6 +279,25 @@ uint64_t fc_counter_step(void);
  * three rounds' answer where it exceeds clearly_above (0: all rounds).  0
  * where there is no rdtscp to compare with. */
 double fc_counter_kernel_over_rdtscp(double clearly_above);
+/*
+ * Who answers mode tsc's ordered wall reads (REALTIME, TAI, gettimeofday)
+ * where the kernel's clocksource is the counter: its vDSO REALTIME, or the
+ * line's MONOTONIC plus the offset check (wall.h).  wall.c asks for the
+ * timing at each decision (fc_counter_time_wall, with the vDSO's
+ * clock_gettime; NULL: nothing to time, the line answers); fc_counter_choose
+ * times both, after the instruction, and sets fc_counter_wall_kernel --
+ * before the first line is published, so every reader that can see the line
+ * sees it.  1: the kernel answers.
+ */
+void fc_counter_time_wall(int (*vdso_gettime)(clockid_t, struct timespec *));
+extern int fc_counter_wall_kernel __attribute__((visibility("hidden"))); /* atomic builtins */
+/* The rule on measured ratios (the kernel's REALTIME over the model of the
+ * line's; 1: the kernel answers): the line only where the kernel's costs
+ * 1.04 times the line's or more, measured twice (again: 0 where the first
+ * said kernel). */
+int fc_counter_wall_rule(double kernel_over_line, double again);
+/* That ratio, nearer the kernel's side of the two (0: not timed). */
+double fc_counter_wall_ratio(void);
 /* The costs measured: the ordered read, the kernel's clock (0: not yet). */
 void fc_counter_costs(double *ours, double *kernel);
 void fc_counter_reset_for_tests(void);

@@ -492,6 +492,7 @@ void fc_mode_enter(int mode, const char *reason, int64_t floor_ns)
          * the offset until the kernel has passed the floor (clock.c
          * percpu_kernel_read), or the per-CPU lines answer them. */
         if (mode == FC_MODE_PERCPU && floor_ns == 0) {
+            fc_wall_take_direct(); /* the kernel's clock reads the counter: its REALTIME is cheaper */
             fc_wall_enter_percpu();
             if (atomic_load_explicit(&fc_percpu_wall_kernel, memory_order_relaxed))
                 fc_wall_to_kernel(fc_refclock_answering()); /* both flavours, gettimeofday too */

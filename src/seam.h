@@ -36,6 +36,10 @@ struct fc_seam {
     int percpu_wall_route; /* tsc-percpu's wall clocks where its fine reads are the lines': 0 as
                               measured (the per-CPU lines if anything above is simulated), 1 the
                               kernel's clock, -1 the per-CPU lines plus the offset */
+    int wall_route;        /* mode tsc's ordered wall clocks where the kernel's clocksource is the
+                              counter (counter.c fc_counter_wall_to_kernel): 0 as measured (the
+                              kernel's clock if the counter is simulated), 1 the kernel's clock,
+                              -1 the line plus the offset check */
     void (*warp_worker_start)(int cpu); /* non-NULL: called first by each warp-check worker
                                            (a test holds one there: a CPU it never gets) */
     void (*warp_worker_ready)(int cpu); /* non-NULL: called by each warp-check worker once both

@@ -43,6 +43,11 @@ void fc_wall_init(void)
     fc_wall_cache.tai_coarse = INT64_MIN;
 }
 
+/* The vDSO's entries that fc_wall_take_direct arms (NULL: the kernel's
+ * clock does not read the counter, or is simulated). */
+static _Atomic(fc_gettime_fn) direct_candidate;
+static _Atomic(fc_gettimeofday_fn) direct_candidate_tv;
+
 void fc_wall_choose(int kernel_reads_counter)
 {
     /* A simulated kernel (tests) is never routed to: the line is under test. */
@@ -54,9 +59,23 @@ void fc_wall_choose(int kernel_reads_counter)
         if (!g || !tv)
             g = 0, tv = 0;
     }
-    atomic_store_explicit(&fc_wall_direct_tv, tv, memory_order_relaxed);
-    atomic_store_explicit(&fc_wall_direct, g, memory_order_relaxed);
+    atomic_store_explicit(&direct_candidate_tv, tv, memory_order_relaxed);
+    atomic_store_explicit(&direct_candidate, g, memory_order_relaxed);
+    atomic_store_explicit(&fc_wall_direct_tv, (fc_gettimeofday_fn)0, memory_order_relaxed);
+    atomic_store_explicit(&fc_wall_direct, (fc_gettime_fn)0, memory_order_relaxed);
     atomic_store_explicit(&fc_wall_direct_unordered, (fc_gettime_fn)0, memory_order_relaxed);
+    fc_counter_time_wall(g); /* mode tsc: which is cheaper, timed with the first line */
+}
+
+int fc_wall_take_direct(void)
+{
+    fc_gettime_fn g = atomic_load_explicit(&direct_candidate, memory_order_relaxed);
+    if (!g)
+        return 0;
+    atomic_store_explicit(&fc_wall_direct_tv, atomic_load_explicit(&direct_candidate_tv, memory_order_relaxed),
+                          memory_order_relaxed);
+    atomic_store_explicit(&fc_wall_direct, g, memory_order_relaxed);
+    return 1;
 }
 
 void fc_wall_to_kernel(fc_gettime_fn k)

@@ -16,11 +16,15 @@
  * calibrator, in every mode: the value is the line's MONOTONIC (within the
  * reported bound) plus the kernel's exact offset.
  *
- * Cost: the coarse vDSO call, ~5-7 ns.  Where the kernel's own fine clock
- * reads the same counter (clocksource tsc), the vDSO's REALTIME costs less
- * than line + check, so ordered wall reads go straight to it
- * (fc_wall_direct; the choice is structural, not a timing race, so every
- * process decides the same).  Unordered wall reads always use the line:
+ * Cost: the coarse vDSO call, 3-7 ns beside a fenced read.  Where the
+ * kernel's own fine clock reads the same counter (clocksource tsc), its
+ * vDSO REALTIME is the kernel's counter read plus a seqlock and a multiply,
+ * which may cost less than line + check or more, by CPU: mode tsc's ordered
+ * wall reads go straight to it (fc_wall_direct) where it does, timed with
+ * the first line (counter.h fc_counter_wall_kernel: until that line no line
+ * value is served, and from it the choice holds; the slow path takes the
+ * route, fc_wall_take_direct).  tsc-percpu takes it wherever the kernel
+ * reads the counter (mode.c).  Unordered wall reads always use the line:
  * bare rdtsc + check is well under the vDSO's fenced read.
  *
  * TAI adds the kernel's TAI - UTC seconds, read at each refresh: a change of
@@ -65,8 +69,14 @@ FC_HIDDEN int fc_wall_tai_readable(void);
 /* At the decision (and again at each one: a fork child, tests' kernels): ask. */
 FC_HIDDEN int fc_wall_probe_tai(void);
 /* At the mode decision: the kernel's clocksource is the counter we read
- * (1), or something else (0). */
+ * (1), or something else (0).  Routes nothing yet: the vDSO becomes a
+ * candidate for the ordered wall reads, which fc_wall_take_direct arms. */
 FC_HIDDEN void fc_wall_choose(int kernel_reads_counter);
+/* Ordered wall reads (REALTIME, TAI, gettimeofday) go to the vDSO from now
+ * on, where fc_wall_choose made it a candidate (0: none, nothing changed).
+ * Taken by the slow path where the first line's timing chose the kernel
+ * (fc_counter_wall_kernel), and by tsc-percpu at its decision. */
+FC_HIDDEN int fc_wall_take_direct(void);
 /* The kernel answers every fine read from the decision on (mode system
  * from the start, tsc-percpu routed to it): both flavours of the wall
  * clocks go straight to k, as MONOTONIC does (clock.c route_decided). */
@@ -158,6 +168,10 @@ FC_INLINE int fc_read_line(enum fc_kind kind, int ordered, int64_t *out)
         return fc_line_read(&fc_latch, kind, ordered, out);
     int64_t mono;
     if (FC_UNLIKELY(!fc_line_read(&fc_latch, FC_MONO, ordered, &mono)))
+        return 0;
+    /* The kernel's REALTIME timed cheaper with this line (loaded after its
+     * seq, which was published after the choice): the slow path routes. */
+    if (ordered && FC_UNLIKELY(FC_LOAD(&fc_counter_wall_kernel)))
         return 0;
     *out = fc_wall_from_mono(kind, mono);
     return 1;

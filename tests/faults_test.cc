@@ -30,6 +30,7 @@ extern "C" {
 #include "counter.h"
 #include "cpu.h"
 #include "kernel.h"
+#include "refclock.h"
 #include "sync.h"
 }
 #include "testing.h"
@@ -3973,10 +3974,11 @@ TEST(RealMachine, StalledCalibratorDoesNotStaleTheClock)
 // The real machine, with tsc-percpu's fine reads on the path given (1: the
 // kernel's clock, -1: the per-CPU lines, 0: as measured).
 static void reset_real_machine(int percpu_route, int ordered_route = 0, const char *sysroot = nullptr,
-                               int percpu_wall_route = 0)
+                               int percpu_wall_route = 0, int wall_route = 0)
 {
     struct fc_seam seam;
     memset(&seam, 0, sizeof seam);
+    seam.wall_route = wall_route;
     seam.percpu_route = percpu_route;
     seam.percpu_wall_route = percpu_wall_route;
     seam.ordered_route = ordered_route;
@@ -3988,10 +3990,10 @@ static void reset_real_machine(int percpu_route, int ordered_route = 0, const ch
 // the calibrator thread if asked, and a sysfs root of the test's if given;
 // false where the machine refuses tsc.
 static bool real_machine_in_tsc(int percpu_route, bool calibrator, struct fastclock_status *st,
-                                const char *sysroot = nullptr)
+                                const char *sysroot = nullptr, int wall_route = 0)
 {
     setenv("FASTCLOCK_MODE", "tsc", 1);
-    reset_real_machine(percpu_route, 0, sysroot);
+    reset_real_machine(percpu_route, 0, sysroot, 0, wall_route);
     if (calibrator)
         fc_test_start_calibrator();
     fastclock_status(st);
@@ -4439,32 +4441,44 @@ TEST(RealMachine, PerCpuRouteHoldsEveryReadAcrossTheSwitch)
         GTEST_SKIP() << "no vDSO here (an emulator, valgrind): the kernel's clock is a system call, and no "
                         "wall read is routed to it";
     // The kernel's clocksource reads as the counter (a sysfs root of the
-    // test's): its vDSO answers the ordered wall reads on every machine.
+    // test's), and mode tsc's ordered wall reads are, by turns, its vDSO's
+    // (timed cheaper with the first line) and the line's (timed dearer):
+    // forced by the seam, so both run on every machine.
     RealMachineGuard guard{sysroot(CS, CS " " OTHER_CS)};
-    for (int round = 0; round < 5; round++) {
+    for (int round = 0; round < 6; round++) {
+        const int wall_vdso = round % 2 == 0;
+        SCOPED_TRACE(wall_vdso ? "ordered wall reads: the vDSO's" : "ordered wall reads: the line's");
         struct fastclock_status st;
-        if (!real_machine_in_tsc(1, true, &st, guard.root.c_str()))
+        if (!real_machine_in_tsc(1, true, &st, guard.root.c_str(), wall_vdso ? 1 : -1))
             GTEST_SKIP() << "the counter cannot be trusted here, even when asked: " << st.reason;
         fastclock_mono_coarse_ns(); // the ticker serves the coarse clocks from now on
         usleep(20000);
         // The unordered wall read last: the global line's, which may lead the
-        // kernel by its error (the ordered one is the vDSO's on both sides).
+        // kernel by its error (the ordered one is the vDSO's on both sides,
+        // or the line's held at the switch floor, then the kernel's).
+        int64_t real_o = fastclock_real_ns(); // takes the vDSO's route where it answers
         int64_t mono = fastclock_mono_ns(), boot = boot_ns(), real_u = fastclock_real_ns_unordered();
         fc_test_pause_calibrator(1); // no read of its own between the switch and the look at the routes
         fc_test_switch_to_percpu("test: pretend the warp check failed");
         struct fc_test_routes at_switch;
         fc_test_get_routes(&at_switch);
         fc_test_pause_calibrator(0);
-        ASSERT_NE(at_switch.wall, nullptr) << "the kernel reads the counter: its vDSO answers ordered wall reads";
+        if (wall_vdso)
+            ASSERT_NE(at_switch.wall, nullptr) << "the kernel reads the counter: its vDSO answers ordered wall reads";
+        else
+            ASSERT_EQ(at_switch.wall, nullptr) << "the vDSO took the ordered wall reads from the line at the switch";
         EXPECT_EQ(at_switch.wall_unordered, nullptr)
             << "round " << round << ": unordered wall reads went to the vDSO before it passed the switch floor";
-        // The first reads after the switch: unordered REALTIME, through
-        // fastclock_gettime, then BOOTTIME.
+        // The first reads after the switch: both flavours of REALTIME,
+        // through fastclock_gettime, then BOOTTIME.
         long back = 0, boot_back = 0, real_back = 0;
         for (int i = 0; i < 2000; i++) {
             int64_t r = fastclock_real_ns_unordered();
             real_back += r < real_u;
             real_u = r;
+            r = fastclock_real_ns();
+            real_back += r < real_o;
+            real_o = r;
         }
         for (int i = 0; i < 2000; i++) {
             int64_t v = mono_gettime_ns();
@@ -4484,7 +4498,7 @@ TEST(RealMachine, PerCpuRouteHoldsEveryReadAcrossTheSwitch)
         }
         EXPECT_EQ(back, 0) << "round " << round << ": MONOTONIC went back across the switch";
         EXPECT_EQ(boot_back, 0) << "round " << round << ": BOOTTIME went back across the switch";
-        EXPECT_EQ(real_back, 0) << "round " << round << ": unordered REALTIME went back across the switch";
+        EXPECT_EQ(real_back, 0) << "round " << round << ": REALTIME went back across the switch";
         struct fc_test_routes later;
         fc_test_get_routes(&later);
         EXPECT_EQ(later.wall_unordered, later.wall) << "round " << round << ": past the floor, both wall flavours "
@@ -4511,6 +4525,113 @@ TEST(RealMachine, PerCpuRouteHoldsEveryReadAcrossTheSwitch)
         EXPECT_GE(fastclock_mono_coarse_ns(), coarse);
     }
     fc_test_reset(nullptr);
+}
+
+// Mode tsc's ordered wall reads where the kernel's clocksource is the
+// counter (counter.c wall_choose): the vDSO's REALTIME, unless the line's
+// read -- its MONOTONIC plus the offset check -- was timed 1.04x cheaper,
+// twice.  On an Intel Xeon guest the vDSO's is the cheaper; on an AMD EPYC
+// 1Ah guest the line's (18.9 against 20.7 ns; timed 1.065-1.089x in 300
+// fresh choices).
+TEST(WallChoice, TheLineAnswersOnlyWhereTimedClearlyCheaper)
+{
+    // The rule, on given ratios (the kernel's REALTIME over the line's).
+    EXPECT_FALSE(fc_counter_wall_rule(1.08, 1.06)) << "1.04x cheaper twice: the line";
+    EXPECT_TRUE(fc_counter_wall_rule(1.08, 1.03)) << "once only: the kernel";
+    EXPECT_TRUE(fc_counter_wall_rule(1.03, 0)) << "inside the margin: the kernel";
+    EXPECT_TRUE(fc_counter_wall_rule(0.8, 0)) << "the kernel's the cheaper";
+    if (getauxval(AT_SYSINFO_EHDR) == 0 || !fc_refclock_vdso_gettime())
+        GTEST_SKIP() << "no vDSO here (an emulator, valgrind): nothing to time the line against";
+    // This machine, five fresh choices: each follows the rule on what it measured.
+    for (int i = 0; i < 5; i++) {
+        fc_test_reset(nullptr);
+        fc_counter_order_early();
+        fc_counter_time_wall(fc_refclock_vdso_gettime());
+        EXPECT_EQ(fc_counter_wall_kernel, 0) << "chosen before the timing";
+        uint32_t flags = fc_counter_choose(1.0);
+        double ratio = fc_counter_wall_ratio();
+        if (flags & FC_READ_ORDERED_KERNEL) {
+            EXPECT_EQ(fc_counter_wall_kernel, 1) << "the kernel answers the ordered reads: its wall clocks too";
+            continue;
+        }
+        EXPECT_GT(ratio, 0.0) << "not timed";
+        EXPECT_EQ(fc_counter_wall_kernel, fc_counter_wall_rule(ratio, ratio)) << "ratio " << ratio;
+        std::printf("choice %d: ordered REALTIME from the %s (the vDSO's %.3fx the line's)\n", i,
+                    fc_counter_wall_kernel ? "vDSO" : "line", ratio);
+    }
+    // Nothing to time where the kernel's clock does not read the counter.
+    fc_test_reset(nullptr);
+    fc_counter_time_wall(nullptr);
+    fc_counter_choose(1.0);
+    EXPECT_EQ(fc_counter_wall_kernel, 0);
+    EXPECT_EQ(fc_counter_wall_ratio(), 0.0);
+    fc_test_reset(nullptr);
+}
+
+// Both answers on the real machine (forced by the seam, the kernel's
+// clocksource the counter by a sysfs root of the test's): every ordered wall
+// shape agrees with the kernel, the route and the status say who answers,
+// and no route is taken before the first line.
+TEST(WallChoice, EitherAnswerIsTheKernelsTime)
+{
+    if (getauxval(AT_SYSINFO_EHDR) == 0)
+        GTEST_SKIP() << "no vDSO here (an emulator, valgrind): no wall read is routed to it";
+    RealMachineGuard guard{sysroot(CS, CS " " OTHER_CS)};
+    for (int vdso : {1, 0}) {
+        SCOPED_TRACE(vdso ? "the vDSO answers" : "the line answers");
+        struct fastclock_status st;
+        setenv("FASTCLOCK_MODE", "tsc", 1);
+        reset_real_machine(0, 0, guard.root.c_str(), 0, vdso ? 1 : -1);
+        int64_t before_line = fastclock_real_ns(); // decides; the first line is not published yet
+        struct fc_test_routes routes;
+        fc_test_get_routes(&routes);
+        EXPECT_EQ(routes.wall, nullptr) << "a route taken before the first line's timing";
+        fastclock_status(&st); // publishes the first line
+        unsetenv("FASTCLOCK_MODE");
+        if (std::string(st.mode) != "tsc")
+            GTEST_SKIP() << "the counter cannot be trusted here, even when asked: " << st.reason;
+        EXPECT_STREQ(st.real_source, vdso ? "vdso" : "line");
+        if (st.kernel_maxerror_ns >= 0) {
+            EXPECT_EQ(st.real_error_bound_ns - st.kernel_maxerror_ns, vdso ? 0 : st.error_bound_ns);
+        }
+        EXPECT_GE(fastclock_real_ns(), before_line);
+        fc_test_get_routes(&routes);
+        if (vdso) {
+            EXPECT_NE(routes.wall, nullptr) << "the first ordered wall read after the line did not take the route";
+            EXPECT_NE(routes.wall_tv, nullptr) << "gettimeofday did not follow";
+        } else {
+            EXPECT_EQ(routes.wall, nullptr) << "the line's answer was routed to the vDSO";
+        }
+        EXPECT_EQ(routes.wall_unordered, nullptr) << "unordered wall reads are the line's either way";
+        // The vDSO's values lie inside the kernel's brackets; the line's
+        // within its reported bound of them (twice it: the bound may grow
+        // between two looks).
+        auto outside = [](clockid_t c, int64_t (*ours)(void), int64_t extra) {
+            long n = 0;
+            struct fastclock_status now;
+            for (int i = 0; i < 20000; i++) {
+                if (i % 1000 == 0)
+                    fastclock_status(&now);
+                int64_t slack = extra + (std::string(now.real_source) == "vdso" ? 0 : 2 * now.error_bound_ns + 1000);
+                int64_t a = fctest::kernel_ns(c);
+                int64_t v = ours();
+                int64_t b = fctest::kernel_ns(c);
+                n += v < a - slack || v > b + slack;
+            }
+            return n;
+        };
+        EXPECT_EQ(outside(CLOCK_REALTIME, fastclock_real_ns, 0), 0);
+        EXPECT_EQ(outside(CLOCK_REALTIME, [] { return gettime_ns(CLOCK_REALTIME); }, 0), 0);
+        EXPECT_EQ(outside(CLOCK_TAI, [] { return gettime_ns(CLOCK_TAI); }, 0), 0);
+        EXPECT_EQ(outside(CLOCK_REALTIME,
+                          [] {
+                              struct timeval tv;
+                              fastclock_gettimeofday(&tv, nullptr);
+                              return int64_t((tv.tv_sec * 1000000LL + tv.tv_usec) * 1000);
+                          },
+                          1000), // truncated to its microsecond
+                  0);
+    }
 }
 
 static int64_t real_gettime_ns(void)
