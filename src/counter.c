@@ -482,9 +482,10 @@ uint32_t fc_counter_choose(double ns_per_tick)
         lfence_cheaper = lfence_orders && (facts & LFENCE_AMD);
     }
 #endif
-    /* A ratio that would leave the vendor's instruction is measured again,
-     * and taken only if the second measurement leaves it too. */
-    int leaves = lfence_cheaper ? ratio < 1 / RDTSCP_MARGIN : ratio > RDTSCP_MARGIN;
+    /* A ratio that would leave the vendor's instruction (rdtscp unless
+     * lfence_cheaper: the rule below on this ratio picks the other) is
+     * measured again, and taken only if the second measurement leaves it too. */
+    int leaves = fc_counter_prefer_rdtscp(has_rdtscp, lfence_orders, lfence_cheaper, ratio) == lfence_cheaper;
     if (has_rdtscp && lfence_orders && leaves) {
         uint64_t l2[CHOOSE_ROUNDS], p2[CHOOSE_ROUNDS], best_l2 = UINT64_MAX, best_p2 = UINT64_MAX;
         for (int r = 0; r < CHOOSE_ROUNDS; r++) {
