@@ -143,7 +143,7 @@ struct fastclock_status {
     int      forced;         /* 1: FASTCLOCK_MODE chose the mode */
     int64_t  real_error_bound_ns; /* bound on |fastclock_real_ns - true UTC|: error_bound_ns (0 where
                                      the kernel's own clock answers fastclock_real_ns from the
-                                     start) plus the kernel's own maxerror as of the last adjtimex
+                                     first line on: real_source "vdso") plus the kernel's own maxerror as of the last adjtimex
                                      poll (at most 1 s ago; fastclock_real_bounded also notices a
                                      step of REALTIME since, and says 16 s) */
     int      kernel_synchronized; /* 1: NTP/PTP disciplines the kernel, 0: not, -1: unknown */

@@ -462,6 +462,11 @@ FC_INLINE int routed_to_kernel(int ordered)
 static FC_COLD int64_t routed_kernel_read(enum fc_kind kind)
 {
     fc_direct_fn k = fc_refclock_answering();
+    /* The wall clocks' own route with it, where the kernel reads the counter
+     * (counter.c sets fc_counter_wall_kernel with these routes): gettimeofday
+     * then jumps into the vDSO's own, as libc's does. */
+    if (FC_LOAD(&fc_counter_wall_kernel))
+        fc_wall_take_direct();
     take_kernel_route(k, FC_LOAD(&fc_latch.read_flags) & FC_READ_KERNEL);
     return direct_ns(k, fc_kind_clock(kind));
 }
@@ -508,10 +513,13 @@ static FC_COLD int64_t slow_read(enum fc_kind kind, int ordered)
         if (FC_UNLIKELY(percpu_wall_to_kernel()))
             return percpu_wall_read(kind);
         int64_t mono = slow_read(FC_MONO, ordered);
+        /* The kernel's REALTIME, timed cheaper with the first line (wall.h),
+         * or set with a counter-cost route: the vDSO's own entries, its
+         * gettimeofday too (before routed_kernel_read, whose route has none). */
+        if (ordered && FC_LOAD(&fc_counter_wall_kernel) && fc_wall_take_direct())
+            return wall_kernel_read(kind);
         if (routed_to_kernel(ordered)) /* the route showed meanwhile: the kernel's own wall clock */
             return routed_kernel_read(kind);
-        if (ordered && FC_LOAD(&fc_counter_wall_kernel) && fc_wall_take_direct())
-            return wall_kernel_read(kind); /* timed cheaper with the first line (wall.h) */
         /* This read's MONOTONIC switched to tsc-percpu (a lazy warp check):
          * not the per-CPU line's value plus the offset, but the route's. */
         if (FC_UNLIKELY(percpu_wall_to_kernel()))
@@ -1114,15 +1122,17 @@ static int64_t own_bound(int mode, int64_t mono_now)
     return lag > bound ? bound + lag : bound;
 }
 
-/* The same for the ordered wall clocks (fastclock_real_ns): 0 where the
- * kernel's own clock answers them from the first line on -- it reads the
- * counter and was timed cheaper (wall.h), or the counter costs too much
- * (routed_to_kernel); both are chosen before any line could have answered. */
 /* The gap between fastclock_real_bounded's REALTIME and MONOTONIC reads, and
  * the poll's own measure of the offset: both a few reads apart (where both
  * come from one line, its error cancels). */
 #define WALL_STEP_SLACK_NS 100000LL
 
+/* Whether the kernel's own clock answers the ordered wall clocks
+ * (fastclock_real_ns), so that own_bound's error is not theirs: from the
+ * first line on where it reads the counter and was timed cheaper (wall.h),
+ * or where the counter costs too much (routed_to_kernel) -- both chosen
+ * before any line could have answered them; or from the route's arming
+ * (tsc-percpu, mode system). */
 static int real_is_kernels(void)
 {
     return fc_wall_route(FC_REAL, 1) != 0 || routed_to_kernel(1) || FC_LOAD(&fc_counter_wall_kernel);

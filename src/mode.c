@@ -122,9 +122,9 @@ int fc_system_from_start(void)
  * read 0.90-0.94x the per-CPU one in the process's own paired timing, too
  * close to any margin for a timed decision to come out the same in every
  * process; this one does, by construction).  There the kernel answers the
- * fine clocks: the mode says what can be trusted, the cost picks the path,
- * as for the wall clocks' ordered reads (wall.c fc_wall_choose, from the
- * same fact).  Decided with the mode, before any per-CPU value is served;
+ * fine clocks: the mode says what can be trusted, the cost picks the path
+ * (the wall clocks' ordered reads too: fc_mode_enter arms the vDSO route
+ * that wall.c fc_wall_choose made a candidate from the same fact).  Decided with the mode, before any per-CPU value is served;
  * never for FASTCLOCK_MODE=percpu, which asks for the per-CPU lines
  * themselves, nor for a simulated machine (the test seam says).  Both fine
  * flavours go: a per-CPU read is rdtscp either way (it must name the CPU),
@@ -148,9 +148,13 @@ static _Atomic int kernel_reads_counter;  /* at the decision: the kernel's clock
  * by the kernel's read over rdtscp, timed at the decision: 1.2-1.6 in user
  * space, 5 or more through a system call; the threshold sits in the gap, far
  * from both, so every process decides the same.  Where the kernel's
- * clocksource is the counter itself the ordered wall reads go to it anyway
- * (wall.c fc_wall_choose).  A switch from mode tsc takes the route once the
- * kernel has passed the switch floor (clock.c percpu_wall_read).
+ * clocksource is the counter itself, tsc-percpu from the decision sends the
+ * ordered wall reads to it (fc_mode_enter: fc_wall_take_direct); after a
+ * switch from mode tsc they stay where mode tsc's timing put them (counter.c
+ * wall_choose): the vDSO, or MONOTONIC as this mode reads it -- held at the
+ * switch floor, then the kernel's where it answers the fine reads -- plus
+ * the offset.  A switch from mode tsc takes this route once the kernel has
+ * passed the switch floor (clock.c percpu_wall_read).
  */
 #define PERCPU_WALL_KERNEL_MAX 2.5
 
@@ -728,8 +732,9 @@ static void decide(void)
 
     struct fc_clocksource_info cs;
     fc_clocksource_read(fc_seam.sysroot ? fc_seam.sysroot : "", &cs);
-    /* Where the kernel's own clock reads this counter, its REALTIME costs
-     * less than the line plus the offset check (wall.h). */
+    /* Where the kernel's own clock reads this counter, its REALTIME may cost
+     * less than the line plus the offset check: a candidate, timed with the
+     * first line (wall.h). */
     int reads_counter = strcmp(cs.current, FC_COUNTER_CLOCKSOURCE) == 0;
     atomic_store_explicit(&kernel_reads_counter, reads_counter, memory_order_relaxed);
     fc_wall_choose(reads_counter);

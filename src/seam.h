@@ -37,7 +37,7 @@ struct fc_seam {
                               measured (the per-CPU lines if anything above is simulated), 1 the
                               kernel's clock, -1 the per-CPU lines plus the offset */
     int wall_route;        /* mode tsc's ordered wall clocks where the kernel's clocksource is the
-                              counter (counter.c fc_counter_wall_to_kernel): 0 as measured (the
+                              counter (counter.c wall_choose, fc_counter_wall_kernel): 0 as measured (the
                               kernel's clock if the counter is simulated), 1 the kernel's clock,
                               -1 the line plus the offset check */
     void (*warp_worker_start)(int cpu); /* non-NULL: called first by each warp-check worker

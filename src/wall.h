@@ -51,8 +51,9 @@ FC_HIDDEN extern __thread struct fc_wall_cache fc_wall_cache __attribute__((tls_
  * convention), or the seam's kernel in tests; set by fc_wall_init. */
 FC_HIDDEN extern _Atomic(fc_gettime_fn) fc_wall_kernel;
 /* Ordered wall reads go here when non-NULL (the vDSO's clock_gettime and
- * gettimeofday): the kernel's clock reads the counter itself, or answers
- * every read (fc_wall_to_kernel). */
+ * gettimeofday): the kernel's clock reads the counter itself and was timed
+ * cheaper with the first line, or mode tsc-percpu took it at its decision
+ * (fc_wall_take_direct); or the kernel answers every read (fc_wall_to_kernel). */
 FC_HIDDEN extern _Atomic(fc_gettime_fn) fc_wall_direct;
 FC_HIDDEN extern _Atomic(fc_gettimeofday_fn) fc_wall_direct_tv;
 /* Unordered wall reads go here when non-NULL: in tsc-percpu, where they read

@@ -4547,7 +4547,6 @@ TEST(WallChoice, TheLineAnswersOnlyWhereTimedClearlyCheaper)
         fc_test_reset(nullptr);
         fc_counter_order_early();
         fc_counter_time_wall(fc_refclock_vdso_gettime());
-        EXPECT_EQ(fc_counter_wall_kernel, 0) << "chosen before the timing";
         uint32_t flags = fc_counter_choose(1.0);
         double ratio = fc_counter_wall_ratio();
         if (flags & FC_READ_ORDERED_KERNEL) {
@@ -4582,21 +4581,25 @@ TEST(WallChoice, EitherAnswerIsTheKernelsTime)
         struct fastclock_status st;
         setenv("FASTCLOCK_MODE", "tsc", 1);
         reset_real_machine(0, 0, guard.root.c_str(), 0, vdso ? 1 : -1);
-        int64_t before_line = fastclock_real_ns(); // decides; the first line is not published yet
+        int64_t before_line = fastclock_real_ns(); // decides; the first line comes ~20 us later
         struct fc_test_routes routes;
         fc_test_get_routes(&routes);
-        EXPECT_EQ(routes.wall, nullptr) << "a route taken before the first line's timing";
+        struct fc_test_line line;
+        fc_test_current_line(&line);
+        if (line.mult == 0) { // (a preempted read may have published it)
+            EXPECT_EQ(routes.wall, nullptr) << "a route taken before the first line's timing";
+        }
         fastclock_status(&st); // publishes the first line
         unsetenv("FASTCLOCK_MODE");
         if (std::string(st.mode) != "tsc")
             GTEST_SKIP() << "the counter cannot be trusted here, even when asked: " << st.reason;
-        EXPECT_STREQ(st.real_source, vdso ? "vdso" : "line");
-        if (st.kernel_maxerror_ns >= 0) {
-            EXPECT_EQ(st.real_error_bound_ns - st.kernel_maxerror_ns, vdso ? 0 : st.error_bound_ns);
-        }
+        // Where the kernel's clock is far cheaper than the counter (a counter
+        // that traps), the ordered reads are its own, the wall clocks' too.
+        const bool counter_routed = std::string(st.counter).rfind("clock_gettime", 0) == 0;
+        EXPECT_STREQ(st.real_source, vdso || counter_routed ? "vdso" : "line");
         EXPECT_GE(fastclock_real_ns(), before_line);
         fc_test_get_routes(&routes);
-        if (vdso) {
+        if (vdso || counter_routed) {
             EXPECT_NE(routes.wall, nullptr) << "the first ordered wall read after the line did not take the route";
             EXPECT_NE(routes.wall_tv, nullptr) << "gettimeofday did not follow";
         } else {
@@ -4606,13 +4609,15 @@ TEST(WallChoice, EitherAnswerIsTheKernelsTime)
         // The vDSO's values lie inside the kernel's brackets; the line's
         // within its reported bound of them (twice it: the bound may grow
         // between two looks).
+        static bool exact;
+        exact = vdso || counter_routed;
         auto outside = [](clockid_t c, int64_t (*ours)(void), int64_t extra) {
             long n = 0;
             struct fastclock_status now;
             for (int i = 0; i < 20000; i++) {
                 if (i % 1000 == 0)
                     fastclock_status(&now);
-                int64_t slack = extra + (std::string(now.real_source) == "vdso" ? 0 : 2 * now.error_bound_ns + 1000);
+                int64_t slack = extra + (exact ? 0 : 2 * now.error_bound_ns + 1000);
                 int64_t a = fctest::kernel_ns(c);
                 int64_t v = ours();
                 int64_t b = fctest::kernel_ns(c);
