@@ -197,6 +197,28 @@ class JdkClocksTest {
     }
 
     @Test
+    void whereTheLineAnswersRealtimeOverFfmItsMeasuredRatioDoesNotDecideCurrentTimeMillis() {
+        // Mode tsc, the line answering ordered REALTIME (the core timed it cheaper
+        // than the kernel's): over FFM fastclock answers currentTimeMillis(),
+        // whatever a jittery ratio says (0.91 against MARGIN 0.95 flipped 1 of
+        // 124 JMH forks, JDK 25).
+        Set<String> seen = new HashSet<>();
+        for (double ratio = 0.85; ratio <= 1.15; ratio += 0.01) {
+            Routes r = Routes.decide("ffm", costs(16.4, 9.0, 20.7 * ratio, 9.0, 20.7, 20.7), false, false, true);
+            assertTrue(r.currentTimeMillis, "ratio " + ratio + ": " + r.answers);
+            assertTrue(r.costs.contains("timed cheaper than the kernel's REALTIME"), r.costs);
+            seen.add(r.answers);
+        }
+        assertEquals(1, seen.size(), seen.toString());
+        // The kernel's own REALTIME (real_source vdso): the JDK's call of the same clock.
+        assertFalse(Routes.decide("ffm", costs(16.4, 9.0, 19.0, 9.0, 20.7, 20.7), false, true, true).currentTimeMillis);
+        // Through JNI the transition is measured: 19.0 + 6 against 0.95 x 20.7.
+        assertFalse(Routes.decide("jni", costs(16.4, 9.0, 19.0, 9.0, 20.7, 20.7), false, false, true).currentTimeMillis);
+        // Not mode tsc's line (tsc-percpu's lines): measured, and dearer here.
+        assertFalse(Routes.decide("ffm", costs(20.9, 20.8, 22.0, 21.0, 20.7, 20.7), false, false, false).currentTimeMillis);
+    }
+
+    @Test
     void jniBeforeABareCounterReadCostsMoreThanItsNoOp() {
         // An Intel Xeon guest, JDK 17: the unordered read is 9.0 ns in C and
         // clock_gettime 16.4; through JNI it measured 17.9 (1.08x System.nanoTime()),
