@@ -79,11 +79,15 @@ static void print_text(const struct bench_result *r)
     printf("fastclock mode %s%s (%s calibrator): %s\n", r->fc_mode, fc->forced ? ", forced by FASTCLOCK_MODE" : "",
            r->fc_calibrator, r->fc_reason);
     printf("fastclock reads (fastclock_status): counter %s; ordered reads from the %s, unordered from the %s;\n"
-           "  real_source %s\n",
+           "  real_source %s",
            fc->counter, bench_ordered_reads(fc->counter), bench_unordered_reads(fc->counter),
            strcmp(fc->real_source, "line") == 0   ? "line (the counter's line plus the kernel's offset)"
            : strcmp(fc->real_source, "vdso") == 0 ? "vdso (the kernel's own clock_gettime)"
                                                   : fc->real_source);
+    if (fc->real_line_ratio > 0)
+        printf("; timed with the first line: the kernel's REALTIME %.3fx the line's (the line answers at 1.04x)",
+               fc->real_line_ratio);
+    printf("\n");
     if (strcmp(bench_ordered_reads(fc->counter), "kernel") == 0)
         printf("NOTE: the kernel's clock answers fastclock_mono_ns here: its row measures clock_gettime through\n"
                "  fastclock, not a counter read\n");
@@ -197,6 +201,7 @@ static void write_fc_state(struct json *j, const struct bench_fc_state *x)
     json_string(j, "ordered_reads", bench_ordered_reads(x->counter));
     json_string(j, "unordered_reads", bench_unordered_reads(x->counter));
     json_string(j, "real_source", x->real_source);
+    json_double(j, "real_line_ratio", x->real_line_ratio, 3);
     json_uint(j, "fallback_reads", x->fallback_reads);
     json_bool(j, "forced", x->forced);
 }

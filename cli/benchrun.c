@@ -164,6 +164,7 @@ void bench_take_state(struct bench_fc_state *x)
     copy_str(x->reason, sizeof x->reason, st.reason ? st.reason : "");
     copy_str(x->counter, sizeof x->counter, st.counter ? st.counter : "unknown");
     copy_str(x->real_source, sizeof x->real_source, st.real_source ? st.real_source : "unknown");
+    x->real_line_ratio = st.real_line_ratio;
     x->fallback_reads = st.fallback_reads;
     x->forced = st.forced;
 }

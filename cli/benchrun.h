@@ -27,6 +27,7 @@ struct bench_fc_state {
     char mode[32], calibrator[32], reason[512];
     char counter[96];          /* status().counter: the instruction, or "clock_gettime ..." */
     char real_source[16];      /* "line" or "vdso" */
+    double real_line_ratio;    /* the kernel's REALTIME over the line's, as timed (0: not timed) */
     uint64_t fallback_reads;   /* reads the kernel answered while in mode tsc */
     int forced;                /* FASTCLOCK_MODE chose the mode */
 };

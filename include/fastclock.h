@@ -158,8 +158,12 @@ struct fastclock_status {
                                      "line" (MONOTONIC from the counter plus the kernel's REALTIME
                                      offset, checked on every read) or "vdso" (the kernel's own
                                      clock_gettime: mode system, or a kernel whose clocksource is the
-                                     TSC, where that costs less than line plus check) */
+                                     TSC, where that was timed cheaper than line plus check) */
     uint64_t reserved[1];    /* new fields go after it */
+    double   real_line_ratio; /* mode tsc on a kernel whose clocksource is the TSC: its REALTIME's
+                                 cost over the line's, timed with the first line (the line answers
+                                 the ordered wall clocks at 1.04 or more, twice; this is the nearer
+                                 of the two); 0: not timed (another clocksource, or not decided) */
 };
 
 /* Fills *out; returns 0, or -1 with errno EFAULT for a NULL pointer.

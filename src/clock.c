@@ -515,7 +515,7 @@ static FC_COLD int64_t slow_read(enum fc_kind kind, int ordered)
         int64_t mono = slow_read(FC_MONO, ordered);
         /* The kernel's REALTIME, timed cheaper with the first line (wall.h),
          * or set with a counter-cost route: the vDSO's own entries, its
-         * gettimeofday too (before routed_kernel_read, whose route has none). */
+         * gettimeofday too (routed_kernel_read arms them as well). */
         if (ordered && FC_LOAD(&fc_counter_wall_kernel) && fc_wall_take_direct())
             return wall_kernel_read(kind);
         if (routed_to_kernel(ordered)) /* the route showed meanwhile: the kernel's own wall clock */
@@ -1322,6 +1322,7 @@ static int status_fill(struct fastclock_status *out)
     }
     int lines = (mode == FC_MODE_TSC && f.l.mult != 0) || (mode == FC_MODE_PERCPU && !fc_percpu_to_kernel());
     out->real_source = lines && !real_is_kernels() ? "line" : "vdso";
+    out->real_line_ratio = mode == FC_MODE_TSC ? fc_counter_wall_ratio() : 0;
     out->error_bound_ns = own_bound(mode, now); /* once: it reads the clocks, and REALTIME's is the same */
     struct fc_sync_snapshot ks;
     fresh_sync(now, &ks);

@@ -265,13 +265,21 @@ static double paired_ratio(const uint64_t *a, const uint64_t *b, int n, uint64_t
  */
 int fc_counter_wall_kernel;
 static int (*_Atomic wall_vdso)(clockid_t, struct timespec *);
-static _Atomic double wall_ratio;
+static _Atomic double wall_ratio, wall_first, wall_again;
 
 void fc_counter_time_wall(int (*vdso_gettime)(clockid_t, struct timespec *))
 {
     atomic_store_explicit(&wall_vdso, vdso_gettime, memory_order_relaxed);
     atomic_store_explicit(&wall_ratio, 0.0, memory_order_relaxed);
+    atomic_store_explicit(&wall_first, 0.0, memory_order_relaxed);
+    atomic_store_explicit(&wall_again, 0.0, memory_order_relaxed);
     __atomic_store_n(&fc_counter_wall_kernel, 0, __ATOMIC_RELAXED);
+}
+
+void fc_counter_wall_timings(double *first, double *again)
+{
+    *first = atomic_load_explicit(&wall_first, memory_order_relaxed);
+    *again = atomic_load_explicit(&wall_again, memory_order_relaxed);
 }
 
 int fc_counter_wall_rule(double first, double again)
@@ -357,6 +365,8 @@ static void wall_choose(uint32_t flags)
         ratio = wall_time(flags, vdso);
         double again = ratio >= WALL_LINE_MARGIN ? wall_time(flags, vdso) : 0;
         to_kernel = fc_counter_wall_rule(ratio, again);
+        atomic_store_explicit(&wall_first, ratio, memory_order_relaxed);
+        atomic_store_explicit(&wall_again, again, memory_order_relaxed);
         if (again > 0 && again < ratio)
             ratio = again;
     }

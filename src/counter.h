@@ -296,8 +296,10 @@ extern int fc_counter_wall_kernel __attribute__((visibility("hidden"))); /* atom
  * 1.04 times the line's or more, measured twice (again: 0 where the first
  * said kernel). */
 int fc_counter_wall_rule(double kernel_over_line, double again);
-/* That ratio, nearer the kernel's side of the two (0: not timed). */
+/* That ratio, nearer the kernel's side of the two (0: not timed); and the
+ * two timings themselves (again 0: not measured a second time). */
 double fc_counter_wall_ratio(void);
+void fc_counter_wall_timings(double *first, double *again);
 /* The costs measured: the ordered read, the kernel's clock (0: not yet). */
 void fc_counter_costs(double *ours, double *kernel);
 void fc_counter_reset_for_tests(void);

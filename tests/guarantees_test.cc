@@ -168,10 +168,16 @@ TEST(Mode, ThisMachineRunsTsc)
             cur[0] = 0;
         fclose(c);
     }
-    if (strncmp(cur, "tsc\n", 4) != 0)
+    if (strncmp(cur, "tsc\n", 4) != 0) {
         EXPECT_STREQ(st.real_source, "line") << "clocksource " << cur;
-    else
-        EXPECT_TRUE(strcmp(st.real_source, "line") == 0 || strcmp(st.real_source, "vdso") == 0) << st.real_source;
+        EXPECT_EQ(st.real_line_ratio, 0.0) << "timed where the kernel's clock does not read the counter";
+    } else if (strcmp(st.mode, "tsc") == 0 && strncmp(st.counter, "clock_gettime", 13) != 0) {
+        // Timed with the first line: the line where the kernel's REALTIME cost
+        // 1.04x its read or more (twice; real_line_ratio is the nearer).
+        EXPECT_GT(st.real_line_ratio, 0.0) << "not timed";
+        EXPECT_EQ(strcmp(st.real_source, "line") == 0, st.real_line_ratio >= 1.04)
+            << st.real_source << " at " << st.real_line_ratio;
+    }
     std::printf("clocksource %.*s: ordered REALTIME from the %s\n", (int)strcspn(cur, "\n"), cur, st.real_source);
     // What the reads do says who answers: the vDSO's values lie inside the
     // kernel's brackets, the line's within its bound of them.

@@ -108,12 +108,12 @@ EXPORT JNIEXPORT jstring JNICALL Java_io_fastclock_Jni_status(JNIEnv *env, jclas
              "mode=%s\nreason=%s\ncalibrator=%s\ncounter=%s\ncounter_hz=%.0f\n"
              "calibrations=%llu\nerror_bound_ns=%lld\nlast_error_ns=%lld\nmax_error_ns=%lld\n"
              "ordered=%d\nforced=%d\nread_ns=%.1f\nkernel_read_ns=%.1f\nreal_error_bound_ns=%lld\n"
-             "kernel_synchronized=%d\nreal_source=%s\nversion=%s\n",
+             "kernel_synchronized=%d\nreal_source=%s\nreal_line_ratio=%.3f\nversion=%s\n",
              mode, reason, calibrator, counter, st.counter_hz,
              (unsigned long long)st.calibrations, (long long)st.error_bound_ns,
              (long long)st.last_error_ns, (long long)st.max_error_ns, st.ordered, st.forced,
              st.read_ns, st.kernel_read_ns, (long long)st.real_error_bound_ns, st.kernel_synchronized,
-             st.real_source ? st.real_source : "line", fastclock_version());
+             st.real_source ? st.real_source : "line", st.real_line_ratio, fastclock_version());
     return (*env)->NewStringUTF(env, buf);
 }
 

@@ -117,11 +117,14 @@ public final class FastClock {
                 // Mode tsc with the line answering ordered reads (the counter is an
                 // instruction, not "clock_gettime (...)"): see Routes.decide.
                 boolean monoIsLine = "tsc".equals(mode) && counter != null && !counter.startsWith("clock_gettime");
+                // The line answers the ordered REALTIME because the core timed it cheaper
+                // than the kernel's (real_line_ratio: 0 where nothing was timed).
+                boolean realIsTimedLine = monoIsLine && !realIsKernel && parseDouble(st.get("real_line_ratio")) > 0;
                 if (Props.flag("fastclock.preferJdkClocks", true)) {
-                    routes = Routes.decide(binding, costs, monoIsKernel, realIsKernel, monoIsLine);
+                    routes = Routes.decide(binding, costs, monoIsKernel, realIsKernel, monoIsLine, realIsTimedLine);
                     if (routes.close) {
                         costs = Routes.fromMeasurement(Routes.measuredAgain(measured, Jni::costs));
-                        routes = Routes.decide(binding, costs, monoIsKernel, realIsKernel, monoIsLine)
+                        routes = Routes.decide(binding, costs, monoIsKernel, realIsKernel, monoIsLine, realIsTimedLine)
                                 .noted("close to a threshold at first: the median of three measurements");
                     }
                     if (perCpuOverVdso)

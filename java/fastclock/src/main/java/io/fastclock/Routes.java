@@ -245,12 +245,24 @@ final class Routes {
      * System.nanoTime(), and no measurement decides it: a paired ratio of 0.92
      * against MARGIN 0.95 (an Intel Xeon guest) flipped nanoTime in 1 of 20
      * fresh JDK 25 JVMs under a CPU hog.  Through JNI the transition's cost is
-     * measured against the kernel's, as before.  The same holds for
-     * currentTimeMillis() where the line answers the core's ordered REALTIME
-     * (monoIsLine and not realIsKernel): the core chose it as the cheaper.
+     * measured against the kernel's, as before.
      */
     static Routes decide(String binding, double[] c, boolean monoIsKernel, boolean realIsKernel,
             boolean monoIsLine) {
+        return decide(binding, c, monoIsKernel, realIsKernel, monoIsLine, false);
+    }
+
+    /**
+     * As above, knowing also where the line answers the core's ordered REALTIME
+     * because the core timed it cheaper than the kernel's REALTIME (realIsTimedLine:
+     * status real_line_ratio > 0 with real_source "line"; mode tsc on a kernel whose
+     * clocksource is the counter).  Over FFM currentTimeMillis() is then that read
+     * divided, against the kernel's same REALTIME call divided: the core's timing,
+     * with its own margin, has decided it.  Elsewhere (another clocksource, where
+     * nothing was timed) the ratio is measured, as before.
+     */
+    static Routes decide(String binding, double[] c, boolean monoIsKernel, boolean realIsKernel,
+            boolean monoIsLine, boolean realIsTimedLine) {
         double scale = "jni".equals(binding) && monoIsLine ? cpuScale(c) : 1.0;
         double call = callNs(binding) * scale, bare = bareCallNs(binding) * scale;
         double instantNow = c[KERNEL_REAL] > 0 ? c[KERNEL_REAL] + (JNI_CALL_NS + INSTANT_NS) * scale : 0;
@@ -267,13 +279,14 @@ final class Routes {
         boolean sameKernelCall = c[KERNEL_REAL] > 0 && call < (JNI_CALL_NS + INSTANT_NS) * scale;
         boolean real = realIsKernel ? sameKernelCall : j.wins(c[REAL], call, instantNow);
         boolean realU = monoIsKernel ? sameKernelCall : j.wins(c[REAL_UNORDERED], bare, instantNow);
-        // Mode tsc with the line answering ordered REALTIME too: the core chose it over
-        // the kernel's REALTIME as the cheaper -- timed, 4% or more twice, where the
-        // kernel's clocksource is the counter; elsewhere the kernel's clock reads a
-        // dearer one.  Over a binding that adds nothing, a second, jittery measurement
-        // here would only add noise: the ratio, 0.91 against MARGIN 0.95 (AMD EPYC 1Ah
-        // guest, JDK 25), flipped currentTimeMillis in 1 of 124 JMH forks.
-        boolean millisByConstruction = monoIsLine && !realIsKernel && call == 0 && c[REAL] > 0 && c[KERNEL_REAL] > 0;
+        // The line answering ordered REALTIME because the core timed it cheaper than the
+        // kernel's (4% or more, twice): over a binding that adds nothing, a second,
+        // jittery measurement here would only add noise -- the ratio, 0.91 against
+        // MARGIN 0.95 (AMD EPYC 1Ah guest, JDK 25), flipped currentTimeMillis in 1 of
+        // 124 JMH forks.  Only where fastclock answers currentTimeNanos() too, so that a
+        // Clock's millis() and instant() read one clock.
+        boolean millisByConstruction = realIsTimedLine && !realIsKernel && call == 0 && real && c[REAL] > 0
+                && c[KERNEL_REAL] > 0;
         boolean millis = !realIsKernel && (millisByConstruction || j.wins(c[REAL], call, c[KERNEL_REAL]));
         return new Routes(nano, nanoU, real, realU, millis, words(nano, nanoU, real, realU, millis),
                 describe(binding, c, scale) + (byConstruction && !monoIsKernel

@@ -204,18 +204,22 @@ class JdkClocksTest {
         // 124 JMH forks, JDK 25).
         Set<String> seen = new HashSet<>();
         for (double ratio = 0.85; ratio <= 1.15; ratio += 0.01) {
-            Routes r = Routes.decide("ffm", costs(16.4, 9.0, 20.7 * ratio, 9.0, 20.7, 20.7), false, false, true);
+            Routes r = Routes.decide("ffm", costs(16.4, 9.0, 20.7 * ratio, 9.0, 20.7, 20.7), false, false, true, true);
             assertTrue(r.currentTimeMillis, "ratio " + ratio + ": " + r.answers);
             assertTrue(r.costs.contains("timed cheaper than the kernel's REALTIME"), r.costs);
             seen.add(r.answers);
         }
         assertEquals(1, seen.size(), seen.toString());
         // The kernel's own REALTIME (real_source vdso): the JDK's call of the same clock.
-        assertFalse(Routes.decide("ffm", costs(16.4, 9.0, 19.0, 9.0, 20.7, 20.7), false, true, true).currentTimeMillis);
+        assertFalse(Routes.decide("ffm", costs(16.4, 9.0, 19.0, 9.0, 20.7, 20.7), false, true, true, false).currentTimeMillis);
         // Through JNI the transition is measured: 19.0 + 6 against 0.95 x 20.7.
-        assertFalse(Routes.decide("jni", costs(16.4, 9.0, 19.0, 9.0, 20.7, 20.7), false, false, true).currentTimeMillis);
+        assertFalse(Routes.decide("jni", costs(16.4, 9.0, 19.0, 9.0, 20.7, 20.7), false, false, true, true).currentTimeMillis);
+        // The line, but not timed by the core (a kernel clocksource other than the
+        // counter): measured -- 20.5 against 0.95 x 20.7 is the JDK's.
+        assertFalse(Routes.decide("ffm", costs(16.4, 9.0, 20.5, 9.0, 20.7, 20.7), false, false, true, false).currentTimeMillis);
+        assertTrue(Routes.decide("ffm", costs(16.4, 9.0, 18.0, 9.0, 20.7, 20.7), false, false, true, false).currentTimeMillis);
         // Not mode tsc's line (tsc-percpu's lines): measured, and dearer here.
-        assertFalse(Routes.decide("ffm", costs(20.9, 20.8, 22.0, 21.0, 20.7, 20.7), false, false, false).currentTimeMillis);
+        assertFalse(Routes.decide("ffm", costs(20.9, 20.8, 22.0, 21.0, 20.7, 20.7), false, false, false, false).currentTimeMillis);
     }
 
     @Test
