@@ -85,7 +85,7 @@ static void print_text(const struct bench_result *r)
            : strcmp(fc->real_source, "vdso") == 0 ? "vdso (the kernel's own clock_gettime)"
                                                   : fc->real_source);
     if (fc->real_line_ratio > 0)
-        printf("; timed with the first line: the kernel's REALTIME %.3fx the line's (the line answers at 1.04x)",
+        printf("; timed with the first line: the kernel's REALTIME %.4fx the line's (the line answers at 1.04x)",
                fc->real_line_ratio);
     printf("\n");
     if (strcmp(bench_ordered_reads(fc->counter), "kernel") == 0)
@@ -201,7 +201,7 @@ static void write_fc_state(struct json *j, const struct bench_fc_state *x)
     json_string(j, "ordered_reads", bench_ordered_reads(x->counter));
     json_string(j, "unordered_reads", bench_unordered_reads(x->counter));
     json_string(j, "real_source", x->real_source);
-    json_double(j, "real_line_ratio", x->real_line_ratio, 3);
+    json_double(j, "real_line_ratio", x->real_line_ratio, 4);
     json_uint(j, "fallback_reads", x->fallback_reads);
     json_bool(j, "forced", x->forced);
 }

@@ -160,10 +160,12 @@ struct fastclock_status {
                                      clock_gettime: mode system, or a kernel whose clocksource is the
                                      TSC, where that was timed cheaper than line plus check) */
     uint64_t reserved[1];    /* new fields go after it */
-    double   real_line_ratio; /* mode tsc on a kernel whose clocksource is the TSC: its REALTIME's
-                                 cost over the line's, timed with the first line (the line answers
-                                 the ordered wall clocks at 1.04 or more, twice; this is the nearer
-                                 of the two); 0: not timed (another clocksource, or not decided) */
+    double   real_line_ratio; /* mode tsc on a kernel whose clocksource is the counter (tsc;
+                                 arm64: arch_sys_counter): its REALTIME's cost over the line's, timed
+                                 with the first line (the line answers the ordered wall clocks at
+                                 1.04 or more, twice; this is the nearer of the two); 0: not timed
+                                 (another clocksource, no vDSO, the ordered reads routed to the
+                                 kernel, another mode, or no line yet) */
 };
 
 /* Fills *out; returns 0, or -1 with errno EFAULT for a NULL pointer.

@@ -357,6 +357,8 @@ static void wall_choose(uint32_t flags)
         return; /* the line answers: the kernel's clock does not read the counter */
     int to_kernel = 1;
     double ratio = 0;
+    atomic_store_explicit(&wall_first, 0.0, memory_order_relaxed);
+    atomic_store_explicit(&wall_again, 0.0, memory_order_relaxed);
     if (fc_seam.wall_route != 0)
         to_kernel = fc_seam.wall_route > 0;
     else if (fc_seam.counter || (flags & FC_READ_ORDERED_KERNEL))

@@ -104,16 +104,19 @@ EXPORT JNIEXPORT jstring JNICALL Java_io_fastclock_Jni_status(JNIEnv *env, jclas
     put_clean(reason, sizeof reason, st.reason);
     put_clean(calibrator, sizeof calibrator, st.calibrator);
     put_clean(counter, sizeof counter, st.counter);
+    /* In thousandths, printed as digits: a decimal comma in the JVM's locale
+     * would make the Java side read 0 (truncated: 1.0396 must not print 1.040). */
+    long long ratio_milli = st.real_line_ratio > 0 && st.real_line_ratio < 1e6 ? (long long)(st.real_line_ratio * 1000) : 0;
     snprintf(buf, sizeof buf,
              "mode=%s\nreason=%s\ncalibrator=%s\ncounter=%s\ncounter_hz=%.0f\n"
              "calibrations=%llu\nerror_bound_ns=%lld\nlast_error_ns=%lld\nmax_error_ns=%lld\n"
              "ordered=%d\nforced=%d\nread_ns=%.1f\nkernel_read_ns=%.1f\nreal_error_bound_ns=%lld\n"
-             "kernel_synchronized=%d\nreal_source=%s\nreal_line_ratio=%.3f\nversion=%s\n",
+             "kernel_synchronized=%d\nreal_source=%s\nreal_line_ratio=%lld.%03lld\nversion=%s\n",
              mode, reason, calibrator, counter, st.counter_hz,
              (unsigned long long)st.calibrations, (long long)st.error_bound_ns,
              (long long)st.last_error_ns, (long long)st.max_error_ns, st.ordered, st.forced,
              st.read_ns, st.kernel_read_ns, (long long)st.real_error_bound_ns, st.kernel_synchronized,
-             st.real_source ? st.real_source : "line", st.real_line_ratio, fastclock_version());
+             st.real_source ? st.real_source : "line", ratio_milli / 1000, ratio_milli % 1000, fastclock_version());
     return (*env)->NewStringUTF(env, buf);
 }
 

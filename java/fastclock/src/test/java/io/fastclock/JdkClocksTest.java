@@ -218,6 +218,11 @@ class JdkClocksTest {
         // counter): measured -- 20.5 against 0.95 x 20.7 is the JDK's.
         assertFalse(Routes.decide("ffm", costs(16.4, 9.0, 20.5, 9.0, 20.7, 20.7), false, false, true, false).currentTimeMillis);
         assertTrue(Routes.decide("ffm", costs(16.4, 9.0, 18.0, 9.0, 20.7, 20.7), false, false, true, false).currentTimeMillis);
+        // Timed, but fastclock does not answer currentTimeNanos() (its REALTIME above
+        // 0.95x Instant.now()'s): millis() and instant() must read one clock, so no shortcut.
+        Routes far = Routes.decide("ffm", costs(16.4, 9.0, 35.0, 9.0, 20.7, 20.7), false, false, true, true);
+        assertFalse(far.currentTimeNanos, far.answers);
+        assertFalse(far.currentTimeMillis, far.answers);
         // Not mode tsc's line (tsc-percpu's lines): measured, and dearer here.
         assertFalse(Routes.decide("ffm", costs(20.9, 20.8, 22.0, 21.0, 20.7, 20.7), false, false, false, false).currentTimeMillis);
     }
