@@ -124,7 +124,8 @@ int fc_system_from_start(void)
  * process; this one does, by construction).  There the kernel answers the
  * fine clocks: the mode says what can be trusted, the cost picks the path
  * (the wall clocks' ordered reads too: fc_mode_enter arms the vDSO route
- * that wall.c fc_wall_choose made a candidate from the same fact).  Decided with the mode, before any per-CPU value is served;
+ * that wall.c fc_wall_choose made a candidate from the same fact).  Decided
+ * with the mode, before any per-CPU value is served;
  * never for FASTCLOCK_MODE=percpu, which asks for the per-CPU lines
  * themselves, nor for a simulated machine (the test seam says).  Both fine
  * flavours go: a per-CPU read is rdtscp either way (it must name the CPU),
