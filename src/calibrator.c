@@ -183,7 +183,7 @@ static int startup_warp_check(int try)
     if (fc_seam.skip_warp_check || (fc_seam.counter && fc_seam.warp_cycles <= 0))
         return 1;
     struct fc_warp_result w;
-    int in_step = 0; /* a warp under a nanosecond: none (status shows its size) */
+    int in_step = 0; /* no warp, or one under a nanosecond (status shows its size) */
     if (fc_seam.warp_cycles > 0) { /* tests: the verdict, without the measurement */
         memset(&w, 0, sizeof w);
         w.max_warp_cycles = fc_seam.warp_cycles;
@@ -209,7 +209,7 @@ static int startup_warp_check(int try)
         in_step = v == FC_WARP_IN_STEP;
     }
     fc_warp_note(w.max_warp_cycles);
-    if (in_step || w.max_warp_cycles <= 0)
+    if (in_step) /* (a verdict of FC_WARP_FOUND, or the seam's, is a warp of 1 cycle or more) */
         return 1;
     struct fc_buf b;
     fc_buf_init(&b, warp_why, sizeof warp_why);

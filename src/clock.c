@@ -471,14 +471,6 @@ static FC_COLD int64_t routed_kernel_read(enum fc_kind kind)
     return direct_ns(k, fc_kind_clock(kind));
 }
 
-/* Mode tsc's ordered wall reads where the first line's timing chose the
- * kernel's REALTIME (counter.h fc_counter_wall_kernel), now routed to it:
- * no line value was served before (wall.h fc_read_line), so nothing to hold. */
-static FC_COLD int64_t wall_kernel_read(enum fc_kind kind)
-{
-    return direct_ns(atomic_load_explicit(&fc_wall_direct, memory_order_relaxed), fc_kind_clock(kind));
-}
-
 /*
  * tsc-percpu's wall clocks where the kernel answers them (mode.c
  * choose_percpu_wall) but the route is not taken yet: after a switch from
@@ -515,9 +507,10 @@ static FC_COLD int64_t slow_read(enum fc_kind kind, int ordered)
         int64_t mono = slow_read(FC_MONO, ordered);
         /* The kernel's REALTIME, timed cheaper with the first line (wall.h),
          * or set with a counter-cost route: the vDSO's own entries, its
-         * gettimeofday too (routed_kernel_read arms them as well). */
+         * gettimeofday too (routed_kernel_read arms them as well).  No line
+         * value was served before (wall.h fc_read_line): nothing to hold. */
         if (ordered && FC_LOAD(&fc_counter_wall_kernel) && fc_wall_take_direct())
-            return wall_kernel_read(kind);
+            return direct_ns(fc_wall_route(kind, 1), fc_kind_clock(kind));
         if (routed_to_kernel(ordered)) /* the route showed meanwhile: the kernel's own wall clock */
             return routed_kernel_read(kind);
         /* This read's MONOTONIC switched to tsc-percpu (a lazy warp check):

@@ -43,14 +43,15 @@
 #define WALL_BATCH 48         /* ... of 48 reads each: a counter that moves in steps (26 ticks on an
                                  AMD guest) quantises a 16-read batch's ratio to ~3%, this one to ~1% */
 
-/* Ticks for one batch of BATCH reads. */
-#define BATCH_TICKS(expr, out)                              \
+/* Ticks for one batch of n reads; of BATCH reads. */
+#define BATCH_TICKS_N(expr, n, out)                         \
     do {                                                    \
         uint64_t t0_ = fc_counter_lfence();                 \
-        for (int i_ = 0; i_ < BATCH; i_++)                  \
+        for (int i_ = 0; i_ < (n); i_++)                    \
             sink += (expr);                                 \
         (out) = fc_counter_lfence() - t0_;                  \
     } while (0)
+#define BATCH_TICKS(expr, out) BATCH_TICKS_N(expr, BATCH, out)
 
 /* Best of BATCHES batches of BATCH reads, in counter ticks per batch. */
 #define BEST_OF(expr, out)                                  \
@@ -265,12 +266,11 @@ static double paired_ratio(const uint64_t *a, const uint64_t *b, int n, uint64_t
  */
 int fc_counter_wall_kernel;
 static int (*_Atomic wall_vdso)(clockid_t, struct timespec *);
-static _Atomic double wall_ratio, wall_first, wall_again;
+static _Atomic double wall_first, wall_again; /* the timings (0: not timed; again: not measured again) */
 
 void fc_counter_time_wall(int (*vdso_gettime)(clockid_t, struct timespec *))
 {
     atomic_store_explicit(&wall_vdso, vdso_gettime, memory_order_relaxed);
-    atomic_store_explicit(&wall_ratio, 0.0, memory_order_relaxed);
     atomic_store_explicit(&wall_first, 0.0, memory_order_relaxed);
     atomic_store_explicit(&wall_again, 0.0, memory_order_relaxed);
     __atomic_store_n(&fc_counter_wall_kernel, 0, __ATOMIC_RELAXED);
@@ -289,7 +289,9 @@ int fc_counter_wall_rule(double first, double again)
 
 double fc_counter_wall_ratio(void)
 {
-    return atomic_load_explicit(&wall_ratio, memory_order_relaxed);
+    double first, again;
+    fc_counter_wall_timings(&first, &again);
+    return again > 0 && again < first ? again : first;
 }
 
 /* The model's line: read, never written, as a line is read (loads the
@@ -333,15 +335,8 @@ static double wall_time(uint32_t flags, int (*vdso)(clockid_t, struct timespec *
     volatile uint64_t sink = 0;
     uint64_t line[WALL_ROUNDS], kernel[WALL_ROUNDS], best_l = UINT64_MAX, best_k = UINT64_MAX;
     for (int r = 0; r < WALL_ROUNDS; r++) {
-        uint64_t t0 = fc_counter_lfence();
-        for (int i = 0; i < WALL_BATCH; i++)
-            sink += wall_model_read(flags, vdso);
-        uint64_t t1 = fc_counter_lfence();
-        for (int i = 0; i < WALL_BATCH; i++)
-            sink += wall_kernel_read(vdso);
-        uint64_t t2 = fc_counter_lfence();
-        line[r] = t1 - t0;
-        kernel[r] = t2 - t1;
+        BATCH_TICKS_N(wall_model_read(flags, vdso), WALL_BATCH, line[r]);
+        BATCH_TICKS_N(wall_kernel_read(vdso), WALL_BATCH, kernel[r]);
         best_l = line[r] < best_l ? line[r] : best_l;
         best_k = kernel[r] < best_k ? kernel[r] : best_k;
     }
@@ -356,23 +351,17 @@ static void wall_choose(uint32_t flags)
     if (!vdso)
         return; /* the line answers: the kernel's clock does not read the counter */
     int to_kernel = 1;
-    double ratio = 0;
-    atomic_store_explicit(&wall_first, 0.0, memory_order_relaxed);
-    atomic_store_explicit(&wall_again, 0.0, memory_order_relaxed);
+    double first = 0, again = 0;
     if (fc_seam.wall_route != 0)
         to_kernel = fc_seam.wall_route > 0;
-    else if (fc_seam.counter || (flags & FC_READ_ORDERED_KERNEL))
-        to_kernel = 1; /* nothing to time; or the kernel answers the ordered reads anyway */
-    else {
-        ratio = wall_time(flags, vdso);
-        double again = ratio >= WALL_LINE_MARGIN ? wall_time(flags, vdso) : 0;
-        to_kernel = fc_counter_wall_rule(ratio, again);
-        atomic_store_explicit(&wall_first, ratio, memory_order_relaxed);
-        atomic_store_explicit(&wall_again, again, memory_order_relaxed);
-        if (again > 0 && again < ratio)
-            ratio = again;
+    else if (!fc_seam.counter && !(flags & FC_READ_ORDERED_KERNEL)) {
+        /* (else nothing to time; or the kernel answers the ordered reads anyway) */
+        first = wall_time(flags, vdso);
+        again = first >= WALL_LINE_MARGIN ? wall_time(flags, vdso) : 0;
+        to_kernel = fc_counter_wall_rule(first, again);
     }
-    atomic_store_explicit(&wall_ratio, ratio, memory_order_relaxed);
+    atomic_store_explicit(&wall_first, first, memory_order_relaxed);
+    atomic_store_explicit(&wall_again, again, memory_order_relaxed);
     __atomic_store_n(&fc_counter_wall_kernel, to_kernel, __ATOMIC_RELAXED);
 }
 
@@ -457,8 +446,9 @@ double fc_counter_kernel_over_rdtscp(double clearly_above)
 uint32_t fc_counter_choose(double ns_per_tick)
 {
     if (fc_seam.counter) {
-        wall_choose(seam_route(0));
-        return seam_route(0); /* a simulated counter: nothing to time */
+        uint32_t flags = seam_route(0); /* a simulated counter: nothing to time */
+        wall_choose(flags);
+        return flags;
     }
     volatile uint64_t sink = 0;
     uint64_t lfence[CHOOSE_ROUNDS], rdtscp[CHOOSE_ROUNDS], kernel[CHOOSE_ROUNDS];
