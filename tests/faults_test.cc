@@ -1310,14 +1310,15 @@ TEST(CounterChoice, EachVendorKeepsItsCheaperInstruction)
         std::printf("choice %d: %s (rdtscp %.3fx lfence;rdtsc)\n", i, chosen ? "rdtscp" : "lfence;rdtsc", ratio);
     }
     // The warp check reads with the instruction chosen (a busy machine may
-    // leave its one pair uncompared: nothing to say then).
+    // leave its one pair uncompared in one try: a few more, then it fails).
     std::vector<int> cpus = fctest::allowed_cpus();
     if (cpus.size() >= 2) {
         struct fc_warp_result r;
-        if (fc_warp_check(20000000, 1, &r) == 0)
-            EXPECT_EQ(r.rdtscp, chosen) << "the warp check reads as the process does";
-        else
-            std::printf("the warp check compared no pair (busy CPUs)\n");
+        int tries = 0, compared = 0;
+        while (!compared && tries++ < 10)
+            compared = fc_warp_check(20000000, 1, &r) == 0;
+        ASSERT_TRUE(compared) << "the warp check compared no pair of CPUs in " << tries << " tries";
+        EXPECT_EQ(r.rdtscp, chosen) << "the warp check reads as the process does";
     }
     fc_test_reset(nullptr);
 #endif
@@ -4118,11 +4119,14 @@ TEST(RealMachine, StatusWaitsForAFirstLineBeingPublishedElsewhere)
     EXPECT_LT(own_wait, 50000000) << "waited for a lock held by its own thread";
 
     // Held by another thread for 20 ms: status waits and reports the line.
-    std::atomic<bool> done{false};
+    std::atomic<bool> started{false}, done{false};
     std::thread asker([&] {
+        started = true;
         fastclock_status(&st);
         done = true;
     });
+    while (!started.load()) // the asker is running: not done only because it waits
+        usleep(100);
     usleep(20000);
     bool waited = !done.load();
     fc_test_hold_writer_lock(0);
@@ -5107,7 +5111,8 @@ TEST(RealMachine, ForkDuringTheDecisionDecidesAgainInTheChild)
     fastclock_status(&st);
     // The same decision as the parent's own, made at once, not after a wait.
     EXPECT_STREQ(child_mode, st.mode) << "the child did not decide its own mode: " << in;
-    EXPECT_LT(took, 50000000) << "the child's status waited for a decision nobody was making";
+    // Its own decision takes milliseconds; waiting on the absent decider, 100 ms.
+    EXPECT_LT(took, 100000000) << "the child's status waited for a decision nobody was making";
     fc_test_reset(nullptr);
 }
 
