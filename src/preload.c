@@ -241,8 +241,9 @@ FC_INLINE int fine_read(enum fc_kind kind, clockid_t id, void *out, enum shape s
     const int percpu = kernel == fc_percpu_route_gettime;
     if (fc_wall_route(kind, ordered) != 0 || (kernel != 0 && !percpu)) {
         /* Mode system from the start: libc's values can follow for good
-         * (pass_through), and the entry points then jump to the vDSO first. */
-        if (kernel != 0 && !atomic_load_explicit(&shim_flags, memory_order_relaxed))
+         * (pass_through), and the entry points then jump to the vDSO first
+         * (unordered reads too: their flag is set from the start). */
+        if (kernel != 0 && !(atomic_load_explicit(&shim_flags, memory_order_relaxed) & SHIM_PASS))
             pass_through();
         return pass_fine(shape, id, out);
     }

@@ -42,6 +42,7 @@
 #include <unistd.h>
 
 #include "fastclock.h"
+#include "forced_mode.h"
 #include "shim_early.h"
 
 #define NS 1000000000LL
@@ -97,6 +98,7 @@ static int (*shim_status)(struct fastclock_status *);
 #define FC_PRELOAD_LOADED 1
 #define FC_PRELOAD_CONSTRUCTED 2
 #define FC_PRELOAD_UNORDERED 4
+#define FC_PRELOAD_PASS 8
 #define FC_PRELOAD_COARSE_SETTLED 16
 
 static void need_shim(void)
@@ -417,6 +419,10 @@ static int cmd_spy(const char *want_mode)
         time(NULL);
         timespec_get(&ts, TIME_UTC);
     }
+    /* Mode system from the start, ordered or not: every entry point jumps
+     * straight into the vDSO (docs/shim.md). */
+    CHECK(pass_all == ((shim_state() & FC_PRELOAD_PASS) != 0), "pass-through is %s in mode %s",
+          (shim_state() & FC_PRELOAD_PASS) ? "on" : "off", s.mode);
     unsigned long n[SPY_N];
     counts(n);
     const char *names[SPY_N] = {"MONOTONIC", "REALTIME", "MONOTONIC_COARSE", "REALTIME_COARSE", "BOOTTIME",
@@ -985,5 +991,7 @@ int main(int argc, char **argv)
     }
     if (rc == 1 && failures)
         fprintf(stderr, "%d checks failed\n", failures);
+    if (rc == 0 && strcmp(cmd, "status") != 0) /* status reports the mode for scripts to judge */
+        rc = forced_mode_verdict();
     return rc;
 }
