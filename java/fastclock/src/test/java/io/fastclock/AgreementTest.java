@@ -79,6 +79,21 @@ class AgreementTest {
                 bracket(() -> epochNs(Instant.now()), FastClock::currentTimeNanosUnordered));
     }
 
+    /**
+     * The native reads themselves, whatever the routes chose: where the JDK's
+     * clock answers a method (JNI's transition on 17, mode system), the tests
+     * above hold the JDK to itself.
+     */
+    @Test
+    void theNativeReadsAgreeWithTheJdkWhateverAnswersTheMethods() {
+        System.out.println("[fastclock] routes: " + FastClock.routes().answers);
+        check("native mono vs System.nanoTime", bracket(System::nanoTime, NativeCalls::monoNs));
+        check("native mono unordered vs System.nanoTime", bracket(System::nanoTime, NativeCalls::monoNsUnordered));
+        check("native real vs Instant.now", bracket(() -> epochNs(Instant.now()), NativeCalls::realNs));
+        check("native real unordered vs Instant.now",
+                bracket(() -> epochNs(Instant.now()), NativeCalls::realNsUnordered));
+    }
+
     @Test
     void instantAgreesWithInstantNowAtNanosecondResolution() {
         check("instant() vs Instant.now", bracket(() -> epochNs(Instant.now()), () -> epochNs(FastClock.instant())));

@@ -145,6 +145,17 @@ class MonotonicTest {
                 + " backward (worst " + u[2] + " ns)");
     }
 
+    /** The native ordered read itself, whatever answers nanoTime() (the JDK's clock over JNI on 17). */
+    @Test
+    void theNativeOrderedReadIsMonotonicAcrossThreadsTakingTurns() throws Exception {
+        assertTrue(FastClock.isNative(), FastClock.status());
+        long[] r = pingPong(NativeCalls::monoNs, tolerance());
+        System.out.println("[fastclock] native ordered read (nanoTime: " + (FastClock.routes().nanoTime ? "native" : "the JDK's")
+                + "), two threads taking turns: " + r[0] + " hand-offs, " + r[1] + " backward (worst " + r[2] + " ns)");
+        assertTrue(r[0] > 5_000, "hand-offs: " + r[0]);
+        assertEquals(0, r[1], "backward steps across threads, worst " + r[2] + " ns");
+    }
+
     @Test
     void coarseNanoTimeIsMonotonicAcrossThreadsTakingTurns() throws Exception {
         // Read from the memory the core publishes (an acquire load, coherent), or a native call.
@@ -208,5 +219,9 @@ class MonotonicTest {
         perThread(FastClock::nanoTime);
         perThread(FastClock::nanoTimeUnordered);
         perThread(FastClock::coarseNanoTime);
+        // The native reads, whatever answers the methods above.
+        assertTrue(FastClock.isNative(), FastClock.status());
+        perThread(NativeCalls::monoNs);
+        perThread(NativeCalls::monoNsUnordered);
     }
 }
