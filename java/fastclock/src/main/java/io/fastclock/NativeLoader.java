@@ -3,11 +3,18 @@ package io.fastclock;
 import java.io.IOException;
 import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.FileAlreadyExistsException;
 import java.nio.file.Files;
+import java.nio.file.LinkOption;
+import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.nio.file.Paths;
+import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
+import java.nio.file.attribute.PosixFileAttributes;
+import java.nio.file.attribute.PosixFilePermission;
 import java.nio.file.attribute.PosixFilePermissions;
+import java.nio.file.attribute.UserPrincipal;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 import java.util.HexFormat;
@@ -31,10 +38,11 @@ import java.util.function.Supplier;
  *       jar, and once loaded it could not be unloaded for the jar's own (JNI binds a
  *       native method to the first library of the class loader that has it);</li>
  *   <li>the copy bundled in the jar for this platform: checked against the SHA-256 recorded at
- *       build time, written to a fresh 0700 directory, checked again on disk, loaded, and
- *       deleted (Linux keeps the mapping).  A directory that refuses (noexec, read-only, full)
- *       moves on to the next: -Dfastclock.tmpdir, java.io.tmpdir, $XDG_RUNTIME_DIR,
- *       ~/.cache/fastclock.</li>
+ *       build time, kept for this user and build in a private directory and checked again on
+ *       disk before each load (see loadKept); where every kept file is held by a live class
+ *       loader, written to a fresh 0700 directory, checked, loaded, and deleted (Linux keeps
+ *       the mapping).  A directory that refuses (noexec, read-only, full) moves on to the
+ *       next: -Dfastclock.tmpdir, java.io.tmpdir, $XDG_RUNTIME_DIR, ~/.cache/fastclock.</li>
  * </ol>
  * Never throws: the result says what happened.  Everything here runs once, at class
  * initialisation, so clarity wins over speed.
@@ -290,6 +298,14 @@ final class NativeLoader {
         for (Path parent : c.tempDirs) {
             Path tmp = null, file = null;
             try {
+                boolean[] cannotMap = {false};
+                Result kept = loadKept(c, parent, platform, lib, expected, notes, cannotMap);
+                if (kept != null) {
+                    loadedOne[0] = true;
+                    return kept;
+                }
+                if (cannotMap[0])
+                    continue; // (noted) a fresh copy here would fail the same way
                 Files.createDirectories(parent);
                 // Private directory: nobody else can swap the file between check and load.
                 tmp = Files.createTempDirectory(parent, "fastclock-",
@@ -317,6 +333,105 @@ final class NativeLoader {
             }
         }
         return Result.failed(join(notes));
+    }
+
+    /** Kept copies per user and build: a class loader takes the first that no live class loader holds. */
+    static final int KEPT_SLOTS = 4;
+    private static final Set<PosixFilePermission> PRIVATE = PosixFilePermissions.fromString("rwx------");
+
+    /**
+     * The jar's library from a copy kept for this user and build
+     * ({@code fastclock-USER-SHA/} in the directory), loaded and verified; null where
+     * none could be used here (a fresh copy follows), with cannotMap[0] set where the
+     * directory cannot map code at all.
+     *
+     * <p>Why kept: the library's thread-local state is initial-exec TLS (the read path
+     * must not call the dynamic linker), which glibc places in a small static reserve,
+     * never returned.  A fresh copy per class loader (an application server's redeploy)
+     * took a share of it each time, and about the eighth copy in a process failed to
+     * load ("cannot allocate memory in static TLS block"), leaving pure Java.  A class
+     * loader that loads a kept file that an earlier, collected loader had loaded gets
+     * that copy back (-z nodelete keeps it mapped; JNI_OnLoad restarts its thread), and
+     * nothing more is taken.  A file a live loader holds is refused by the JVM ("already
+     * loaded in another classloader"): the next slot, and past the last, a fresh copy.
+     *
+     * <p>The directory must be this user's, mode 0700, not a link, so that nobody else
+     * can put a file there between its check and its load; every file is checked
+     * against the jar's SHA-256 before each load, and replaced (written beside it,
+     * checked, renamed over it) where it differs.
+     */
+    private static Result loadKept(Config c, Path parent, String platform, byte[] lib, String expected,
+                                   List<String> notes, boolean[] cannotMap) {
+        UserPrincipal me;
+        Path dir;
+        try {
+            me = Files.getOwner(Paths.get("/proc/self")); // this process's user
+            dir = keptDir(parent, me, expected);
+            Files.createDirectories(parent);
+            try {
+                Files.createDirectory(dir, PosixFilePermissions.asFileAttribute(PRIVATE));
+            } catch (FileAlreadyExistsException earlier) {
+                // kept by an earlier load, this JVM's or another's: checked below
+            }
+            PosixFileAttributes a = Files.readAttributes(dir, PosixFileAttributes.class, LinkOption.NOFOLLOW_LINKS);
+            if (!a.isDirectory() || !a.owner().equals(me) || !a.permissions().equals(PRIVATE)) {
+                notes.add(dir + ": not a private directory of " + me.getName() + " (a fresh copy instead)");
+                return null;
+            }
+        } catch (IOException | UnsupportedOperationException | SecurityException e) {
+            return null; // the fresh copy that follows says what fails here
+        }
+        for (int slot = 0; slot < KEPT_SLOTS; slot++) {
+            Path file = dir.resolve(slot == 0 ? FILE_NAME : "lib" + LIBRARY + "-" + slot + ".so");
+            try {
+                if (!isKeptCopy(file, me, expected))
+                    keep(dir, file, lib, expected);
+                c.load.accept(file.toString());
+            } catch (UnsatisfiedLinkError e) {
+                if (String.valueOf(e.getMessage()).contains("already loaded in another classloader"))
+                    continue; // held by a live class loader
+                notes.add(parent + ": " + e.getMessage()); // typically noexec
+                cannotMap[0] = true;
+                return null;
+            } catch (IOException e) {
+                notes.add(file + ": cannot be kept (" + e + ")");
+                return null;
+            }
+            return verified(c, "extracted from the jar (" + platform + ") to " + parent + ", kept at " + file
+                    + (notes.isEmpty() ? "" : " (before that: " + join(notes) + ")"));
+        }
+        notes.add("the " + KEPT_SLOTS + " kept copies in " + dir + " are held by live class loaders");
+        return null;
+    }
+
+    /** Where the copies of the build whose SHA-256 is expected are kept for this user. */
+    static Path keptDir(Path parent, UserPrincipal me, String expected) {
+        return parent.resolve("fastclock-" + me.getName().replaceAll("[^A-Za-z0-9._-]", "_") + "-"
+                + expected.substring(0, Math.min(16, expected.length())).toLowerCase(Locale.ROOT));
+    }
+
+    /** A regular file of this user's, not a link, with the jar's library in it. */
+    private static boolean isKeptCopy(Path file, UserPrincipal me, String expected) throws IOException {
+        PosixFileAttributes a;
+        try {
+            a = Files.readAttributes(file, PosixFileAttributes.class, LinkOption.NOFOLLOW_LINKS);
+        } catch (NoSuchFileException absent) {
+            return false;
+        }
+        return a.isRegularFile() && a.owner().equals(me) && sha256(Files.readAllBytes(file)).equalsIgnoreCase(expected);
+    }
+
+    /** Puts the jar's library at file: written beside it, checked, renamed over it. */
+    private static void keep(Path dir, Path file, byte[] lib, String expected) throws IOException {
+        Path part = Files.createTempFile(dir, ".", ".part");
+        try {
+            Files.write(part, lib);
+            if (!sha256(Files.readAllBytes(part)).equalsIgnoreCase(expected))
+                throw new IOException("the written copy differs from the jar's (disk full?)");
+            Files.move(part, file, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
+        } finally {
+            deleteQuietly(part);
+        }
     }
 
     private static String denied(RuntimeException e) {

@@ -13,6 +13,7 @@ import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.stream.Collectors;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -76,16 +77,89 @@ class NativeLoaderTest {
         }
     }
 
+    static Path keptDir(Path parent) throws IOException {
+        return NativeLoader.keptDir(parent, Files.getOwner(Path.of("/proc/self")), NativeLoader.sha256(bundled()));
+    }
+
+    static List<String> names(Path dir) throws IOException {
+        try (var s = Files.list(dir)) {
+            return s.map(p -> p.getFileName().toString()).sorted().collect(Collectors.toList());
+        }
+    }
+
+    /** The kept copy: one per user and build, loaded again by every later load. */
     @Test
-    void extractsVerifiesLoadsAndRemoves() throws IOException {
+    void extractsVerifiesLoadsAndKeepsOneCopy() throws IOException {
         NativeLoader.Result r = NativeLoader.load(config(tmp));
         assertTrue(r.loaded, r.toString());
+        Path kept = keptDir(tmp).resolve(NativeLoader.FILE_NAME);
+        assertEquals(List.of(kept.toString()), loaded);
+        assertTrue(r.detail.contains("extracted") && r.detail.contains("kept at " + kept), r.detail);
+        assertEquals(List.of(keptDir(tmp).getFileName().toString()), names(tmp), "one directory, nothing else");
+        assertEquals(List.of(NativeLoader.FILE_NAME), names(keptDir(tmp)), "one file, no part left over");
+        r = NativeLoader.load(config(tmp));
+        assertTrue(r.loaded, r.toString());
+        assertEquals(List.of(kept.toString(), kept.toString()), loaded, "the same file again");
+    }
+
+    static UnsatisfiedLinkError heldBy(String path) {
+        return new UnsatisfiedLinkError("Native Library " + path + " already loaded in another classloader");
+    }
+
+    /** A kept file a live class loader holds is passed over for the next; past the last, a fresh copy. */
+    @Test
+    void aKeptCopyALiveClassLoaderHoldsGivesWayToTheNext() throws IOException {
+        NativeLoader.Config c = config(tmp);
+        var record = c.load;
+        Path first = keptDir(tmp).resolve(NativeLoader.FILE_NAME);
+        c.load = path -> {
+            if (path.equals(first.toString()))
+                throw heldBy(path);
+            record.accept(path);
+        };
+        NativeLoader.Result r = NativeLoader.load(c);
+        assertTrue(r.loaded, r.toString());
+        assertEquals(List.of(keptDir(tmp).resolve("libfastclock_jni-1.so").toString()), loaded);
+
+        loaded.clear();
+        String keptDir = keptDir(tmp).toString();
+        c.load = path -> {
+            if (path.startsWith(keptDir))
+                throw heldBy(path);
+            record.accept(path);
+        };
+        r = NativeLoader.load(c);
+        assertTrue(r.loaded, r.toString());
         assertEquals(1, loaded.size());
-        assertTrue(r.detail.contains("extracted"), r.detail);
-        assertFalse(Files.exists(Path.of(loaded.get(0))), "the extracted file is removed after loading");
-        try (var left = Files.list(tmp)) {
-            assertEquals(0, left.count(), "nothing left in the temp dir");
-        }
+        assertFalse(loaded.get(0).startsWith(keptDir(tmp).toString()), loaded.toString());
+        assertFalse(Files.exists(Path.of(loaded.get(0))), "a fresh copy is removed after loading");
+        assertTrue(r.detail.contains("held by live class loaders"), r.detail);
+        assertEquals(List.of(keptDir(tmp).getFileName().toString()), names(tmp), "the fresh copy's directory is gone");
+    }
+
+    /** A kept file that is not the jar's library is replaced before it is loaded. */
+    @Test
+    void aKeptCopyThatDiffersIsReplacedBeforeItsLoad() throws IOException {
+        Path dir = Files.createDirectory(keptDir(tmp), PosixFilePermissions.asFileAttribute(
+                PosixFilePermissions.fromString("rwx------")));
+        byte[] other = bundled();
+        other[other.length / 2] ^= 1;
+        Files.write(dir.resolve(NativeLoader.FILE_NAME), other);
+        NativeLoader.Result r = NativeLoader.load(config(tmp)); // config's load checks the SHA-256 at load time
+        assertTrue(r.loaded, r.toString());
+        assertEquals(NativeLoader.sha256(bundled()), NativeLoader.sha256(Files.readAllBytes(dir.resolve(NativeLoader.FILE_NAME))));
+    }
+
+    /** A kept directory another user could write into is never used: a fresh private copy instead. */
+    @Test
+    void aKeptDirectoryOthersCouldWriteIsNotUsed() throws IOException {
+        Path dir = Files.createDirectory(keptDir(tmp));
+        Files.setPosixFilePermissions(dir, PosixFilePermissions.fromString("rwxrwxrwx"));
+        NativeLoader.Result r = NativeLoader.load(config(tmp));
+        assertTrue(r.loaded, r.toString());
+        assertFalse(loaded.get(0).startsWith(dir.toString()), loaded.toString());
+        assertTrue(r.detail.contains("not a private directory"), r.detail);
+        assertEquals(List.of(), names(dir), "nothing written there");
     }
 
     @Test

@@ -17,9 +17,9 @@ import org.junit.jupiter.api.Test;
 
 /**
  * An application server's redeploy: each deployment's class loader loads the
- * library (a copy of its own, extracted to a new directory, since a library
- * is bound to one class loader), and is collected when the application is
- * undeployed. The JVM then unloads the library, but its code stays mapped
+ * library (a file no live class loader holds, since a library is bound to one
+ * class loader: a kept copy an earlier, collected deployment loaded, see
+ * NativeLoader), and is collected when the application is undeployed. The JVM then unloads the library, but its code stays mapped
  * (-z nodelete): its calibrator thread must stop (JNI_OnUnload), or every
  * redeploy leaves one more thread ticking every millisecond.
  */
@@ -124,6 +124,31 @@ class RedeployTest {
         }
         assertTrue(gone.get() == null, "the class loader was not collected: nothing was undeployed");
         assertEquals(before, after, "the collected copy's calibrator thread still runs");
+    }
+
+    /**
+     * More redeploys than glibc's static TLS reserve has room for copies (a fresh
+     * copy per class loader failed to load at about the eighth in a process): each
+     * deployment, once the last one is collected, loads the copy kept for this build,
+     * which the dynamic linker hands back, and stays native.
+     */
+    @Test
+    void redeploysBeyondTheStaticTlsReserveStayNative() throws Exception {
+        FastClock.nanoTime();
+        int before = calibratorThreads();
+        for (int deployment = 1; deployment <= 12; deployment++) {
+            List<String> natives = new ArrayList<>();
+            URLClassLoader app = deployOnce(natives);
+            assertTrue(natives.get(0).startsWith("true"), "deployment " + deployment + " is not native: " + natives);
+            WeakReference<ClassLoader> gone = new WeakReference<>(app);
+            app = null;
+            for (int i = 0; i < 100 && gone.get() != null; i++) {
+                System.gc();
+                Thread.sleep(50);
+            }
+            assertTrue(gone.get() == null, "deployment " + deployment + "'s class loader was not collected");
+        }
+        assertEquals(before, awaitThreads(before, true), "the collected copies' calibrator threads still run");
     }
 
     /**
