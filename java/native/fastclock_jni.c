@@ -92,12 +92,20 @@ static void put_clean(char *dst, size_t n, const char *src)
     dst[i] = 0;
 }
 
-/* "key=value" lines, parsed by io.fastclock.NativeStatus.  Not a hot path. */
+/* x in tenths, as digits: "12.3" whatever the process's locale. */
+static void put_tenths(char *dst, size_t n, double x)
+{
+    long long t = x > 0 && x < 1e15 ? (long long)(x * 10 + 0.5) : 0;
+    snprintf(dst, n, "%lld.%lld", t / 10, t % 10);
+}
+
+/* "key=value" lines, parsed by FastClock.nativeStatus() (every field of the
+ * C status but the reserved one).  Not a hot path. */
 EXPORT JNIEXPORT jstring JNICALL Java_io_fastclock_Jni_status(JNIEnv *env, jclass c)
 {
     (void)c;
     struct fastclock_status st;
-    char mode[64], reason[512], calibrator[64], counter[64], buf[1536];
+    char mode[64], reason[512], calibrator[64], counter[64], read_ns[32], kernel_read_ns[32], buf[2048];
     if (fastclock_status(&st) != 0)
         return (*env)->NewStringUTF(env, "mode=unknown\nreason=fastclock_status failed\n");
     put_clean(mode, sizeof mode, st.mode);
@@ -107,15 +115,23 @@ EXPORT JNIEXPORT jstring JNICALL Java_io_fastclock_Jni_status(JNIEnv *env, jclas
     /* In thousandths, printed as digits: a decimal comma in the JVM's locale
      * would make the Java side read 0 (truncated: 1.0396 must not print 1.040). */
     long long ratio_milli = st.real_line_ratio > 0 && st.real_line_ratio < 1e6 ? (long long)(st.real_line_ratio * 1000) : 0;
+    put_tenths(read_ns, sizeof read_ns, st.read_ns);
+    put_tenths(kernel_read_ns, sizeof kernel_read_ns, st.kernel_read_ns);
     snprintf(buf, sizeof buf,
              "mode=%s\nreason=%s\ncalibrator=%s\ncounter=%s\ncounter_hz=%.0f\n"
-             "calibrations=%llu\nerror_bound_ns=%lld\nlast_error_ns=%lld\nmax_error_ns=%lld\n"
-             "ordered=%d\nforced=%d\nread_ns=%.1f\nkernel_read_ns=%.1f\nreal_error_bound_ns=%lld\n"
-             "kernel_synchronized=%d\nreal_source=%s\nreal_line_ratio=%lld.%03lld\nversion=%s\n",
-             mode, reason, calibrator, counter, st.counter_hz,
-             (unsigned long long)st.calibrations, (long long)st.error_bound_ns,
-             (long long)st.last_error_ns, (long long)st.max_error_ns, st.ordered, st.forced,
-             st.read_ns, st.kernel_read_ns, (long long)st.real_error_bound_ns, st.kernel_synchronized,
+             "calibrations=%llu\nlast_calibration_age_ns=%lld\ncalibration_interval_ns=%lld\n"
+             "error_bound_ns=%lld\nlast_error_ns=%lld\nmax_error_ns=%lld\nsample_width_ns=%lld\n"
+             "fallback_reads=%llu\nrealtime_steps=%llu\n"
+             "ordered=%d\nforced=%d\nread_ns=%s\nkernel_read_ns=%s\nreal_error_bound_ns=%lld\n"
+             "kernel_synchronized=%d\ncpus_calibrated=%d\nkernel_maxerror_ns=%lld\nkernel_esterror_ns=%lld\n"
+             "max_warp_cycles=%lld\nreal_source=%s\nreal_line_ratio=%lld.%03lld\nversion=%s\n",
+             mode, reason, calibrator, counter, st.counter_hz, (unsigned long long)st.calibrations,
+             (long long)st.last_calibration_age_ns, (long long)st.calibration_interval_ns,
+             (long long)st.error_bound_ns, (long long)st.last_error_ns, (long long)st.max_error_ns,
+             (long long)st.sample_width_ns, (unsigned long long)st.fallback_reads,
+             (unsigned long long)st.realtime_steps, st.ordered, st.forced, read_ns, kernel_read_ns,
+             (long long)st.real_error_bound_ns, st.kernel_synchronized, st.cpus_calibrated,
+             (long long)st.kernel_maxerror_ns, (long long)st.kernel_esterror_ns, (long long)st.max_warp_cycles,
              st.real_source ? st.real_source : "line", ratio_milli / 1000, ratio_milli % 1000, fastclock_version());
     return (*env)->NewStringUTF(env, buf);
 }

@@ -13,7 +13,8 @@ import java.util.concurrent.locks.LockSupport;
  * The kernel's CLOCK_MONOTONIC and CLOCK_REALTIME at the cost of one counter
  * read, through libfastclock.
  *
- * <p>The jar carries the native library for linux-x86_64 and calls it through
+ * <p>The jar carries the native library for linux-x86_64 (and linux-aarch64 where
+ * the build had a cross-compiled one) and calls it through
  * JNI on Java 17-21 and through critical FFM downcalls on Java 22+.  When the
  * library cannot be loaded, or with {@code -Dfastclock.native=false}, every
  * method answers from pure Java instead ({@link #isNative()} is then false and
@@ -50,8 +51,9 @@ import java.util.concurrent.locks.LockSupport;
  *       {@code tsc-percpu} mode (machines whose CPUs' counters disagree) order across threads
  *       holds to within that error bound only; {@link #mode()} says which mode runs.</li>
  *   <li>The {@code *Unordered()} variants skip the fence and cost about half as much in C;
- *       they are monotonic within one thread only.  Use them for intervals timed by one
- *       thread.  Monotonicity holds per method: where the JDK answers one of
+ *       they are monotonic within one platform thread only (a virtual thread that moves
+ *       to another carrier is, for them, a read from another thread).  Use them for
+ *       intervals timed by one thread.  Monotonicity holds per method: where the JDK answers one of
  *       {@code nanoTime()} and {@code nanoTimeUnordered()} and fastclock the other
  *       ({@code status()}, {@code answers=}), a read of one after the other may be
  *       earlier by up to the error bound.</li>
@@ -437,7 +439,9 @@ public final class FastClock {
 
     /**
      * The implementation answering now: the core's mode ({@code "tsc"}, {@code "tsc-percpu"}
-     * or {@code "system"}, the kernel's own clocks) when native, {@code "java"} otherwise.
+     * or {@code "system"}, the kernel's own clocks; {@code "initializing"} where another
+     * thread's decision did not finish within 100 ms, {@code "unknown"} where the status
+     * could not be read) when native, {@code "java"} otherwise.
      */
     public static String mode() {
         if (!NATIVE)

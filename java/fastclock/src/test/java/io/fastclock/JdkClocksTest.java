@@ -326,6 +326,23 @@ class JdkClocksTest {
         }
     }
 
+    /** Every field of the C status, each number as digits (no locale's decimal comma). */
+    @Test
+    void theNativeStatusCarriesEveryFieldAsPlainNumbers() {
+        assertTrue(FastClock.isNative(), FastClock.status());
+        Map<String, String> st = FastClock.nativeStatus();
+        for (String k : List.of("counter_hz", "calibrations", "last_calibration_age_ns", "calibration_interval_ns",
+                "error_bound_ns", "last_error_ns", "max_error_ns", "sample_width_ns", "fallback_reads",
+                "realtime_steps", "ordered", "forced", "read_ns", "kernel_read_ns", "real_error_bound_ns",
+                "kernel_synchronized", "cpus_calibrated", "kernel_maxerror_ns", "kernel_esterror_ns",
+                "max_warp_cycles", "real_line_ratio")) {
+            assertNotNull(st.get(k), k + " missing: " + st);
+            assertTrue(st.get(k).matches("-?[0-9]+(\\.[0-9]+)?"), k + "=" + st.get(k));
+        }
+        for (String k : List.of("mode", "reason", "calibrator", "counter", "real_source", "version"))
+            assertFalse(st.getOrDefault(k, "").isEmpty(), k + " missing: " + st);
+    }
+
     @Test
     void theClocksAgreeWhoeverAnswers() {
         long a = System.nanoTime(), v = FastClock.nanoTime(), b = System.nanoTime();

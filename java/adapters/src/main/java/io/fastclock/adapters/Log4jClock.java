@@ -11,7 +11,8 @@ import org.apache.logging.log4j.core.util.Clock;
  * {@link FastClock#currentTimeNanos()} at nanosecond precision (Log4j's
  * {@link PreciseClock}), and {@link #currentTimeMillis()} is
  * {@link FastClock#currentTimeMillis()}.  Log4j creates it by name, so it always
- * uses the library's clock; no state.
+ * uses the library's clock.  Its one piece of state is a cache of the current
+ * second (below), which allocates one small object per second, not per event.
  */
 public final class Log4jClock implements Clock, PreciseClock {
     /** For Log4j, which instantiates the class named by log4j2.clock. */
