@@ -251,9 +251,15 @@ int64_t fc_warp_sub_ns_cycles(double ns_per_tick)
 
 static _Atomic int64_t noted_plus1; /* 0: no check has run */
 
+/* Both checks note here (the thread's and, until it starts, the lazy one's,
+ * which may overlap): the larger verdict stands, whichever notes last. */
 void fc_warp_note(int64_t max_warp_cycles)
 {
-    atomic_store_explicit(&noted_plus1, max_warp_cycles + 1, memory_order_relaxed);
+    int64_t seen = atomic_load_explicit(&noted_plus1, memory_order_relaxed);
+    while (max_warp_cycles + 1 > seen &&
+           !atomic_compare_exchange_weak_explicit(&noted_plus1, &seen, max_warp_cycles + 1, memory_order_relaxed,
+                                                  memory_order_relaxed)) {
+    }
 }
 
 int64_t fc_warp_noted(void)

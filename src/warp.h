@@ -58,9 +58,10 @@ int64_t fc_warp_sub_ns_cycles(double ns_per_tick);
  * and the last CPU is the likeliest to sit on another). */
 int fc_warp_partner(int k, int n, int pairs);
 
-/* The process's own verdict, from whichever check ran (the calibrator
- * thread's at start-up, or the lazy calibrator's samples): the largest warp
- * in cycles, -1 while none has run.  Reported by fastclock_status. */
+/* The process's own verdict, from whichever checks ran (the calibrator
+ * thread's at start-up, the lazy calibrator's samples): the largest warp
+ * noted, in cycles, -1 while none has run (a note below it changes
+ * nothing).  Reported by fastclock_status. */
 void fc_warp_note(int64_t max_warp_cycles);
 int64_t fc_warp_noted(void);
 void fc_warp_reset_for_tests(void);
