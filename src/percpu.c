@@ -38,6 +38,11 @@
 #include "warp.h"
 
 #define RETRY_AFTER_GIVE_UP_NS (15LL * FC_NS_PER_SEC)
+/* After a failed first line, the next try waits: each costs ~27 kernel
+ * reads, and every read on that CPU would make one.  1 ms, doubling to 1 s
+ * (the kernel answers meanwhile). */
+#define START_BACKOFF_MIN_NS 1000000LL
+#define START_BACKOFF_MAX_NS FC_NS_PER_SEC
 /* rdtscp names CPUs 0..4095: Linux puts (node << 12) | cpu in TSC_AUX, so
  * CPU 4096 + k would read as CPU k (on another node) and take its line. */
 #define MAX_SLOTS 4096
@@ -273,11 +278,17 @@ static void calibrate_slot(struct fc_cpu_slot *sl, int cpu)
         state = FC_SLOT_EMPTY;
     }
     if (state == FC_SLOT_EMPTY) {
+        if (now < sl->next_start)
+            return; /* the last try failed a moment ago */
         if (fc_track_start(&t, &seed) == 0) {
             sl->failing_since = 0;
+            sl->start_backoff = 0;
             atomic_store_explicit(&sl->state, FC_SLOT_OK, memory_order_release);
             return;
         }
+        int64_t wait = sl->start_backoff ? 2 * sl->start_backoff : START_BACKOFF_MIN_NS;
+        sl->start_backoff = wait < START_BACKOFF_MAX_NS ? wait : START_BACKOFF_MAX_NS;
+        sl->next_start = now + sl->start_backoff;
         if (!sl->failing_since)
             sl->failing_since = now;
         if (now - sl->failing_since >= RETRY_AFTER_GIVE_UP_NS) {

@@ -23,7 +23,10 @@ struct fc_cpu_slot {
     struct fc_cal_state cs;
     _Atomic int lock;
     _Atomic int64_t retry_after;   /* kernel MONOTONIC, while given up */
+    /* The next three: written and read under the slot's lock only. */
     int64_t failing_since;         /* first failed start, kernel MONOTONIC */
+    int64_t next_start;            /* no start before this (kernel MONOTONIC): a failed one backs off */
+    int64_t start_backoff;         /* the wait after the last failed start, ns (0: none failed) */
 } __attribute__((aligned(64)));
 
 extern _Atomic(struct fc_cpu_slot *) fc_percpu_slots; /* one per possible CPU, from setup on */
