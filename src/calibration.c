@@ -204,11 +204,37 @@ int64_t fc_cal_fallback_noted(void)
 /* For fastclock_ticks_to_ns: the global rate in fixed point, or 0. */
 static _Atomic int64_t ticks_mult;
 
+/* A lock holds its owner's id: each thread's own, nonzero, taken at its
+ * first try.  A fork child, where only the forking thread lives on, then
+ * frees exactly the locks that other threads held (fc_track_lock_is_mine).
+ * A handler that interrupts the taking of an id takes one of its own
+ * first; the thread keeps the one stored last, and no lock stays held
+ * under the other once the handler has returned. */
+static _Atomic int owner_ids;
+static __thread int owner_here __attribute__((tls_model("initial-exec")));
+
+static int lock_owner_id(void)
+{
+    int id = owner_here;
+    if (FC_UNLIKELY(id == 0)) {
+        id = atomic_fetch_add_explicit(&owner_ids, 1, memory_order_relaxed) + 1;
+        if (FC_UNLIKELY(id == 0))
+            id = 1; /* 2^32 threads later: shared with another, as every id was before */
+        owner_here = id;
+    }
+    return id;
+}
+
 int fc_track_trylock(const struct fc_track *t)
 {
     int expected = 0;
-    return atomic_compare_exchange_strong_explicit(t->lock, &expected, 1, memory_order_acquire,
+    return atomic_compare_exchange_strong_explicit(t->lock, &expected, lock_owner_id(), memory_order_acquire,
                                                    memory_order_relaxed);
+}
+
+int fc_track_lock_is_mine(const _Atomic int *lock)
+{
+    return owner_here != 0 && atomic_load_explicit(lock, memory_order_relaxed) == owner_here;
 }
 
 void fc_track_unlock(const struct fc_track *t)
@@ -227,6 +253,8 @@ int fc_cal_trylock(void)
 {
     cal_held_here++;
     atomic_signal_fence(memory_order_seq_cst);
+    if (FC_UNLIKELY(fc_seam.writer_step != 0))
+        fc_seam.writer_step("lock-try"); /* (a test forks here, from a "handler") */
     int won = fc_track_trylock(&fc_global_track);
     atomic_signal_fence(memory_order_seq_cst);
     if (!won)
@@ -310,10 +338,9 @@ static void publish_uncut_end(struct fc_latch *latch, uint64_t uncut)
  * end its publication (fallbacks would wait on it).  A line it had cut
  * short stays cut (fallbacks past the cut may have returned kernel values
  * above the old line there); the child's first line starts at or above the
- * uncut end instead (build_and_publish, F).  The residue: a handler that
- * forked between this thread's count and its try-lock, while another
- * thread held the lock, leaves it held in the child, whose reads then take
- * the kernel's values, clamped as every fallback's.
+ * uncut end instead (build_and_publish, F).  The lock names its holder, so
+ * a handler that forked between this thread's count and its try-lock,
+ * while another thread held the lock, leaves it free in the child too.
  */
 void fc_cal_reset_in_child(void)
 {
@@ -338,7 +365,7 @@ void fc_cal_reset_in_child(void)
             }
         }
     }
-    if (!cal_held_here)
+    if (!fc_track_lock_is_mine(fc_global_track.lock))
         atomic_store_explicit(fc_global_track.lock, 0, memory_order_relaxed);
 }
 

@@ -81,6 +81,8 @@ FC_HIDDEN extern struct fc_track fc_global_track;
 
 int fc_track_trylock(const struct fc_track *t);
 void fc_track_unlock(const struct fc_track *t);
+/* Whether this thread holds that lock (a fork child frees every other). */
+int fc_track_lock_is_mine(const _Atomic int *lock);
 
 /* The global lock (the global track's). */
 int fc_cal_trylock(void);

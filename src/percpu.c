@@ -57,10 +57,6 @@ _Atomic int fc_percpu_nslots;
 _Atomic int64_t fc_percpu_switch_floor;
 __thread int64_t fc_percpu_tls_last __attribute__((tls_model("initial-exec")));
 __thread struct fc_cpu_slot *fc_percpu_tls_slot __attribute__((tls_model("initial-exec")));
-/* The slot (index + 1) whose lock this thread's read path is taking or
- * holds, for a fork child (set before the try, as calibration.c's
- * cal_held_here; a handler nested in it restores the outer value). */
-static __thread int slot_held_here __attribute__((tls_model("initial-exec")));
 
 /* The possible CPUs' count (the largest number + 1), MAX_SLOTS + 1 for "more
  * than rdtscp can name". */
@@ -339,21 +335,14 @@ __attribute__((cold)) int64_t fc_percpu_read_slow(enum fc_kind kind)
         /* This CPU's line is missing or due: calibrate it here, unless
          * someone already is (then the kernel answers this read). */
         struct fc_track tr = track_of(sl, cpu);
-        int outer = slot_held_here;
-        slot_held_here = cpu + 1;
-        atomic_signal_fence(memory_order_seq_cst);
-        if (!fc_track_trylock(&tr)) {
-            slot_held_here = outer;
+        if (!fc_track_trylock(&tr))
             break;
-        }
         /* The fast span ends at the next adjtimex poll; a line still
          * within its soft span and settings is extended, not recalibrated. */
         uint64_t seq_before = atomic_load_explicit(&sl->latch.seq, memory_order_relaxed);
         if (atomic_load_explicit(&sl->state, memory_order_relaxed) != FC_SLOT_OK || fc_track_poll(&tr))
             calibrate_slot(sl, cpu);
-        atomic_store_explicit(&sl->lock, 0, memory_order_release);
-        atomic_signal_fence(memory_order_seq_cst);
-        slot_held_here = outer;
+        fc_track_unlock(&tr);
         /* Read again only if this CPU now has a new line: a calibration that
          * was skipped (noisy or migrated samples) left the old one, which
          * could not answer, and is not retried by the same read (each try
@@ -442,13 +431,14 @@ int64_t fc_percpu_interval_ns(void)
 
 /* A fork child: the slot locks of threads that are gone are freed; a slot
  * this thread is calibrating (fork from a handler that interrupted it)
- * stays locked until that calibration goes on and ends. */
+ * stays locked until that calibration goes on and ends (each lock names
+ * its holder: calibration.c). */
 void fc_percpu_after_fork_child(void)
 {
     struct fc_cpu_slot *base = atomic_load_explicit(&fc_percpu_slots, memory_order_acquire);
     int n = atomic_load_explicit(&fc_percpu_nslots, memory_order_relaxed);
     for (int i = 0; base && i < n; i++)
-        if (i != slot_held_here - 1)
+        if (!fc_track_lock_is_mine(&base[i].lock))
             atomic_store_explicit(&base[i].lock, 0, memory_order_relaxed);
 }
 

@@ -2322,6 +2322,51 @@ TEST_F(Faults, ForkWhileAnotherThreadCalibrates)
     EXPECT_GT(forks, 5);
 }
 
+// A handler forks between this thread's count of the lock it is about to
+// try and the try itself, while another thread holds that lock: in the
+// child the holder is gone, and its lock must be free (the lock names its
+// holder), or the child never calibrates again.
+thread_local bool fork_at_lock_try = false;
+int lock_try_child_status = -1;
+void fork_at_lock_try_step(const char *where)
+{
+    if (!fork_at_lock_try || std::strcmp(where, "lock-try") != 0)
+        return;
+    fork_at_lock_try = false;
+    pid_t pid = fork();
+    if (pid == 0) // still inside the interrupted try: a calibration of its own must run
+        _exit(fc_test_recalibrate() == 0 ? 0 : 1);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    lock_try_child_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+TEST_F(Faults, ForkBetweenALocksCountAndItsTryFreesAnotherHoldersLock)
+{
+    struct fc_seam seam = sim_seam();
+    seam.writer_step = fork_at_lock_try_step;
+    fc_test_reset(&seam);
+    warm_up(20, 5e6);
+    std::atomic<int> stage{0};
+    std::thread holder([&] {
+        fc_test_hold_writer_lock(1);
+        stage = 1;
+        while (stage.load() != 2)
+            usleep(100);
+        fc_test_hold_writer_lock(0);
+    });
+    while (stage.load() != 1)
+        usleep(100);
+    lock_try_child_status = -1;
+    fork_at_lock_try = true;
+    EXPECT_NE(fc_test_recalibrate(), 0) << "the lock is held by the other thread here";
+    stage = 2;
+    holder.join();
+    EXPECT_FALSE(fork_at_lock_try) << "the hook never ran";
+    EXPECT_EQ(lock_try_child_status, 0) << "the child could not calibrate: the gone holder's lock stayed held";
+    EXPECT_EQ(fc_test_recalibrate(), 0) << "the parent calibrates once the holder lets go";
+}
+
 // ---- the library's first read inside a signal handler ---------------------
 
 int64_t handler_value;
