@@ -73,8 +73,12 @@ static void print_text(const struct bench_result *r)
     printf("fastclock %s bench\n", fastclock_version());
     printf("machine: %s, %d CPU%s available%s%s%s, %s, Linux %s\n", r->cpu, r->cpus, r->cpus == 1 ? "" : "s",
            r->hypervisor[0] ? " (" : "", r->hypervisor, r->hypervisor[0] ? " guest)" : "", r->arch, r->kernel);
-    printf("clocksource %s (available: %s); counter measured at %.3f MHz\n", r->clocksource, r->available,
-           r->counter_hz / 1e6);
+    if (r->counter_hz > 0)
+        printf("clocksource %s (available: %s); counter measured at %.3f MHz\n", r->clocksource, r->available,
+               r->counter_hz / 1e6);
+    else
+        printf("clocksource %s (available: %s); counter rate not measured (no counter to read here)\n",
+               r->clocksource, r->available);
     const struct bench_fc_state *fc = &r->fc_start;
     printf("fastclock mode %s%s (%s calibrator): %s\n", r->fc_mode, fc->forced ? ", forced by FASTCLOCK_MODE" : "",
            r->fc_calibrator, r->fc_reason);

@@ -332,6 +332,14 @@ static void text_sync(FILE *out, const struct doctor_facts *f, const struct styl
         row(out, "daemons", "%s", f->daemons[0] ? f->daemons : "none running (chronyd, ntpd, systemd-timesyncd, ptp4l)");
 }
 
+/* The counter's rate, where the library has one: in mode system the status
+ * gives fastclock_ticks()' unit (1e9: ns), and before the first line 0. */
+static double counter_rate(const struct doctor_facts *f)
+{
+    int counted = f->fc_known && (strcmp(f->fc_mode, "tsc") == 0 || strcmp(f->fc_mode, "tsc-percpu") == 0);
+    return counted && !isnan(f->fc_counter_hz) && f->fc_counter_hz > 0 ? f->fc_counter_hz : NAN;
+}
+
 static void text_fastclock(FILE *out, const struct doctor_facts *f, const struct style *s)
 {
     section(out, s, "fastclock");
@@ -342,9 +350,9 @@ static void text_fastclock(FILE *out, const struct doctor_facts *f, const struct
     char bound[64] = "";
     if (f->fc_error_bound_ns >= 0)
         snprintf(bound, sizeof bound, ", error bound %lld ns", (long long)f->fc_error_bound_ns);
-    if (!isnan(f->fc_counter_hz) && f->fc_counter_hz > 0)
+    if (!isnan(counter_rate(f)))
         row(out, "mode", "%s%s (%s calibrator, counter %s at %.3f MHz%s)", f->fc_mode,
-            f->fc_forced ? ", forced by FASTCLOCK_MODE" : "", f->fc_calibrator, f->fc_counter, f->fc_counter_hz / 1e6,
+            f->fc_forced ? ", forced by FASTCLOCK_MODE" : "", f->fc_calibrator, f->fc_counter, counter_rate(f) / 1e6,
             bound);
     else
         row(out, "mode", "%s%s (%s calibrator%s)", f->fc_mode, f->fc_forced ? ", forced by FASTCLOCK_MODE" : "",
@@ -661,7 +669,7 @@ void report_json(FILE *out, const struct doctor_facts *f, const struct findings 
         json_null(&j, "forced");
     json_str_or_null(&j, "calibrator", f->fc_calibrator, f->fc_known);
     json_str_or_null(&j, "counter", f->fc_counter, f->fc_known);
-    json_double(&j, "counter_hz", f->fc_known ? f->fc_counter_hz : NAN, 0);
+    json_double(&j, "counter_hz", counter_rate(f), 0);
     if (f->fc_known && f->fc_error_bound_ns >= 0)
         json_int(&j, "error_bound_ns", f->fc_error_bound_ns);
     else

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "mode.h" /* fc_env_word: FASTCLOCK_* words as the library reads them */
 #include "util.h"
 
 #define SHIM_NAME "libfastclock-preload.so"
@@ -398,6 +399,29 @@ int cmd_run(int argc, char **argv)
         return EXIT_RUN_FAILED;
     }
     char **command = argv + i;
+    if (!command[0][0]) {
+        fprintf(stderr, "fastclock run: the command is an empty word\n\n");
+        usage(stderr);
+        return EXIT_RUN_FAILED;
+    }
+    /* What COMMAND would inherit where no option overrides it: a word the
+     * library would ignore (and run on auto) is refused here, as the
+     * option's would be. */
+    static const char *const inherited[][2] = {{"FASTCLOCK_MODE", "mode"}, {"FASTCLOCK_CALIBRATOR", "calibrator"}};
+    for (size_t k = 0; k < sizeof inherited / sizeof inherited[0]; k++) {
+        int is_mode = k == 0;
+        const char *v = getenv(inherited[k][0]);
+        if ((is_mode ? mode : calibrator) || !v)
+            continue;
+        int known = 0;
+        for (const char *const *w = is_mode ? modes : calibrators; *w; w++)
+            known |= fc_env_word(v, *w);
+        if (!known && !fc_env_word(v, "")) {
+            fprintf(stderr, "fastclock run: %s=%s in the environment: it needs %s (or use --%s)\n",
+                    inherited[k][0], v, needs[is_mode ? 0 : 1], inherited[k][1]);
+            return EXIT_RUN_FAILED;
+        }
+    }
 
     char shim[PATH_MAX];
     if (find_shim(shim) != 0)

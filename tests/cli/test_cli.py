@@ -131,6 +131,16 @@ class DoctorLive(unittest.TestCase):
         self.assertLess(p.elapsed, 15.0, "doctor took %.2f s" % p.elapsed)
         self.assertIsNotNone(d["vdso"]["clocks"]["time"]["observed_step_ns"])
 
+    def test_the_counter_rate_is_shown_only_where_a_counter_is_read(self):
+        # Mode system's status gives fastclock_ticks()' unit (1e9), not a counter's rate.
+        env = dict(ENV, FASTCLOCK_MODE="system")
+        p = subprocess.run([BIN, "doctor", "--quick", "--json"], capture_output=True, text=True, env=env, timeout=120)
+        d = json.loads(p.stdout)
+        self.assertEqual(d["fastclock"]["mode"], "system", p.stderr)
+        self.assertIsNone(d["fastclock"]["counter_hz"])
+        p = subprocess.run([BIN, "doctor", "--quick"], capture_output=True, text=True, env=env, timeout=120)
+        self.assertNotIn("MHz", [l for l in p.stdout.splitlines() if l.strip().startswith("mode ")][0])
+
     def test_text_report_has_a_verdict_and_every_section(self):
         p = run("doctor", "--quick")
         self.assertIn(p.returncode, (0, 1), p.stderr)

@@ -85,6 +85,11 @@ expect "--mode given twice" 125 "--mode is given twice" -- "$fc" run --mode tsc 
 expect "--mode abbreviated, then given" 125 "--mode is given twice" -- "$fc" run --mod tsc --mode system -- true
 expect "a value for --unordered" 125 "--unordered takes no value" -- "$fc" run --unordered=1 -- true
 expect "a forgotten --mode value" 125 "--mode needs one of" -- "$fc" run --mode --unordered -- true
+expect "an empty command" 125 "the command is an empty word" -- "$fc" run -- ""
+expect "an inherited FASTCLOCK_MODE the library would ignore" 125 "FASTCLOCK_MODE=bogus in the environment" -- env FASTCLOCK_MODE=bogus "$fc" run -- true
+expect "an inherited FASTCLOCK_CALIBRATOR the library would ignore" 125 "FASTCLOCK_CALIBRATOR=x in the environment" -- env FASTCLOCK_CALIBRATOR=x "$fc" run -- true
+expect "an inherited FASTCLOCK_MODE as the library reads it (case, blanks)" 0 "" -- env "FASTCLOCK_MODE= TSC " "$fc" run -- true
+expect "--mode over an inherited bad FASTCLOCK_MODE" 0 "" -- env FASTCLOCK_MODE=bogus "$fc" run --mode tsc -- true
 expect "--mode tsc-percpu (FASTCLOCK_MODE's own spelling)" 0 "" -- "$fc" run --mode tsc-percpu -- sh -c 'echo "$FASTCLOCK_MODE"'
 grep -qx tsc-percpu "$tmp/out" && ok "--mode tsc-percpu reaches the command" || bad "--mode tsc-percpu: $(cat "$tmp/out")"
 expect "--help" 0 "" -- "$fc" run --help
