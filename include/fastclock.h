@@ -2,9 +2,10 @@
  * fastclock — the kernel's clocks at the cost of one counter read.
  *
  * Every function here is thread-safe, async-signal-safe and fork-safe, and
- * never fails: when the time-stamp counter cannot be trusted the library
- * reads the kernel's clocks instead (mode "system") and says why in
- * fastclock_status().
+ * never fails for the clocks it serves: when the time-stamp counter cannot
+ * be trusted the library reads the kernel's clocks instead (mode "system")
+ * and says why in fastclock_status().  (The functions that take a pointer
+ * fail as their kernel counterparts do for a bad one; below.)
  *
  * Guarantees in mode "tsc" (each one is proven by a test in tests/):
  *   - fastclock_mono_ns(), fastclock_real_ns() and fastclock_gettime() are
@@ -106,7 +107,12 @@ int64_t fastclock_ticks_to_ns(uint64_t ticks);
 /* clock_gettime(2) semantics.  CLOCK_REALTIME, CLOCK_MONOTONIC, their
  * _COARSE forms, CLOCK_BOOTTIME and CLOCK_TAI are served by fastclock; every
  * other id goes to the kernel, with its return value and errno.  A NULL ts
- * gives -1/EFAULT instead of a crash. */
+ * gives -1/EFAULT instead of a crash.  A ts that is neither NULL nor valid
+ * is written through (SIGSEGV), as libc's vDSO does; where the kernel
+ * answers a served clock with a system call (mode system on a clocksource
+ * the vDSO cannot read: hpet, acpi_pm) the call returns the kernel's
+ * -EFAULT itself rather than -1 with errno set: those calls jump straight
+ * into the vDSO, as the cheapest route must. */
 int fastclock_gettime(clockid_t id, struct timespec *ts);
 /* gettimeofday(2) semantics; a non-NULL tz is filled by the kernel, tv as
  * without one (so calls with and without tz keep their order). */

@@ -14,9 +14,12 @@
  * from -- mode system, tsc-percpu, before the mode decision, injected test
  * counters, a line that has run out, ordered reads routed to the kernel,
  * every read routed there (a counter dearer than the kernel's clock) --
- * has fast_span 0, fails the span check, or has a read flag set that the
- * inline code does not know; where the kernel answers every read, both
- * reads call its clock themselves (kernel_gettime below).  The coarse clocks come from memory a
+ * has fast_span 0, fails the span check, or (ordered reads only) has a
+ * read flag set that the inline code does not know; where the kernel
+ * answers every read, both reads call its clock themselves (kernel_gettime
+ * below).  The unordered inline read never loads the flags: a library
+ * that must keep unordered reads off a line does it with fast_span 0 or
+ * kernel_gettime, which binaries built with this header follow.  The coarse clocks come from memory a
  * calibrator thread publishes while it ticks them (every ~1 ms); otherwise
  * the function is called, which reads the kernel's coarse clocks.  The fine
  * inline reads are x86-64 code; elsewhere they call the functions.
