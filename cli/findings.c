@@ -302,11 +302,29 @@ static void rule_clocksource_paravirt(struct ctx *c, struct findings *o)
 
 /* ---- the TSC itself ----------------------------------------------------- */
 
+/* What fastclock does where the kernel has left the TSC: the mode the
+ * library chose in this process (it may still trust the counter, per CPU),
+ * or what it would decide where that is not known. */
+static const char *fastclock_without_kernel_tsc(const struct doctor_facts *f)
+{
+    if (!f->fc_known)
+        return "fastclock decides at start-up whether it can still read the TSC (per CPU, where it is invariant)";
+    if (strcmp(f->fc_mode, "tsc-percpu") == 0)
+        return "fastclock still reads the TSC, with a line per CPU (mode tsc-percpu)";
+    if (strcmp(f->fc_mode, "tsc") == 0)
+        return "fastclock still reads the TSC (mode tsc)";
+    return "fastclock stays on the kernel's clocks (mode system)";
+}
+
 static void rule_tsc_unstable(struct ctx *c, struct findings *o)
 {
     const struct doctor_facts *f = c->f;
     const struct klog *k = &f->klog;
     if (!k->tsc_unstable && !k->watchdog_tsc)
+        return;
+    /* Marked at the user's word (tsc=unstable, notsc): rule_cmdline says so. */
+    if (k->tsc_unstable && !k->watchdog_tsc &&
+        (strstr(k->tsc_unstable_reason, "boot parameter") || strstr(f->p_tsc, "unstable") || f->p_notsc))
         return;
     const char *reason = k->tsc_unstable ? k->tsc_unstable_reason : "clocksource watchdog";
     int watchdog = strstr(reason, "watchdog") != NULL || (!k->tsc_unstable && k->watchdog_tsc);
@@ -329,8 +347,8 @@ static void rule_tsc_unstable(struct ctx *c, struct findings *o)
         msg(x, ".");
     }
     if (!f->cs_current_err && !c->tsc_current)
-        msg(x, " Since then the kernel uses %s%s, and fastclock does not use the TSC either.", f->cs_current,
-            c->enters == TRI_YES ? ", read through a system call" : "");
+        msg(x, " Since then the kernel uses %s%s; %s.", f->cs_current,
+            c->enters == TRI_YES ? ", read through a system call" : "", fastclock_without_kernel_tsc(f));
 
     if (sync && k->warp_cycles > 0) {
         fix(x, "The firmware left the CPUs' TSCs out of step: update the BIOS/firmware. Do not force "
@@ -369,8 +387,8 @@ static void rule_tsc_unavailable(struct ctx *c, struct findings *o)
     else
         msg(x, "; the kernel log, which would say why, is unreadable here");
     msg(x, ". The kernel either marked the TSC unstable or never registered it (Xen PV guests, `notsc`): "
-           "clock reads go through %s and fastclock stays on the kernel's clocks.",
-        or_unknown(f->cs_current));
+           "clock reads go through %s; %s.",
+        or_unknown(f->cs_current), fastclock_without_kernel_tsc(f));
     fix(x, "Find the reason in the boot log (`journalctl -k -b | grep -i -e tsc -e clocksource`).");
 }
 

@@ -104,7 +104,11 @@ static void wrap(FILE *out, int indent, int first_used, const char *text)
             col++;
         }
         first = 0;
-        fwrite(w, 1, (size_t)len, out);
+        /* The text carries bytes from the machine (DMI strings, the
+         * hypervisor's signature, kernel log lines): no control byte
+         * reaches the terminal. */
+        for (const char *c = w; c < w + len; c++)
+            fputc((unsigned char)*c < 0x20 || *c == 0x7f ? '?' : *c, out);
         col += len;
     }
     fputc('\n', out);
@@ -268,7 +272,9 @@ static void text_kernel(FILE *out, const struct doctor_facts *f, const struct st
         sb_printf(&b, "; %s", k->timer_erratum ? "a timer erratum WORKED AROUND (counter reads trapped)"
                                                : "no timer erratum worked around");
     else
-        sb_printf(&b, "; TSC %s", k->tsc_unstable || k->watchdog_tsc ? "MARKED UNSTABLE" : "never marked unstable");
+        sb_printf(&b, "; TSC %s", k->tsc_unstable || k->watchdog_tsc ? "MARKED UNSTABLE"
+                                  : k->first_s > 1                  ? "not marked unstable in the records kept"
+                                                                    : "never marked unstable");
     row(out, "kernel log", "%s", summary);
     for (int i = 0; i < k->nevents; i++) {
         char line[400];
@@ -583,10 +589,16 @@ void report_json(FILE *out, const struct doctor_facts *f, const struct findings 
     else
         json_null(&j, "records");
     json_str_or_null(&j, "last_switch", f->klog.last_switch, 1);
+    /* Records rotated out of the ring buffer (the oldest kept is past the
+     * first second) may have said either: unknown, not no. */
+    int rotated = f->klog.first_s > 1;
     json_tri(&j, "tsc_marked_unstable",
-             !f->klog_readable ? TRI_UNKNOWN : f->klog.tsc_unstable || f->klog.watchdog_tsc ? TRI_YES : TRI_NO);
+             !f->klog_readable                            ? TRI_UNKNOWN
+             : f->klog.tsc_unstable || f->klog.watchdog_tsc ? TRI_YES
+             : rotated                                     ? TRI_UNKNOWN
+                                                           : TRI_NO);
     json_str_or_null(&j, "tsc_unstable_reason", f->klog.tsc_unstable_reason, 1);
-    if (f->klog_readable)
+    if (f->klog_readable && (f->klog.warp_cycles > 0 || !rotated))
         json_int(&j, "boot_warp_cycles", f->klog.warp_cycles);
     else
         json_null(&j, "boot_warp_cycles");

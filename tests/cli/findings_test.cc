@@ -504,6 +504,92 @@ TEST(Findings, TscDisabledOnTheCommandLine)
     EXPECT_EQ(l->get("cmdline-tsc-disabled")->severity, SEV_INFO);
 }
 
+// The kernel marks the TSC unstable at the user's word (tsc=unstable or
+// notsc: "due to boot parameter"): that is the command line's finding, not
+// a problem with a fix to look for a cause or to force tsc=reliable.
+TEST(Findings, ATscMarkedUnstableAtTheUsersWordIsTheCommandLinesFinding)
+{
+    Loaded *l = run("tsc-unstable");
+    l->f.klog.watchdog_tsc = 0;
+    l->f.klog.tsc_unstable = 1;
+    snprintf(l->f.klog.tsc_unstable_reason, sizeof l->f.klog.tsc_unstable_reason, "boot parameter");
+    l->f.p_notsc = 1;
+    findings_compute(&l->f, &l->fs);
+    EXPECT_EQ(l->get("tsc-unstable"), nullptr);
+    ASSERT_NE(l->get("cmdline-tsc-disabled"), nullptr);
+    EXPECT_TRUE(has(l->get("cmdline-tsc-disabled")->message, "`notsc`")) << l->get("cmdline-tsc-disabled")->message;
+
+    l->f.p_notsc = 0; // the log's reason alone says so too
+    findings_compute(&l->f, &l->fs);
+    EXPECT_EQ(l->get("tsc-unstable"), nullptr);
+}
+
+// Where the kernel left the TSC, the finding says what fastclock does: the
+// mode it chose (it may still read the counter, per CPU), not "neither".
+TEST(Findings, WhereTheKernelLeftTheTscTheFindingSaysWhatFastclockDoes)
+{
+    struct Case { const char *mode; const char *says; } cases[] = {
+        {"tsc-percpu", "fastclock still reads the TSC, with a line per CPU (mode tsc-percpu)"},
+        {"tsc", "fastclock still reads the TSC (mode tsc)"},
+        {"system", "fastclock stays on the kernel's clocks (mode system)"},
+    };
+    for (const Case &k : cases) {
+        Loaded *l = run("tsc-unstable");
+        snprintf(l->f.fc_mode, sizeof l->f.fc_mode, "%s", k.mode);
+        findings_compute(&l->f, &l->fs);
+        const finding *x = l->get("tsc-unstable");
+        ASSERT_NE(x, nullptr) << k.mode;
+        EXPECT_TRUE(has(x->message, k.says)) << x->message;
+        EXPECT_FALSE(has(x->message, "does not use the TSC either")) << x->message;
+    }
+    Loaded *l = run("tsc-unstable");
+    l->f.fc_known = 0;
+    findings_compute(&l->f, &l->fs);
+    EXPECT_TRUE(has(l->get("tsc-unstable")->message, "decides at start-up")) << l->get("tsc-unstable")->message;
+}
+
+// A kernel log whose oldest record is past the first second lost the boot's
+// records: whether the TSC was marked unstable (or warped at boot) is then
+// unknown, not "never" (text) or false and 0 (JSON).
+TEST(Findings, ARotatedKernelLogSaysUnknownNotNever)
+{
+    Loaded *l = run("kvm-tsc");
+    ASSERT_TRUE(l->f.klog_readable);
+    l->f.klog.tsc_unstable = 0;
+    l->f.klog.watchdog_tsc = 0;
+    l->f.klog.warp_cycles = 0;
+    l->f.klog.first_s = 0.0;
+    findings_compute(&l->f, &l->fs);
+    EXPECT_TRUE(has(report_flat(l).c_str(), "TSC never marked unstable")) << report_flat(l);
+    l->f.klog.first_s = 5000.0;
+    findings_compute(&l->f, &l->fs);
+    std::string text = report_flat(l);
+    EXPECT_FALSE(has(text.c_str(), "never marked unstable")) << text;
+    EXPECT_TRUE(has(text.c_str(), "not marked unstable in the records kept")) << text;
+    char *json = nullptr;
+    size_t size = 0;
+    FILE *out = open_memstream(&json, &size);
+    ASSERT_NE(out, nullptr);
+    report_json(out, &l->f, &l->fs);
+    fclose(out);
+    EXPECT_TRUE(has(json, "\"tsc_marked_unstable\": null")) << json;
+    EXPECT_TRUE(has(json, "\"boot_warp_cycles\": null")) << json;
+    free(json);
+}
+
+// Text from the machine (a DMI string, the CPU model) may hold any byte:
+// no escape sequence reaches the terminal through the text report.
+TEST(Findings, TheTextReportPrintsNoControlBytes)
+{
+    Loaded *l = run("kvm-tsc");
+    snprintf(l->f.model, sizeof l->f.model, "EPYC\x1b]0;pwned\x07\x1b[31mred\x7f");
+    findings_compute(&l->f, &l->fs);
+    std::string text = report_flat(l);
+    EXPECT_NE(text.find("EPYC?]0;pwned??[31mred?"), std::string::npos) << text;
+    for (char c : text)
+        EXPECT_FALSE((unsigned char)c < 0x20 && c != ' ' && c != '\n') << int(c);
+}
+
 TEST(Findings, TscReliableWithMeasuredWarpIsAWarning)
 {
     Loaded *l = run("baremetal-tsc");
