@@ -68,7 +68,8 @@ static void usage(FILE *f)
             "  doctor [--json] [--quick]        explain this machine's clocks, measure them, say what to change\n"
             "  bench  [--json|--csv] [--threads LIST] [--seconds S] [--svg FILE]\n"
             "                                   measure every way to read the time, side by side\n"
-            "  run    [--mode M] -- CMD [ARGS]  run a program with fastclock preloaded\n"
+            "  run    [--mode M] [--calibrator C] [--unordered] -- CMD [ARGS]\n"
+            "                                   run a program with fastclock preloaded\n"
             "\n"
             "  fastclock <command> --help       options of a command\n"
             "  fastclock --version\n");
