@@ -27,9 +27,11 @@
  *   - |fastclock - kernel| stays within the bound reported in
  *     fastclock_status().error_bound_ns at that moment (the error is ~20 ns
  *     p99 on a quiet machine; the bound also covers the largest change
- *     adjtimex permits -- 10% through the tick, 1500 ppm through the
- *     frequency -- since the library last looked at the line against the
- *     kernel: readers look once per millisecond of reading, so ~0.05 ms on
+ *     adjtimex permits since the library last looked at the line against
+ *     the kernel -- 1/9 through the tick (2/9 where the tick is not known)
+ *     and 1000 ppm through the frequency, each with half again as margin:
+ *     ~17% of the time since that look (~33% with the tick unknown);
+ *     readers look once per millisecond of reading, so ~0.05 ms on
  *     average), at any uptime: the scale is re-calibrated continuously and
  *     corrections are slewed, never stepped backwards; a change made and
  *     undone between two looks is inside the bound too.
@@ -49,12 +51,13 @@
  * Mode "system" has the kernel's own guarantees.
  *
  * The mode is decided by trust alone (never by cost), and only once the
- * process reads the time often (32 reads, or 1 ms after the first with the
+ * process reads the time often (a thread's 32nd read, or 1 ms after the first with the
  * calibrator thread); until then the kernel's vDSO answers every read.
  *
  * Environment (read with secure_getenv when the library loads: setuid programs
  * ignore it, and a change made later, in main, is not seen):
- *   FASTCLOCK_MODE=auto|tsc|percpu|system   (default auto; forced modes still refuse when unsafe)
+ *   FASTCLOCK_MODE=auto|tsc|percpu|tsc-percpu|system   (default auto; percpu and tsc-percpu
+ *     are the same mode; forced modes still refuse when unsafe)
  *   FASTCLOCK_CALIBRATOR=auto|thread|lazy
  */
 #ifndef FASTCLOCK_H
@@ -158,8 +161,11 @@ struct fastclock_status {
     int64_t  kernel_esterror_ns;  /* adjtimex esterror (-1 unknown) */
     int64_t  max_warp_cycles;     /* cross-CPU warp check: largest warp seen beyond its slack (a lower
                                      bound), -1 if not run */
-    double   read_ns;             /* fastclock_mono_ns, measured with the first line (0: not measured) */
-    double   kernel_read_ns;      /* the kernel's clock_gettime(CLOCK_MONOTONIC), measured alongside */
+    double   read_ns;             /* fastclock_mono_ns, measured once, at the first fastclock_status()
+                                     call in mode tsc with a line (0: not measured; stays 0 in
+                                     other modes) */
+    double   kernel_read_ns;      /* the kernel's clock_gettime(CLOCK_MONOTONIC), measured with the
+                                     first line, when the read instruction is chosen */
     const char *real_source;      /* who answers fastclock_real_ns (and the other ordered wall clocks):
                                      "line" (MONOTONIC from the counter plus the kernel's REALTIME
                                      offset, checked on every read) or "vdso" (the kernel's own
