@@ -1170,7 +1170,7 @@ TEST(Fork, ManyForksWhileCalibrating)
             fastclock_mono_ns();
     });
     const int forks = 150;
-    int bad = 0, unmeasured = 0;
+    int back = 0, off = 0, died = 0, unmeasured = 0;
     for (int i = 0; i < forks; i++) {
         int64_t before = fastclock_mono_ns();
         pid_t pid = fork();
@@ -1186,17 +1186,21 @@ TEST(Fork, ManyForksWhileCalibrating)
         }
         int status = 0;
         waitpid(pid, &status, 0);
-        if (WIFEXITED(status) && WEXITSTATUS(status) == 3)
-            unmeasured++;
-        else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-            bad++;
+        int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        back += code == 1;
+        off += code == 2;
+        unmeasured += code == 3;
+        died += code < 0 || code > 3;
         usleep(i % 7 * 100);
     }
     stop = true;
     reader.join();
-    EXPECT_EQ(bad, 0);
-    // Seven tries at a 1 us bracket: missed only by a child preempted every time.
-    EXPECT_LT(unmeasured, forks / 4) << "children whose accuracy could not be measured";
+    EXPECT_EQ(back, 0) << "children whose first read went below the parent's last";
+    EXPECT_EQ(off, 0) << "children more than 1 us off the kernel";
+    EXPECT_EQ(died, 0) << "children killed or hung";
+    // Seven tries at a 1 us bracket each: missed by a child preempted every
+    // time (a busy machine); enough must be measured for the test to say anything.
+    EXPECT_GE(forks - unmeasured, 30) << unmeasured << " of " << forks << " children could not be measured";
 }
 
 // Daemons close every descriptor and reuse the numbers.  The calibrator
