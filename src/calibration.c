@@ -1683,7 +1683,13 @@ int fc_track_start(const struct fc_track *t, const struct fc_rate_seed *seed)
     if (r != FC_SAMPLE_OK || (double)s.width * seed->rate > FC_MAX_WIDTH_NS)
         return -1;
     struct fc_cal_state *cs = t->cs;
+    /* A CPU given up for stepping starts over with its count of steps: one
+     * more within the minute gives it up again (counter_keeps_stepping). */
+    int steps_recent = cs->steps_recent;
+    int64_t last_step_mono = cs->last_step_mono;
     memset(cs, 0, sizeof *cs);
+    cs->steps_recent = steps_recent;
+    cs->last_step_mono = last_step_mono;
     cs->sync_generation = fc_sync_generation();
     cs->rate = seed->rate;
     double unc = seed->unc > 1e-6 ? seed->unc : 1e-6; /* this CPU's rate is not measured yet */
@@ -1714,6 +1720,27 @@ static int note_reset_and_check(struct fc_cal_state *cs, int64_t mono_now)
     return ++cs->resets_recent > 5;
 }
 
+/*
+ * A CPU whose counter keeps stepping (reset below its last sample, or moved
+ * where MONOTONIC_RAW says the counter, not the kernel, changed): each step
+ * can leave that CPU's reads off by it, beyond the bound, until the next
+ * look at the kernel (at most the line's fast span, ~1 ms), and a step
+ * forward leaves a line ahead that only slews back.  One step is a VM's
+ * migration or a firmware hiccup; the third within a minute gives the CPU
+ * up (its line ends; the kernel answers it, percpu.c tries it again later,
+ * and one more step within the minute gives it up again).  Global track:
+ * a counter that goes back is a failure already (mode system).
+ */
+#define STEPS_TO_GIVE_UP 3
+#define STEP_WINDOW_NS (60LL * FC_NS_PER_SEC)
+static int counter_keeps_stepping(struct fc_cal_state *cs, int64_t mono_now)
+{
+    if (mono_now - cs->last_step_mono > STEP_WINDOW_NS)
+        cs->steps_recent = 0;
+    cs->last_step_mono = mono_now;
+    return ++cs->steps_recent >= STEPS_TO_GIVE_UP;
+}
+
 /* A per-CPU track that cannot be calibrated is given up after 15 s; the
  * global one falls back to mode system at once when the counter misbehaves.
  * mono_now 0: read the kernel's clock here (only failures need it). */
@@ -1731,6 +1758,23 @@ static int track_failure(const struct fc_track *t, const char *global_reason, in
     if (mono_now - t->cs->failing_since >= FC_GIVE_UP_NS)
         return FC_RECAL_FAILED;
     return FC_RECAL_SKIPPED;
+}
+
+/* A per-CPU track whose counter keeps stepping (counter_keeps_stepping):
+ * its line ends at this sample, the history starts over, and the track
+ * fails at once (percpu.c gives the CPU up). */
+static int counter_given_up(const struct fc_track *t, const struct fc_sample *s)
+{
+    const struct fc_line *cur = fc_line_current(t->latch);
+    const struct fc_meta *cm = fc_meta_current(t->latch);
+    /* (A counter reset below the line's base, or stepped past its span,
+     * fails the span check already.) */
+    if ((uint64_t)(s->t - cur->base_tsc) < cm->soft_span)
+        publish_cut(t->latch, cur, cm, s->t - cur->base_tsc, 1);
+    t->cs->n = 0;
+    t->cs->jump_ref = 0;
+    t->cs->failing_since = 0;
+    return FC_RECAL_FAILED;
 }
 
 int fc_track_recalibrate(const struct fc_track *t)
@@ -1799,6 +1843,8 @@ int fc_track_recalibrate(const struct fc_track *t)
         if (t->cpu < 0)
             return track_failure(t, "the time-stamp counter went backwards between calibrations: "
                                     "counters are not synchronised across CPUs or were reset", 0);
+        if (counter_keeps_stepping(cs, s.mono))
+            return counter_given_up(t, &s);
         suspended = 1; /* one CPU's counter was reset: start its line over */
     }
     if (suspended) {
@@ -1860,6 +1906,8 @@ int fc_track_recalibrate(const struct fc_track *t)
         restarted = 0;
         if (t->cpu < 0)
             warp_raw_forget(); /* the lazy warp check's RAW rate is the old counter's */
+        else if (counter_keeps_stepping(cs, s.mono))
+            return counter_given_up(t, &s);
     } else if (restarted == 1) {
         cs->jump_ref = 0; /* judged now, against the rate just before */
     }

@@ -2921,6 +2921,57 @@ TEST_F(Faults, PerCpuCounterStepRefusedResumesWithAnHonestBound)
     EXPECT_LE(worst_late, 100000);
 }
 
+// A CPU whose counter keeps being set back (a VM that loses one vCPU's TSC
+// offset again and again): each reset starts its line over, which leaves
+// reads off by up to the line's fast span each time; the third within a
+// minute gives the CPU up, so the kernel answers it, exactly, and reads on
+// either CPU never go back.
+TEST_F(Faults, APerCpuCounterThatKeepsSteppingIsGivenUp)
+{
+    NEEDS_PERCPU();
+    ASSERT_TRUE(install_percpu_two_cpus()) << reason();
+    Rng rng;
+    int64_t prev = fastclock_mono_ns();
+    long back = 0;
+    auto reads = [&](int n) {
+        for (int i = 0; i < n; i++) {
+            sim.cpu = int(rng.next() % 2);
+            sim_advance_ns(100e3);
+            int64_t v = fastclock_mono_ns();
+            back += v < prev;
+            prev = v;
+        }
+    };
+    reads(3000); // 0.3 s on both CPUs
+    ASSERT_EQ(status_now().cpus_calibrated, 2);
+    int calibrated_after[4];
+    for (int step = 0; step < 4; step++) {
+        sim.cpu_offset[1] -= 2600000000LL; // CPU 1's counter set back a second
+        reads(3000);
+        calibrated_after[step] = status_now().cpus_calibrated;
+    }
+    std::printf("CPUs calibrated after each of 4 resets of CPU 1's counter: %d %d %d %d\n", calibrated_after[0],
+                calibrated_after[1], calibrated_after[2], calibrated_after[3]);
+    EXPECT_EQ(calibrated_after[0], 2) << "one reset is a hiccup: the CPU's line starts over";
+    EXPECT_EQ(calibrated_after[1], 2);
+    EXPECT_EQ(calibrated_after[2], 1) << "the third reset within a minute gives the CPU up";
+    EXPECT_EQ(calibrated_after[3], 1);
+    // Given up: the kernel answers CPU 1, within each read's own call.
+    sim.cpu = 1;
+    int64_t worst = 0;
+    for (int i = 0; i < 1000; i++) {
+        sim_advance_ns(100e3);
+        int64_t k0 = sim_mono();
+        int64_t v = fastclock_mono_ns();
+        int64_t k1 = sim_mono();
+        back += v < prev;
+        prev = v;
+        worst = std::max(worst, v < k0 ? k0 - v : v > k1 ? v - k1 : 0);
+    }
+    EXPECT_EQ(worst, 0) << "CPU 1's reads after it was given up";
+    EXPECT_EQ(back, 0);
+}
+
 // Tick changes in tsc-percpu mode: every read lies within the bound the
 // status reports just after it, including a read late in its line's fast
 // span while the line is behind a kernel that sped up (the bound of such a
