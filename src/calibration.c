@@ -210,16 +210,17 @@ static _Atomic int64_t ticks_mult;
  * A handler that interrupts the taking of an id takes one of its own
  * first; the thread keeps the one stored last, and no lock stays held
  * under the other once the handler has returned. */
-static _Atomic int owner_ids;
+static _Atomic unsigned owner_ids;
 static __thread int owner_here __attribute__((tls_model("initial-exec")));
 
 static int lock_owner_id(void)
 {
     int id = owner_here;
     if (FC_UNLIKELY(id == 0)) {
-        id = atomic_fetch_add_explicit(&owner_ids, 1, memory_order_relaxed) + 1;
+        unsigned n = atomic_fetch_add_explicit(&owner_ids, 1u, memory_order_relaxed) + 1u;
+        id = (int)(n & 0x7fffffffu); /* unsigned: wraps without overflow */
         if (FC_UNLIKELY(id == 0))
-            id = 1; /* 2^32 threads later: shared with another, as every id was before */
+            id = 1; /* 2^31 threads later: shared with another, as every id was before */
         owner_here = id;
     }
     return id;
@@ -842,6 +843,7 @@ static int update_rate(struct fc_cal_state *cs)
              * lasts: the kept rate is then off by it until the next poll's
              * rescale, and every line's bound charges that exposure.)
              * Otherwise the slope across the change is the best guess. */
+            cs->misfit_ns = residual;
             int raw_verdict = counter_kept_raw_rate(first, prev, last, residual);
             int kernel_moved = raw_verdict == 1;
             double mixed = (double)(last->mono - prev->mono) / (double)(last->t - prev->t);
@@ -1683,13 +1685,13 @@ int fc_track_start(const struct fc_track *t, const struct fc_rate_seed *seed)
     if (r != FC_SAMPLE_OK || (double)s.width * seed->rate > FC_MAX_WIDTH_NS)
         return -1;
     struct fc_cal_state *cs = t->cs;
-    /* A CPU given up for stepping starts over with its count of steps: one
-     * more within the minute gives it up again (counter_keeps_stepping). */
-    int steps_recent = cs->steps_recent;
-    int64_t last_step_mono = cs->last_step_mono;
+    /* A CPU given up for stepping starts over with the times of its last
+     * steps: one more within their minute gives it up again
+     * (counter_keeps_stepping). */
+    int64_t step_mono[3];
+    memcpy(step_mono, cs->step_mono, sizeof step_mono);
     memset(cs, 0, sizeof *cs);
-    cs->steps_recent = steps_recent;
-    cs->last_step_mono = last_step_mono;
+    memcpy(cs->step_mono, step_mono, sizeof step_mono);
     cs->sync_generation = fc_sync_generation();
     cs->rate = seed->rate;
     double unc = seed->unc > 1e-6 ? seed->unc : 1e-6; /* this CPU's rate is not measured yet */
@@ -1722,23 +1724,29 @@ static int note_reset_and_check(struct fc_cal_state *cs, int64_t mono_now)
 
 /*
  * A CPU whose counter keeps stepping (reset below its last sample, or moved
- * where MONOTONIC_RAW says the counter, not the kernel, changed): each step
- * can leave that CPU's reads off by it, beyond the bound, until the next
- * look at the kernel (at most the line's fast span, ~1 ms), and a step
- * forward leaves a line ahead that only slews back.  One step is a VM's
- * migration or a firmware hiccup; the third within a minute gives the CPU
- * up (its line ends; the kernel answers it, percpu.c tries it again later,
- * and one more step within the minute gives it up again).  Global track:
+ * by over 10 us where MONOTONIC_RAW says the counter, not the kernel,
+ * changed): each step can leave that CPU's reads off by it, beyond the
+ * bound, until the next look at the kernel (at most the line's fast span,
+ * ~1 ms), and a step forward leaves a line ahead that only slews back.  One
+ * step is a VM's migration or a firmware hiccup; a third within a minute of
+ * the two before it gives the CPU up (its line ends; the kernel answers it,
+ * and percpu.c tries it again later, keeping the step times, so one more
+ * step within a minute of the last two gives it up again).  Global track:
  * a counter that goes back is a failure already (mode system).
  */
-#define STEPS_TO_GIVE_UP 3
 #define STEP_WINDOW_NS (60LL * FC_NS_PER_SEC)
+/* A move of the counter against MONOTONIC_RAW counts as a step only past
+ * this: a smaller one stays inside any bound the line reports (tens of us),
+ * and a kvm-clock guest's RAW wobbles by far less when a vCPU moves. */
+#define STEP_COUNTS_NS 10000.0
 static int counter_keeps_stepping(struct fc_cal_state *cs, int64_t mono_now)
 {
-    if (mono_now - cs->last_step_mono > STEP_WINDOW_NS)
-        cs->steps_recent = 0;
-    cs->last_step_mono = mono_now;
-    return ++cs->steps_recent >= STEPS_TO_GIVE_UP;
+    _Static_assert(sizeof cs->step_mono / sizeof cs->step_mono[0] == 3, "the third step gives up");
+    cs->step_mono[0] = cs->step_mono[1];
+    cs->step_mono[1] = cs->step_mono[2];
+    cs->step_mono[2] = mono_now;
+    /* This step and the two before it, all within the window. */
+    return cs->step_mono[0] != 0 && mono_now - cs->step_mono[0] <= STEP_WINDOW_NS;
 }
 
 /* A per-CPU track that cannot be calibrated is given up after 15 s; the
@@ -1906,7 +1914,7 @@ int fc_track_recalibrate(const struct fc_track *t)
         restarted = 0;
         if (t->cpu < 0)
             warp_raw_forget(); /* the lazy warp check's RAW rate is the old counter's */
-        else if (counter_keeps_stepping(cs, s.mono))
+        else if (fc_fabs(cs->misfit_ns) > STEP_COUNTS_NS && counter_keeps_stepping(cs, s.mono))
             return counter_given_up(t, &s);
     } else if (restarted == 1) {
         cs->jump_ref = 0; /* judged now, against the rate just before */

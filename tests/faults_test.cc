@@ -2969,7 +2969,46 @@ TEST_F(Faults, APerCpuCounterThatKeepsSteppingIsGivenUp)
         worst = std::max(worst, v < k0 ? k0 - v : v > k1 ? v - k1 : 0);
     }
     EXPECT_EQ(worst, 0) << "CPU 1's reads after it was given up";
+    // Tried again after 15 s: a line of its own once more; and one more
+    // step within a minute of the last two gives it up again at once.
+    for (int i = 0; i < 16; i++) {
+        sim_advance_ns(1e9);
+        reads(10);
+    }
+    reads(3000);
+    int retried = status_now().cpus_calibrated;
+    sim.cpu_offset[1] -= 2600000000LL;
+    reads(3000);
+    int again = status_now().cpus_calibrated;
+    EXPECT_EQ(retried, 2) << "CPU 1 tried again after 15 s";
+    EXPECT_EQ(again, 1) << "one more step within the minute";
     EXPECT_EQ(back, 0);
+}
+
+// Steps a few minutes apart (one migration now and then) never give a CPU
+// up: only a third within a minute of the two before it does.
+TEST_F(Faults, PerCpuCounterStepsMinutesApartAreNotAGiveUp)
+{
+    NEEDS_PERCPU();
+    ASSERT_TRUE(install_percpu_two_cpus()) << reason();
+    Rng rng;
+    auto reads = [&](int n) {
+        for (int i = 0; i < n; i++) {
+            sim.cpu = int(rng.next() % 2);
+            sim_advance_ns(100e3);
+            fastclock_mono_ns();
+        }
+    };
+    reads(3000);
+    for (int step = 0; step < 5; step++) {
+        sim.cpu_offset[1] -= 2600000000LL;
+        reads(3000);
+        EXPECT_EQ(status_now().cpus_calibrated, 2) << "after step " << step + 1 << ", 31 s after the one before";
+        for (int i = 0; i < 31; i++) { // 31 s more: two steps 62 s apart
+            sim_advance_ns(1e9);
+            reads(10);
+        }
+    }
 }
 
 // Tick changes in tsc-percpu mode: every read lies within the bound the
