@@ -307,13 +307,13 @@ static void rule_clocksource_paravirt(struct ctx *c, struct findings *o)
  * or what it would decide where that is not known. */
 static const char *fastclock_without_kernel_tsc(const struct doctor_facts *f)
 {
-    if (!f->fc_known)
-        return "fastclock decides at start-up whether it can still read the TSC (per CPU, where it is invariant)";
-    if (strcmp(f->fc_mode, "tsc-percpu") == 0)
+    if (f->fc_known && strcmp(f->fc_mode, "tsc-percpu") == 0)
         return "fastclock still reads the TSC, with a line per CPU (mode tsc-percpu)";
-    if (strcmp(f->fc_mode, "tsc") == 0)
+    if (f->fc_known && strcmp(f->fc_mode, "tsc") == 0)
         return "fastclock still reads the TSC (mode tsc)";
-    return "fastclock stays on the kernel's clocks (mode system)";
+    if (f->fc_known && strcmp(f->fc_mode, "system") == 0)
+        return "fastclock stays on the kernel's clocks (mode system)";
+    return "fastclock decides at start-up whether it can still read the TSC (per CPU, where it is invariant)";
 }
 
 static void rule_tsc_unstable(struct ctx *c, struct findings *o)
@@ -322,9 +322,11 @@ static void rule_tsc_unstable(struct ctx *c, struct findings *o)
     const struct klog *k = &f->klog;
     if (!k->tsc_unstable && !k->watchdog_tsc)
         return;
-    /* Marked at the user's word (tsc=unstable, notsc): rule_cmdline says so. */
-    if (k->tsc_unstable && !k->watchdog_tsc &&
-        (strstr(k->tsc_unstable_reason, "boot parameter") || strstr(f->p_tsc, "unstable") || f->p_notsc))
+    /* Marked at the user's word (tsc=unstable, notsc), on a command line we
+     * can read: rule_cmdline says so (unreadable: the finding below, with a
+     * fix about the parameter where the log says that was the reason). */
+    int by_parameter = k->tsc_unstable && !k->watchdog_tsc && strstr(k->tsc_unstable_reason, "boot parameter");
+    if (k->tsc_unstable && !k->watchdog_tsc && !f->cmdline_err && (strstr(f->p_tsc, "unstable") || f->p_notsc))
         return;
     const char *reason = k->tsc_unstable ? k->tsc_unstable_reason : "clocksource watchdog";
     int watchdog = strstr(reason, "watchdog") != NULL || (!k->tsc_unstable && k->watchdog_tsc);
@@ -350,7 +352,11 @@ static void rule_tsc_unstable(struct ctx *c, struct findings *o)
         msg(x, " Since then the kernel uses %s%s; %s.", f->cs_current,
             c->enters == TRI_YES ? ", read through a system call" : "", fastclock_without_kernel_tsc(f));
 
-    if (sync && k->warp_cycles > 0) {
+    if (by_parameter) {
+        fix(x, "A kernel boot parameter asked for it (`tsc=unstable` or `notsc`%s): remove it and reboot if the "
+               "TSC is invariant and the warp check finds no step across CPUs.",
+            f->cmdline_err ? "; the command line is unreadable here" : "");
+    } else if (sync && k->warp_cycles > 0) {
         fix(x, "The firmware left the CPUs' TSCs out of step: update the BIOS/firmware. Do not force "
                "`tsc=reliable`: timestamps from different CPUs would disagree by that much.");
     } else if (watchdog) {

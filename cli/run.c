@@ -417,8 +417,9 @@ int cmd_run(int argc, char **argv)
         for (const char *const *w = is_mode ? modes : calibrators; *w; w++)
             known |= fc_env_word(v, *w);
         if (!known && !fc_env_word(v, "")) {
+            char shown[48];
             fprintf(stderr, "fastclock run: %s=%s in the environment: it needs %s (or use --%s)\n",
-                    inherited[k][0], v, needs[is_mode ? 0 : 1], inherited[k][1]);
+                    inherited[k][0], fc_env_echo(v, shown, sizeof shown), needs[is_mode ? 0 : 1], inherited[k][1]);
             return EXIT_RUN_FAILED;
         }
     }

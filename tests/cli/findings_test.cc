@@ -519,9 +519,17 @@ TEST(Findings, ATscMarkedUnstableAtTheUsersWordIsTheCommandLinesFinding)
     ASSERT_NE(l->get("cmdline-tsc-disabled"), nullptr);
     EXPECT_TRUE(has(l->get("cmdline-tsc-disabled")->message, "`notsc`")) << l->get("cmdline-tsc-disabled")->message;
 
-    l->f.p_notsc = 0; // the log's reason alone says so too
+    // The command line unreadable: the log's reason alone names the
+    // parameter, so the finding stays (nothing else would say it), with a
+    // fix about the parameter, not a cause to look for or tsc=reliable.
+    l->f.p_notsc = 0;
+    l->f.cmdline_err = 1;
     findings_compute(&l->f, &l->fs);
-    EXPECT_EQ(l->get("tsc-unstable"), nullptr);
+    const finding *x = l->get("tsc-unstable");
+    ASSERT_NE(x, nullptr);
+    EXPECT_TRUE(has(x->fix, "A kernel boot parameter asked for it")) << x->fix;
+    EXPECT_TRUE(has(x->fix, "unreadable here")) << x->fix;
+    EXPECT_FALSE(has(x->fix, "tsc=reliable")) << x->fix;
 }
 
 // Where the kernel left the TSC, the finding says what fastclock does: the
@@ -541,6 +549,12 @@ TEST(Findings, WhereTheKernelLeftTheTscTheFindingSaysWhatFastclockDoes)
         ASSERT_NE(x, nullptr) << k.mode;
         EXPECT_TRUE(has(x->message, k.says)) << x->message;
         EXPECT_FALSE(has(x->message, "does not use the TSC either")) << x->message;
+    }
+    for (const char *unknown : {"initializing", "unknown"}) {
+        Loaded *l = run("tsc-unstable");
+        snprintf(l->f.fc_mode, sizeof l->f.fc_mode, "%s", unknown);
+        findings_compute(&l->f, &l->fs);
+        EXPECT_TRUE(has(l->get("tsc-unstable")->message, "decides at start-up")) << l->get("tsc-unstable")->message;
     }
     Loaded *l = run("tsc-unstable");
     l->f.fc_known = 0;
