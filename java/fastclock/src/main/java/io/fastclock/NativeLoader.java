@@ -17,6 +17,7 @@ import java.nio.file.attribute.PosixFilePermissions;
 import java.nio.file.attribute.UserPrincipal;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
+import java.util.HashSet;
 import java.util.HexFormat;
 import java.util.ArrayList;
 import java.util.LinkedHashSet;
@@ -39,10 +40,11 @@ import java.util.function.Supplier;
  *       native method to the first library of the class loader that has it);</li>
  *   <li>the copy bundled in the jar for this platform: checked against the SHA-256 recorded at
  *       build time, kept for this user and build in a private directory and checked again on
- *       disk before each load (see loadKept); where every kept file is held by a live class
- *       loader, written to a fresh 0700 directory, checked, loaded, and deleted (Linux keeps
- *       the mapping).  A directory that refuses (noexec, read-only, full) moves on to the
- *       next: -Dfastclock.tmpdir, java.io.tmpdir, $XDG_RUNTIME_DIR, ~/.cache/fastclock.</li>
+ *       disk before each load (see loadKept), tried in every directory first; only where no
+ *       kept copy could be used, written to a fresh 0700 directory, checked, loaded, and
+ *       deleted (Linux keeps the mapping).  A directory that refuses (noexec, read-only,
+ *       full) is passed over: -Dfastclock.tmpdir, java.io.tmpdir, $XDG_RUNTIME_DIR,
+ *       ~/.cache/fastclock.</li>
  * </ol>
  * Never throws: the result says what happened.  Everything here runs once, at class
  * initialisation, so clarity wins over speed.
@@ -295,17 +297,30 @@ final class NativeLoader {
             notes.add("no directory to extract the bundled library to");
             return Result.failed(join(notes));
         }
+        // A kept copy in any directory before a fresh copy in any: a fresh copy
+        // takes static TLS for good (see loadKept), and the first directory's
+        // kept one may be unusable (another user made its name in a shared /tmp).
+        Set<Path> cannotMapCode = new HashSet<>();
         for (Path parent : c.tempDirs) {
+            boolean[] cannotMap = {false};
+            Result kept;
+            try {
+                kept = loadKept(c, parent, platform, lib, expected, notes, cannotMap);
+            } catch (RuntimeException e) {
+                return Result.failed(denied(e));
+            }
+            if (kept != null) {
+                loadedOne[0] = true;
+                return kept;
+            }
+            if (cannotMap[0])
+                cannotMapCode.add(parent); // (noted) a fresh copy there would fail the same way
+        }
+        for (Path parent : c.tempDirs) {
+            if (cannotMapCode.contains(parent))
+                continue;
             Path tmp = null, file = null;
             try {
-                boolean[] cannotMap = {false};
-                Result kept = loadKept(c, parent, platform, lib, expected, notes, cannotMap);
-                if (kept != null) {
-                    loadedOne[0] = true;
-                    return kept;
-                }
-                if (cannotMap[0])
-                    continue; // (noted) a fresh copy here would fail the same way
                 Files.createDirectories(parent);
                 // Private directory: nobody else can swap the file between check and load.
                 tmp = Files.createTempDirectory(parent, "fastclock-",

@@ -150,6 +150,17 @@ class NativeLoaderTest {
         assertEquals(NativeLoader.sha256(bundled()), NativeLoader.sha256(Files.readAllBytes(dir.resolve(NativeLoader.FILE_NAME))));
     }
 
+    /** A kept copy in a later directory comes before a fresh copy in an earlier one. */
+    @Test
+    void aKeptCopyAnywhereComesBeforeAFreshOne(@TempDir Path second) throws IOException {
+        Path taken = Files.createDirectory(keptDir(tmp)); // as another user's, made first in a shared /tmp
+        Files.setPosixFilePermissions(taken, PosixFilePermissions.fromString("rwxrwxrwx"));
+        NativeLoader.Result r = NativeLoader.load(config(tmp, second));
+        assertTrue(r.loaded, r.toString());
+        assertEquals(List.of(keptDir(second).resolve(NativeLoader.FILE_NAME).toString()), loaded);
+        assertEquals(List.of(taken.getFileName().toString()), names(tmp), "no fresh copy left in the first");
+    }
+
     /** A kept directory another user could write into is never used: a fresh private copy instead. */
     @Test
     void aKeptDirectoryOthersCouldWriteIsNotUsed() throws IOException {
