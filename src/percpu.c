@@ -364,6 +364,8 @@ __attribute__((cold)) int64_t fc_percpu_read_slow(enum fc_kind kind)
             offset = fc_cal_boot_offset(boot - mono);
         }
     }
+    if (have && kind == FC_BOOT)
+        offset = fc_percpu_boot_offset(offset);
     return fc_percpu_clamp(mono) + offset;
 }
 

@@ -84,6 +84,18 @@ FC_INLINE int64_t fc_percpu_clamp(int64_t mono)
  * that line cannot answer now (the thread moved, no line, or it ran out):
  * then fc_percpu_read_slow (which corrects the guess, calibrates here, or
  * asks the kernel). */
+/* BOOTTIME's offset for a per-CPU line: the one kept for every line
+ * (calibration.c) where it is higher.  A suspend raises it at the first CPU
+ * that samples after the resume; a CPU whose line predates the suspend (a
+ * counter that stood still leaves that line right for MONOTONIC) carries
+ * the old one until its own renewal, and a thread that moved from the first
+ * CPU to it would see BOOTTIME go back by the suspend.  BOOTTIME only. */
+FC_INLINE int64_t fc_percpu_boot_offset(int64_t line_offset)
+{
+    int64_t kept = fc_cal_boot_offset(line_offset);
+    return kept > line_offset ? kept : line_offset;
+}
+
 FC_INLINE int fc_percpu_read_fast(enum fc_kind kind, int64_t *out)
 {
     struct fc_cpu_slot *sl = fc_percpu_tls_slot;
@@ -95,6 +107,8 @@ FC_INLINE int fc_percpu_read_fast(enum fc_kind kind, int64_t *out)
         FC_LIKELY(atomic_load_explicit(&sl->state, memory_order_acquire) == FC_SLOT_OK) &&
         FC_LIKELY(fc_line_read_counted(&sl->latch, kind, fc_counter_rdtscp, &aux, &mono, &offset)) &&
         FC_LIKELY(FC_AUX_CPU(aux) == sl->cpu)) {
+        if (kind == FC_BOOT)
+            offset = fc_percpu_boot_offset(offset);
         *out = fc_percpu_clamp(mono) + offset;
         return 1;
     }

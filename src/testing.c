@@ -89,6 +89,11 @@ void fc_test_percpu_maintain(int cpu)
     fc_percpu_maintain_cpu(cpu, 0);
 }
 
+void fc_test_percpu_recalibrate(int cpu)
+{
+    fc_percpu_maintain_cpu(cpu, 1);
+}
+
 int64_t fc_test_line_eval(const struct fc_test_line *l, uint64_t t)
 {
     __int128 x = (__int128)(int64_t)(t - l->base_tsc) * l->mult + (__int128)l->base_frac;

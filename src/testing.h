@@ -35,6 +35,8 @@ int fc_test_cpu_line(int cpu, int64_t mono_now, struct fc_test_line *out);
 /* tsc-percpu: CPU cpu's calibration, as its pinned calibrator thread makes
  * it (when due); the test runs "on" that CPU. */
 void fc_test_percpu_maintain(int cpu);
+/* That CPU's line renewed now, due or not (as a forced maintenance). */
+void fc_test_percpu_recalibrate(int cpu);
 /* The line's CLOCK_MONOTONIC value at counter value t (exact fixed point). */
 int64_t fc_test_line_eval(const struct fc_test_line *l, uint64_t t);
 /* The same from the counter's halves, as the x86 read path computes it

@@ -2985,6 +2985,51 @@ TEST_F(Faults, APerCpuCounterThatKeepsSteppingIsGivenUp)
     EXPECT_EQ(back, 0);
 }
 
+// tsc-percpu across a suspend whose counter stood still: every line stays
+// right for MONOTONIC, but BOOTTIME - MONOTONIC grew by the suspend.  The
+// CPU whose line is renewed first carries the new offset, the other's line
+// the old one until its own renewal: BOOTTIME read on one, then the other,
+// must not go back (nor lag the kernel by the suspend).
+TEST_F(Faults, PerCpuBoottimeNeverGoesBackAfterASuspend)
+{
+    NEEDS_PERCPU();
+    ASSERT_TRUE(install_percpu_two_cpus()) << reason();
+    Rng rng;
+    auto boot = [] {
+        timespec ts;
+        fastclock_gettime(CLOCK_BOOTTIME, &ts);
+        return int64_t(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
+    };
+    for (int i = 0; i < 3000; i++) {
+        sim.cpu = int(rng.next() % 2);
+        sim_advance_ns(100e3);
+        boot();
+    }
+    uint64_t before = sim.tick;
+    sleep_for(30, false);
+    sim.ctr_offset -= int64_t(sim.tick - before); // the counter stood still meanwhile
+    sim.cpu = 0;
+    fc_test_percpu_recalibrate(0); // CPU 0's line renewed first: it sees the suspend
+    int64_t prev = boot(), worst_back = 0, worst_lag = 0;
+    long back = 0;
+    for (int i = 0; i < 2000; i++) {
+        sim.cpu = i & 1;
+        sim_advance_ns(50e3);
+        int64_t k = sim_mono() + sim.boot_off;
+        int64_t b = boot();
+        if (b < prev) {
+            back++;
+            worst_back = std::max(worst_back, prev - b);
+        }
+        worst_lag = std::max(worst_lag, k - b);
+        prev = b;
+    }
+    std::printf("BOOTTIME alternating CPUs after a 30 s suspend: %ld steps back (worst %lld ns), lag behind the "
+                "kernel at most %lld ns\n", back, (long long)worst_back, (long long)worst_lag);
+    EXPECT_EQ(back, 0);
+    EXPECT_LT(worst_lag, 1000000) << "BOOTTIME on a CPU whose line predates the suspend";
+}
+
 // Steps a few minutes apart (one migration now and then) never give a CPU
 // up: only a third within a minute of the two before it does.
 TEST_F(Faults, PerCpuCounterStepsMinutesApartAreNotAGiveUp)
