@@ -821,8 +821,9 @@ static int counter_kept_raw_rate(const struct fc_sample *first, const struct fc_
  * MONOTONIC_RAW: the kernel's rate moved and came back between two polls
  * (a daemon's tick or frequency, changed and undone while nobody read),
  * so the rate under the settings seen now -- the kept one -- still holds;
- * 3 as 1, and RAW says the counter itself changed its rate. */
-static int update_rate(struct fc_cal_state *cs)
+ * 3 as 1, and RAW says the counter itself changed its rate.  Where it
+ * restarts, *misfit_ns is the newest sample's misfit. */
+static int update_rate(struct fc_cal_state *cs, double *misfit_ns)
 {
     if (cs->n < 2)
         return 0;
@@ -843,7 +844,7 @@ static int update_rate(struct fc_cal_state *cs)
              * lasts: the kept rate is then off by it until the next poll's
              * rescale, and every line's bound charges that exposure.)
              * Otherwise the slope across the change is the best guess. */
-            cs->misfit_ns = residual;
+            *misfit_ns = residual;
             int raw_verdict = counter_kept_raw_rate(first, prev, last, residual);
             int kernel_moved = raw_verdict == 1;
             double mixed = (double)(last->mono - prev->mono) / (double)(last->t - prev->t);
@@ -1768,17 +1769,23 @@ static int track_failure(const struct fc_track *t, const char *global_reason, in
     return FC_RECAL_SKIPPED;
 }
 
+/* The line in use ends at counter value t: past it, it answers no read
+ * (a counter below its base, or past its span, fails the span check
+ * already). */
+static void end_line_at(struct fc_latch *latch, uint64_t t)
+{
+    const struct fc_line *cur = fc_line_current(latch);
+    const struct fc_meta *cm = fc_meta_current(latch);
+    if ((uint64_t)(t - cur->base_tsc) < cm->soft_span)
+        publish_cut(latch, cur, cm, t - cur->base_tsc, 1);
+}
+
 /* A per-CPU track whose counter keeps stepping (counter_keeps_stepping):
  * its line ends at this sample, the history starts over, and the track
  * fails at once (percpu.c gives the CPU up). */
 static int counter_given_up(const struct fc_track *t, const struct fc_sample *s)
 {
-    const struct fc_line *cur = fc_line_current(t->latch);
-    const struct fc_meta *cm = fc_meta_current(t->latch);
-    /* (A counter reset below the line's base, or stepped past its span,
-     * fails the span check already.) */
-    if ((uint64_t)(s->t - cur->base_tsc) < cm->soft_span)
-        publish_cut(t->latch, cur, cm, s->t - cur->base_tsc, 1);
+    end_line_at(t->latch, s->t);
     t->cs->n = 0;
     t->cs->jump_ref = 0;
     t->cs->failing_since = 0;
@@ -1891,7 +1898,8 @@ int fc_track_recalibrate(const struct fc_track *t)
         return FC_RECAL_WARP; /* the line stays until mode.c moves to per-CPU lines */
     history_push(cs, &s);
     double old_rate = cs->rate;
-    int restarted = update_rate(cs);
+    double misfit_ns = 0;
+    int restarted = update_rate(cs, &misfit_ns);
     double new_rate = cs->rate;
     if (restarted == 0 && cs->jump_ref > 0 && cs->n >= 2) {
         /* The counter changed its rate (RAW said so) since the restart: the
@@ -1914,7 +1922,7 @@ int fc_track_recalibrate(const struct fc_track *t)
         restarted = 0;
         if (t->cpu < 0)
             warp_raw_forget(); /* the lazy warp check's RAW rate is the old counter's */
-        else if (fc_fabs(cs->misfit_ns) > STEP_COUNTS_NS && counter_keeps_stepping(cs, s.mono))
+        else if (fc_fabs(misfit_ns) > STEP_COUNTS_NS && counter_keeps_stepping(cs, s.mono))
             return counter_given_up(t, &s);
     } else if (restarted == 1) {
         cs->jump_ref = 0; /* judged now, against the rate just before */
@@ -1950,10 +1958,7 @@ int fc_track_recalibrate(const struct fc_track *t)
              * keeps it monotonic (over the few reads between this sample
              * and the cut showing too), and the mode's bound covers a step
              * across CPUs. */
-            const struct fc_line *cur = fc_line_current(t->latch);
-            const struct fc_meta *cm = fc_meta_current(t->latch);
-            if ((uint64_t)(s.t - cur->base_tsc) < cm->soft_span)
-                publish_cut(t->latch, cur, cm, s.t - cur->base_tsc, 1);
+            end_line_at(t->latch, s.t);
             return track_failure(t, 0, s.mono);
         }
     }

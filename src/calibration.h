@@ -54,7 +54,6 @@ struct fc_cal_state {
     int resets_recent;
     int64_t last_reset_mono;
     int64_t step_mono[3];     /* per-CPU: kernel MONOTONIC of the counter's last three steps (0: none) */
-    double misfit_ns;         /* the newest sample's misfit when the history last restarted */
     int64_t last_ok_mono;    /* kernel MONOTONIC at the last published line */
     int64_t failing_since;   /* kernel MONOTONIC of the first failure since, or 0 */
     int resume_lapsed;       /* after a suspend: the old line had lapsed before the resume */

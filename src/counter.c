@@ -265,12 +265,12 @@ static double paired_ratio(const uint64_t *a, const uint64_t *b, int n, uint64_t
  * bound; the kernel's, 0); what is at stake is a few ns.
  */
 int fc_counter_wall_kernel;
-static int (*_Atomic wall_vdso)(clockid_t, struct timespec *);
+static _Atomic int wall_candidate; /* the vDSO's REALTIME is a candidate: time it (refclock.h has it) */
 static _Atomic double wall_first, wall_again; /* the timings (0: not timed; again: not measured again) */
 
-void fc_counter_time_wall(int (*vdso_gettime)(clockid_t, struct timespec *))
+void fc_counter_time_wall(int candidate)
 {
-    atomic_store_explicit(&wall_vdso, vdso_gettime, memory_order_relaxed);
+    atomic_store_explicit(&wall_candidate, candidate, memory_order_relaxed);
     atomic_store_explicit(&wall_first, 0.0, memory_order_relaxed);
     atomic_store_explicit(&wall_again, 0.0, memory_order_relaxed);
     __atomic_store_n(&fc_counter_wall_kernel, 0, __ATOMIC_RELAXED);
@@ -347,7 +347,8 @@ static double wall_time(uint32_t flags, int (*vdso)(clockid_t, struct timespec *
 /* With the instruction chosen (flags): who answers the ordered wall reads. */
 static void wall_choose(uint32_t flags)
 {
-    int (*vdso)(clockid_t, struct timespec *) = atomic_load_explicit(&wall_vdso, memory_order_relaxed);
+    int (*vdso)(clockid_t, struct timespec *) =
+        atomic_load_explicit(&wall_candidate, memory_order_relaxed) ? fc_refclock_vdso_gettime() : 0;
     if (!vdso)
         return; /* the line answers: the kernel's clock does not read the counter */
     int to_kernel = 1;

@@ -283,13 +283,14 @@ double fc_counter_kernel_over_rdtscp(double clearly_above);
  * Who answers mode tsc's ordered wall reads (REALTIME, TAI, gettimeofday)
  * where the kernel's clocksource is the counter: its vDSO REALTIME, or the
  * line's MONOTONIC plus the offset check (wall.h).  wall.c asks for the
- * timing at each decision (fc_counter_time_wall, with the vDSO's
- * clock_gettime; NULL: nothing to time, the line answers); fc_counter_choose
+ * timing at each decision (fc_counter_time_wall: 1 where the vDSO's
+ * clock_gettime is the candidate, refclock.h; 0: nothing to time, the line
+ * answers); fc_counter_choose
  * times both, after the instruction, and sets fc_counter_wall_kernel --
  * before the first line is published, so every reader that can see the line
  * sees it.  1: the kernel answers.
  */
-void fc_counter_time_wall(int (*vdso_gettime)(clockid_t, struct timespec *));
+void fc_counter_time_wall(int candidate);
 extern int fc_counter_wall_kernel __attribute__((visibility("hidden"))); /* atomic builtins */
 /* The rule on measured ratios (the kernel's REALTIME over the model of the
  * line's; 1: the kernel answers): the line only where the kernel's costs

@@ -64,7 +64,7 @@ void fc_wall_choose(int kernel_reads_counter)
     atomic_store_explicit(&fc_wall_direct_tv, (fc_gettimeofday_fn)0, memory_order_relaxed);
     atomic_store_explicit(&fc_wall_direct, (fc_gettime_fn)0, memory_order_relaxed);
     atomic_store_explicit(&fc_wall_direct_unordered, (fc_gettime_fn)0, memory_order_relaxed);
-    fc_counter_time_wall(g); /* mode tsc: which is cheaper, timed with the first line */
+    fc_counter_time_wall(g != 0); /* mode tsc: which is cheaper, timed with the first line */
 }
 
 int fc_wall_take_direct(void)

@@ -7,6 +7,7 @@ import java.nio.file.FileAlreadyExistsException;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.NoSuchFileException;
+import java.nio.file.OpenOption;
 import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.nio.file.StandardCopyOption;
@@ -175,7 +176,7 @@ final class NativeLoader {
             if (p == null || sum == null)
                 return null;
             recorded = firstToken(new String(sum, StandardCharsets.US_ASCII));
-            if (sha256(Files.readAllBytes(p)).equalsIgnoreCase(recorded))
+            if (holds(p, recorded))
                 return null;
         } catch (IOException | RuntimeException e) {
             return null; // unreadable there: System.loadLibrary says what it finds
@@ -323,11 +324,9 @@ final class NativeLoader {
             try {
                 Files.createDirectories(parent);
                 // Private directory: nobody else can swap the file between check and load.
-                tmp = Files.createTempDirectory(parent, "fastclock-",
-                        PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rwx------")));
+                tmp = Files.createTempDirectory(parent, "fastclock-", PosixFilePermissions.asFileAttribute(PRIVATE));
                 file = tmp.resolve(FILE_NAME);
-                Files.write(file, lib, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE);
-                if (!sha256(Files.readAllBytes(file)).equalsIgnoreCase(expected)) {
+                if (!writeChecked(file, lib, expected, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE)) {
                     notes.add(parent + ": the written copy differs from the jar's (disk full?)");
                     continue;
                 }
@@ -433,20 +432,31 @@ final class NativeLoader {
         } catch (NoSuchFileException absent) {
             return false;
         }
-        return a.isRegularFile() && a.owner().equals(me) && sha256(Files.readAllBytes(file)).equalsIgnoreCase(expected);
+        return a.isRegularFile() && a.owner().equals(me) && holds(file, expected);
     }
 
     /** Puts the jar's library at file: written beside it, checked, renamed over it. */
     private static void keep(Path dir, Path file, byte[] lib, String expected) throws IOException {
         Path part = Files.createTempFile(dir, ".", ".part");
         try {
-            Files.write(part, lib);
-            if (!sha256(Files.readAllBytes(part)).equalsIgnoreCase(expected))
+            if (!writeChecked(part, lib, expected))
                 throw new IOException("the written copy differs from the jar's (disk full?)");
             Files.move(part, file, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
         } finally {
             deleteQuietly(part);
         }
+    }
+
+    /** Whether the file on disk is the build whose SHA-256 is sha. */
+    private static boolean holds(Path file, String sha) throws IOException {
+        return sha256(Files.readAllBytes(file)).equalsIgnoreCase(sha);
+    }
+
+    /** Writes lib to file and reads it back: false where the copy on disk differs (disk full?). */
+    private static boolean writeChecked(Path file, byte[] lib, String expected, OpenOption... options)
+            throws IOException {
+        Files.write(file, lib, options);
+        return holds(file, expected);
     }
 
     private static String denied(RuntimeException e) {
