@@ -20,6 +20,7 @@
 #include "fastclock_inline.h"
 
 #include "calibrator.h"
+#include "counter.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -199,7 +200,17 @@ static int64_t now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-#define COST_FNS 6
+/* The bare counter read, no line: the control that tells a measurement
+ * taken while fastclock's reads were off their steady path (the line's
+ * unordered read is this plus a load and a multiply) from a slow machine,
+ * which slows both alike. */
+static int64_t bare_counter(void)
+{
+    return (int64_t)fc_counter_unordered();
+}
+
+#define COST_FNS 7 /* the six compared, then the control */
+#define COST_FIGURES 11
 #define COST_BATCHES 15
 #define COST_CALLS 300
 
@@ -209,22 +220,33 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The median over the batches of fn a's time over fn b's in the same batch. */
+static double paired_median(double per[][COST_FNS], int a, int b)
+{
+    double ratios[COST_BATCHES];
+    for (int i = 0; i < COST_BATCHES; i++)
+        ratios[i] = per[i][b] > 0 ? per[i][a] / per[i][b] : 0;
+    qsort(ratios, COST_BATCHES, sizeof ratios[0], cmp_double);
+    return ratios[COST_BATCHES / 2];
+}
+
 /* out[0..5]: ns per call, the cheapest batch, of fastclock_mono_ns,
  * _mono_ns_unordered, _real_ns, _real_ns_unordered, clock_gettime MONOTONIC,
  * REALTIME.  out[6..9]: for each of the four fastclock reads, the median over
  * the batches of its time divided by its kernel counterpart's in the same
  * batch (MONOTONIC for the mono reads, REALTIME for the real ones): both ran
  * within microseconds of each other, so a neighbour's load cancels out of the
- * ratio where it does not out of two separate minima. */
+ * ratio where it does not out of two separate minima.  out[10]: the same
+ * median of _mono_ns_unordered over the bare counter read (bare_counter). */
 EXPORT JNIEXPORT void JNICALL Java_io_fastclock_Jni_costs(JNIEnv *env, jclass c, jdoubleArray out)
 {
     (void)c;
     static fc_read_fn const fns[COST_FNS] = {
         fastclock_mono_ns, fastclock_mono_ns_unordered, fastclock_real_ns,
-        fastclock_real_ns_unordered, kernel_mono, kernel_real,
+        fastclock_real_ns_unordered, kernel_mono, kernel_real, bare_counter,
     };
     static const int kernel_of[4] = {4, 4, 5, 5};
-    double per[COST_BATCHES][COST_FNS], res[COST_FNS + 4], ratios[COST_BATCHES];
+    double per[COST_BATCHES][COST_FNS], res[COST_FIGURES];
     volatile int64_t sink = 0;
     for (int f = 0; f < COST_FNS; f++)
         for (int i = 0; i < 64; i++) /* warm: caches, branch predictors, lazy binding */
@@ -239,17 +261,14 @@ EXPORT JNIEXPORT void JNICALL Java_io_fastclock_Jni_costs(JNIEnv *env, jclass c,
         }
     }
     (void)sink;
-    for (int f = 0; f < COST_FNS; f++) {
+    for (int f = 0; f < 6; f++) {
         res[f] = per[0][f];
         for (int b = 1; b < COST_BATCHES; b++)
             if (per[b][f] < res[f])
                 res[f] = per[b][f];
     }
-    for (int f = 0; f < 4; f++) {
-        for (int b = 0; b < COST_BATCHES; b++)
-            ratios[b] = per[b][kernel_of[f]] > 0 ? per[b][f] / per[b][kernel_of[f]] : 0;
-        qsort(ratios, COST_BATCHES, sizeof ratios[0], cmp_double);
-        res[COST_FNS + f] = ratios[COST_BATCHES / 2];
-    }
-    (*env)->SetDoubleArrayRegion(env, out, 0, COST_FNS + 4, res);
+    for (int f = 0; f < 4; f++)
+        res[6 + f] = paired_median(per, f, kernel_of[f]);
+    res[10] = paired_median(per, 1, 6);
+    (*env)->SetDoubleArrayRegion(env, out, 0, COST_FIGURES, res);
 }

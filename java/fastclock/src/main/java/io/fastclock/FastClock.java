@@ -99,9 +99,6 @@ public final class FastClock {
                 // any critical FFM call runs, and proves the library answers.
                 Map<String, String> st = awaitFirstLine(parseStatus(Jni.status()));
                 String binding = NativeCalls.binding();
-                double[] measured = new double[10];
-                Jni.costs(measured);
-                double[] costs = Routes.fromMeasurement(measured);
                 // No coarse read here: the core ticks the coarse clocks every millisecond
                 // from their first read on (coarseNanoTime), not for every JVM that loads this.
                 // Where fastclock's read is the kernel's own (mode system, or
@@ -122,13 +119,25 @@ public final class FastClock {
                 // The line answers the ordered REALTIME because the core timed it cheaper
                 // than the kernel's (real_line_ratio: 0 where nothing was timed).
                 boolean realIsTimedLine = monoIsLine && !realIsKernel && parseDouble(st.get("real_line_ratio")) > 0;
+                // Every measurement on the line's steady path, or set aside (Routes.OFF_STEADY).
+                boolean lineAnswers = monoIsLine && !monoIsKernel;
+                int[] setAside = {0};
+                java.util.function.Consumer<double[]> measure = out -> System.arraycopy(
+                        Routes.measuredSteady(Jni::costs, lineAnswers, FastClock::pause, setAside), 0, out, 0,
+                        out.length);
+                double[] measured = new double[Jni.COST_FIGURES];
+                measure.accept(measured);
+                double[] costs = Routes.fromMeasurement(measured);
                 if (Props.flag("fastclock.preferJdkClocks", true)) {
                     routes = Routes.decide(binding, costs, monoIsKernel, realIsKernel, monoIsLine, realIsTimedLine);
                     if (routes.close) {
-                        costs = Routes.fromMeasurement(Routes.measuredAgain(measured, Jni::costs));
+                        measured = Routes.measuredAgain(measured, measure);
+                        costs = Routes.fromMeasurement(measured);
                         routes = Routes.decide(binding, costs, monoIsKernel, realIsKernel, monoIsLine, realIsTimedLine)
                                 .noted("close to a threshold at first: the median of three measurements");
                     }
+                    if (lineAnswers)
+                        routes = routes.noted(Routes.steadyNote(measured, setAside[0]));
                     if (perCpuOverVdso)
                         routes = routes.noted("the JDK's leaf clocks by construction: the kernel's vDSO reads the "
                                 + "counter with less work than a per-CPU line");
@@ -176,6 +185,18 @@ public final class FastClock {
      * initialisation on an interrupted thread neither throws (which would cost the
      * native library for the JVM's life) nor clears the caller's interrupt.
      */
+    /** Parks for ns, however often the thread is interrupted meanwhile, and leaves its interrupt as it was. */
+    private static void pause(long ns) {
+        boolean interrupted = Thread.interrupted();
+        long deadline = System.nanoTime() + ns;
+        for (long left = ns; left > 0; left = deadline - System.nanoTime()) {
+            LockSupport.parkNanos(left);
+            interrupted |= Thread.interrupted();
+        }
+        if (interrupted)
+            Thread.currentThread().interrupt();
+    }
+
     private static Map<String, String> awaitFirstLine(Map<String, String> st) {
         // Against a deadline, with the interrupt flag put aside meanwhile: on an
         // interrupted thread parkNanos returns at once, and the wait would shrink to

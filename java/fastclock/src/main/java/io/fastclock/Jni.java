@@ -45,7 +45,13 @@ final class Jni {
      * (the cheapest batch) of fastclock_mono_ns, _mono_ns_unordered, _real_ns,
      * _real_ns_unordered, and libc's clock_gettime MONOTONIC and REALTIME (what the
      * JDK calls); out[6..9] the median, over the batches, of each fastclock read's
-     * time over its kernel counterpart's in the same batch.  out has 10 elements.
+     * time over its kernel counterpart's in the same batch; out[10] the same median
+     * of _mono_ns_unordered over the bare counter read, no line (the control that
+     * tells a measurement taken off the reads' steady path).  out has COST_FIGURES
+     * elements.
      */
     static native void costs(double[] out);
+
+    /** The length of costs' array. */
+    static final int COST_FIGURES = 11;
 }

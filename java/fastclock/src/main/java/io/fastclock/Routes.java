@@ -205,6 +205,59 @@ final class Routes {
     }
 
     /**
+     * Where the line answers, its unordered read is the bare counter read plus a
+     * load and a multiply: 1.0-1.1x that read, measured side by side (Jni.costs'
+     * out[10]; AMD EPYC 1Ah guest).  A measurement above this was not taken on
+     * the reads' steady path, and is set aside: once in a CI run (JDK 17, AMD EPYC
+     * 1Ah guest) one fresh JVM measured every fastclock read at twice its usual
+     * ratio to clock_gettime, in all three measurements 0.5 ms apart, while the
+     * kernel's figures stayed as ever, and its JDK answered nanoTimeUnordered
+     * where the other 19 JVMs' fastclock did.  A slow machine slows the control
+     * alike, so this is no threshold on the machine's speed.
+     */
+    static final double OFF_STEADY = 1.5;
+    /** Measurements set aside at most, with a pause before each next one (1 ms, doubling: 31 ms in all). */
+    static final int STEADY_TRIES = 5;
+
+    /** A measurement of the line's reads taken off their steady path (see OFF_STEADY). */
+    static boolean offSteady(double[] m) {
+        return m.length > 10 && m[10] > OFF_STEADY;
+    }
+
+    /**
+     * A measurement of Jni.costs' figures, taken again after a pause while it is
+     * off the line's steady path ({@link #offSteady}) and lineAnswers (the line
+     * answers the core's fine reads: elsewhere the unordered read is not the
+     * counter's, and the control says nothing), at most STEADY_TRIES times;
+     * setAside[0] counts the measurements set aside.  The last stands: reads
+     * that stay that slow are the reads this JVM gets, and the JDK answers them.
+     */
+    static double[] measuredSteady(java.util.function.Consumer<double[]> measure, boolean lineAnswers,
+            java.util.function.LongConsumer pauseNs, int[] setAside) {
+        double[] m = new double[Jni.COST_FIGURES];
+        measure.accept(m);
+        long pause = 1_000_000L;
+        while (lineAnswers && offSteady(m) && setAside[0] < STEADY_TRIES) {
+            setAside[0]++;
+            pauseNs.accept(pause);
+            pause *= 2;
+            m = new double[Jni.COST_FIGURES];
+            measure.accept(m);
+        }
+        return m;
+    }
+
+    /** The control's figure in words, and the measurements set aside for it. */
+    static String steadyNote(double[] m, int setAside) {
+        String s = String.format(Locale.ROOT, "the line's unordered read %.2fx the bare counter read", m[10]);
+        if (setAside > 0)
+            s += String.format(Locale.ROOT, " (%d measurement%s off the reads' steady path, above %.1fx, set aside%s)",
+                    setAside, setAside == 1 ? "" : "s", OFF_STEADY,
+                    offSteady(m) ? "; still off it after " + STEADY_TRIES + " tries: decided on it" : "");
+        return s;
+    }
+
+    /**
      * The decision for this binding ("jni" or "ffm") from the measured costs
      * (see the index constants).  Unmeasured (0 or negative) costs mean the JDK answers.
      */

@@ -294,6 +294,82 @@ class JdkClocksTest {
         assertEquals(30, first[0], 0, "the first measurement is left as it was");
     }
 
+    /** Jni.costs' figures, with the control (out[10]): the line's unordered read over the bare counter read. */
+    static double[] measurement(double monoU, double control) {
+        double[] m = new double[Jni.COST_FIGURES];
+        m[1] = monoU;
+        m[10] = control;
+        return m;
+    }
+
+    /**
+     * A measurement taken while the line's reads were off their steady path (its
+     * unordered read well above the bare counter read beside it) is set aside and
+     * taken again after a growing pause; where the line does not answer, or it stays
+     * off, the measurement stands.
+     */
+    @Test
+    void aMeasurementOffTheLinesSteadyPathIsTakenAgainAfterAPause() {
+        double[][] seq = {measurement(17.6, 1.96), measurement(17.0, 1.9), measurement(8.9, 1.04),
+                measurement(20, 2)};
+        int[] call = {0};
+        List<Long> pauses = new ArrayList<>();
+        int[] setAside = {0};
+        double[] m = Routes.measuredSteady(out -> System.arraycopy(seq[call[0]++], 0, out, 0, out.length), true,
+                pauses::add, setAside);
+        assertEquals(8.9, m[1], 0);
+        assertEquals(3, call[0]);
+        assertEquals(2, setAside[0]);
+        assertEquals(List.of(1_000_000L, 2_000_000L), pauses);
+        assertTrue(Routes.steadyNote(m, setAside[0]).contains("2 measurements off the reads' steady path"),
+                Routes.steadyNote(m, setAside[0]));
+        assertFalse(Routes.steadyNote(m, setAside[0]).contains("still off"), Routes.steadyNote(m, setAside[0]));
+
+        // Where the line does not answer (mode system, tsc-percpu), the control says nothing.
+        call[0] = 0;
+        setAside[0] = 0;
+        m = Routes.measuredSteady(out -> System.arraycopy(seq[call[0]++], 0, out, 0, out.length), false,
+                pauses::add, setAside);
+        assertEquals(1, call[0]);
+        assertEquals(0, setAside[0]);
+
+        // Reads that stay off it are the reads this JVM gets: the last measurement stands, and says so.
+        call[0] = 0;
+        pauses.clear();
+        m = Routes.measuredSteady(out -> {
+            call[0]++;
+            System.arraycopy(measurement(20, 2), 0, out, 0, out.length);
+        }, true, pauses::add, setAside);
+        assertEquals(Routes.STEADY_TRIES + 1, call[0]);
+        assertEquals(Routes.STEADY_TRIES, setAside[0]);
+        assertEquals(31_000_000L, pauses.stream().mapToLong(Long::longValue).sum());
+        assertTrue(Routes.steadyNote(m, setAside[0]).contains("still off it"), Routes.steadyNote(m, setAside[0]));
+    }
+
+    /**
+     * The control itself: in a fresh JVM whose core runs its line (mode tsc, forced),
+     * the line's unordered read costs about the bare counter read beside it, so no
+     * measurement is set aside on a quiet machine and one is only on a disturbed one.
+     */
+    @Test
+    void theLinesUnorderedReadCostsAboutTheBareCounterRead() throws Exception {
+        assumeTrue(FastClock.isNative(), "needs the native library");
+        Jvm j = Jvm.probeArgs(List.of("answers"), Map.of("FASTCLOCK_MODE", "tsc"));
+        assertEquals(0, j.exitCode, j.toString());
+        String why = j.get("answers_why");
+        if (!"tsc".equals(j.get("mode")))
+            throw new org.opentest4j.TestAbortedException("mode tsc refused here: " + j.get("reason"));
+        if (j.get("counter").startsWith("clock_gettime"))
+            throw new org.opentest4j.TestAbortedException(
+                    "the kernel's clock answers the fine reads here (a costly counter read): " + j.get("counter"));
+        java.util.regex.Matcher x = java.util.regex.Pattern
+                .compile("the line's unordered read ([0-9.]+)x the bare counter read").matcher(why);
+        assertTrue(x.find(), why);
+        double ratio = Double.parseDouble(x.group(1));
+        assertTrue(ratio >= 0.8 && ratio <= Routes.OFF_STEADY, why);
+        assertFalse(why.contains("still off it"), why);
+    }
+
     @Test
     void aSlowKernelClockIsBeatenEverywhere() {
         // HPET or Xen: clock_gettime costs hundreds of ns, the TSC does not.
@@ -371,8 +447,8 @@ class JdkClocksTest {
                 assertEquals(0, j.exitCode, j.toString());
                 assertEquals("true", j.get("native"), j.toString());
                 seen.add(j.get("answers"));
-                why.putIfAbsent(j.get("answers"), "mode=" + j.get("mode") + " (" + j.get("reason") + "): "
-                        + j.get("answers_why"));
+                why.putIfAbsent(j.get("answers"), "mode=" + j.get("mode") + " (" + j.get("reason") + "), "
+                        + j.get("core") + ": " + j.get("answers_why"));
             }
             assertEquals(1, new java.util.HashSet<>(seen).size(),
                     "mode " + mode + ": " + Collections.frequency(seen, seen.get(0)) + " of 20 chose "

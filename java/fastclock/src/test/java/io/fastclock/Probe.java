@@ -27,6 +27,14 @@ public final class Probe {
         System.out.println("detail=" + oneLine(FastClock.loadDetail()));
         System.out.println("answers=" + FastClock.routes().answers);
         System.out.println("answers_why=" + FastClock.routes().costs);
+        if (FastClock.isNative()) {
+            java.util.Map<String, String> st = FastClock.nativeStatus();
+            System.out.println("counter=" + st.get("counter"));
+            // What the core was doing by then, for a decision that differs between JVMs.
+            System.out.println("core=calibrations " + st.get("calibrations") + ", fallback_reads "
+                    + st.get("fallback_reads") + ", max_warp_cycles " + st.get("max_warp_cycles") + ", counter "
+                    + st.get("counter"));
+        }
         if (args.length > 0 && args[args.length - 1].equals("answers"))
             return;
         long worstMono = 0, worstReal = 0;
