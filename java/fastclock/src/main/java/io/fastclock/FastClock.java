@@ -403,8 +403,8 @@ public final class FastClock {
         }
         // The kernel's REALTIME itself, read now: milliseconds are ample against 16 s, and
         // allocate nothing (Instant.now() may).  Not JavaClock's UTC: that is nanoTime plus
-        // an offset resampled every 100 ms, off by a whole step or suspend until the next
-        // sample, and for good if its resampling thread could not start.
+        // an offset resampled by the first read 100 ms after the last sample, off by a
+        // whole step or suspend until then.
         long mid = System.currentTimeMillis() * NANOS_PER_MILLI + NANOS_PER_MILLI / 2;
         earliestLatest[0] = mid - FALLBACK_HALF_WIDTH_NS;
         earliestLatest[1] = mid + FALLBACK_HALF_WIDTH_NS;
@@ -561,9 +561,15 @@ public final class FastClock {
             return FastClock.currentTimeBounds(earliestLatest);
         }
 
+        /**
+         * From currentTimeNanos()'s clock, as TimeSource's default is (clockMillis):
+         * FastClock.currentTimeMillis() is routed on its own, and where it is the JDK's
+         * while currentTimeNanos() is the line, a millisecond read after a nanosecond
+         * reading could fall below it at a millisecond's edge.
+         */
         @Override
         public long currentTimeMillis() {
-            return FastClock.currentTimeMillis();
+            return clockMillis();
         }
 
         @Override

@@ -39,6 +39,35 @@ class TimeSourceTest {
         assertTrue(bounds[0] <= epochNs(Instant.now()) && bounds[1] >= i0, bounds[0] + " " + bounds[1]);
     }
 
+    /**
+     * The system source's milliseconds come from its nanoseconds' clock, as TimeSource's
+     * default does: a millisecond read between two nanosecond readings lies between
+     * theirs.  (FastClock.currentTimeMillis() is routed on its own: where it is the JDK's
+     * and currentTimeNanos() the line -- JDK 17 here -- the two clocks differ by the
+     * line's error, and a read at a millisecond's edge can fall outside.  Here the
+     * line keeps within ~20 ns of the kernel, less than the gap between two reads,
+     * and the old routing passed too; under NTP slewing the bound is microseconds.)
+     */
+    @Test
+    void theSystemSourcesMillisecondsComeFromItsNanosecondsClock() {
+        TimeSource s = TimeSource.system();
+        long outside = 0, worst = 0, n = 0;
+        long end = System.nanoTime() + 1_000_000_000L;
+        while (System.nanoTime() - end < 0) {
+            for (int i = 0; i < 10_000; i++, n++) {
+                long a = s.currentTimeNanos(), m = s.currentTimeMillis(), b = s.currentTimeNanos();
+                long lo = Math.floorDiv(a, 1_000_000L), hi = Math.floorDiv(b, 1_000_000L);
+                if (m < lo || m > hi) {
+                    outside++;
+                    worst = Math.max(worst, Math.max(lo - m, m - hi));
+                }
+            }
+        }
+        assertTrue(n > 100_000, "only " + n + " reads");
+        assertEquals(0, outside, outside + " of " + n + " millisecond reads outside their nanosecond "
+                + "readings (worst by " + worst + " ms); " + FastClock.routes().answers);
+    }
+
     @Test
     void aManualSourceStandsStill() {
         ManualTimeSource m = ManualTimeSource.at(T0, 42);

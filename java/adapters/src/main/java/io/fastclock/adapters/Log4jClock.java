@@ -9,8 +9,10 @@ import org.apache.logging.log4j.core.util.Clock;
  * Log4j 2's clock from fastclock: select it with
  * {@code -Dlog4j2.clock=io.fastclock.adapters.Log4jClock}.  Log events then carry
  * {@link FastClock#currentTimeNanos()} at nanosecond precision (Log4j's
- * {@link PreciseClock}), and {@link #currentTimeMillis()} is
- * {@link FastClock#currentTimeMillis()}.  Log4j creates it by name, so it always
+ * {@link PreciseClock}), and {@link #currentTimeMillis()} comes from the same clock
+ * ({@link FastClock#timeSource()}'s: {@link FastClock#currentTimeMillis()} is routed on
+ * its own, and could put a millisecond read after an event's stamp below it).  Log4j
+ * creates it by name, so it always
  * uses the library's clock.  Its one piece of state is a cache of the current
  * second (below), which allocates one small object per second, not per event.
  */
@@ -20,8 +22,10 @@ public final class Log4jClock implements Clock, PreciseClock {
 
     @Override
     public long currentTimeMillis() {
-        return FastClock.currentTimeMillis();
+        return SOURCE.currentTimeMillis();
     }
+
+    private static final io.fastclock.TimeSource SOURCE = FastClock.timeSource();
 
     @Override
     public void init(MutableInstant instant) {

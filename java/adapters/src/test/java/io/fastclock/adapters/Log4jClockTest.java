@@ -82,6 +82,32 @@ class Log4jClockTest {
     }
 
     /**
+     * Log4j reads currentTimeMillis() beside events' instants (rollover, the
+     * non-precise path): it comes from the instants' clock, so a millisecond read
+     * between two event stamps lies between theirs.  (Here the line keeps within
+     * ~20 ns of the kernel, less than the gap between two reads, and the old
+     * routing -- FastClock.currentTimeMillis(), the JDK's on JDK 17 -- passed too.)
+     */
+    @Test
+    void itsMillisecondsComeFromTheEventsClock() {
+        Log4jClock clock = new Log4jClock();
+        MutableInstant a = new MutableInstant(), b = new MutableInstant();
+        long outside = 0, n = 0;
+        long end = System.nanoTime() + 1_000_000_000L;
+        while (System.nanoTime() - end < 0) {
+            for (int i = 0; i < 10_000; i++, n++) {
+                clock.init(a);
+                long m = clock.currentTimeMillis();
+                clock.init(b);
+                if (m < a.getEpochMillisecond() || m > b.getEpochMillisecond())
+                    outside++;
+            }
+        }
+        assertTrue(n > 100_000, "only " + n + " reads");
+        assertEquals(0, outside, outside + " of " + n + " millisecond reads outside the events around them");
+    }
+
+    /**
      * Log4jClock keeps the second of the last event to skip a division: across
      * second boundaries, and with two threads replacing it, every value must still
      * be fastclock's own, split right.
