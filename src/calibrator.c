@@ -167,6 +167,15 @@ static int new_clock_set_timer(void)
     return tfd >= 0 ? arm_clock_set_timer(tfd, 1) : -1;
 }
 
+/* The coarse clocks' tick while the warp check waits on its workers (a
+ * try takes 1-16 ms a pair, up to ~100 ms more on a busy machine): they
+ * would stand still for all of it. */
+static void warp_tick(void)
+{
+    if (fc_coarse_wanted())
+        coarse_update();
+}
+
 /* A warp found but not yet acted on: the switch needs the writer's lock,
  * which a reader may hold for a moment (its adjtimex poll, the first line);
  * the thread tries again on each turn until the mode has left tsc. */
@@ -192,7 +201,7 @@ static int startup_warp_check(int try)
         int64_t window = WARP_NS_PER_PAIR;
         for (int i = 0; i < try && window < WARP_MAX_WINDOW_NS; i++)
             window *= 4;
-        fc_warp_check(window, WARP_MAX_PAIRS, &w);
+        fc_warp_check_ticking(window, WARP_MAX_PAIRS, warp_tick, &w);
         struct fc_cal_stats st;
         fc_cal_stats(&st);
         int64_t tolerance = fc_warp_sub_ns_cycles(st.rate_ns_per_tick);

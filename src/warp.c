@@ -115,11 +115,21 @@ static void *worker_main(void *arg)
 #define WARP_GRACE_NS 50000000LL /* after the deadline, how long a worker may take to leave */
 #define MIN_CROSSINGS 16         /* reads compared with the other CPU's for a pair to count as tested */
 
+/* The check's waits, which the caller's thread would otherwise spend doing
+ * nothing: tick (the calibrator's coarse clocks, which stand still while it
+ * waits here: up to ~100 ms a pair on a busy machine) runs at each nap. */
+static void nap_ticking(const struct timespec *nap, void (*tick)(void))
+{
+    nanosleep(nap, 0);
+    if (tick)
+        tick();
+}
+
 /* 0: measured; -1: skipped (a thread or a pin failed, or the two never
  * took turns); -2: a worker did not
  * leave within the grace period after the deadline (it never got its CPU):
  * it is left behind, detached, and the check goes no further. */
-static int run_pair(int a, int b, int64_t ns, uint32_t fenced, struct fc_warp_result *out)
+static int run_pair(int a, int b, int64_t ns, uint32_t fenced, void (*tick)(void), struct fc_warp_result *out)
 {
     struct pair_block *blk = calloc(1, sizeof *blk);
     if (!blk)
@@ -143,15 +153,15 @@ static int run_pair(int a, int b, int64_t ns, uint32_t fenced, struct fc_warp_re
     struct timespec nap = {0, 200000};
     int64_t now_ns, start_by = mono_ns() + WARP_GRACE_NS;
     while (started == 2 && atomic_load(&st->ready) < 2 && (now_ns = mono_ns()) != 0 && now_ns < start_by)
-        nanosleep(&nap, 0);
+        nap_ticking(&nap, tick);
     int64_t until = mono_ns() + (started == 2 && atomic_load(&st->ready) == 2 ? ns : 0);
     while ((now_ns = mono_ns()) != 0 && now_ns < until)
-        nanosleep(&nap, 0);
+        nap_ticking(&nap, tick);
     atomic_store(&st->stop, 1);
     /* The waiting side has a deadline too: a join would wait for ever. */
     int64_t give_up = mono_ns() + WARP_GRACE_NS;
     while (atomic_load_explicit(&blk->done, memory_order_acquire) < started && (now_ns = mono_ns()) != 0 && now_ns < give_up)
-        nanosleep(&nap, 0);
+        nap_ticking(&nap, tick);
     /* Left behind: by the count, not the join (a worker that has counted
      * itself out may not have exited yet: it is detached all the same). */
     int left_behind = atomic_load_explicit(&blk->done, memory_order_acquire) < started;
@@ -178,6 +188,11 @@ static int run_pair(int a, int b, int64_t ns, uint32_t fenced, struct fc_warp_re
 }
 
 int fc_warp_check(int64_t ns_per_pair, int max_pairs, struct fc_warp_result *out)
+{
+    return fc_warp_check_ticking(ns_per_pair, max_pairs, 0, out);
+}
+
+int fc_warp_check_ticking(int64_t ns_per_pair, int max_pairs, void (*tick)(void), struct fc_warp_result *out)
 {
     memset(out, 0, sizeof *out);
     out->worst_cpu_a = out->worst_cpu_b = -1;
@@ -209,7 +224,7 @@ int fc_warp_check(int64_t ns_per_pair, int max_pairs, struct fc_warp_result *out
     for (int k = 0, i = 0, j = 1; k < pairs; k++) {
         int x = all ? cpus[i] : cpus[0];
         int y = all ? cpus[j] : cpus[fc_warp_partner(k, n, pairs)];
-        int r = run_pair(x, y, ns_per_pair, fenced, out);
+        int r = run_pair(x, y, ns_per_pair, fenced, tick, out);
         if (r == 0)
             out->pairs_tested++;
         else

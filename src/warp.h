@@ -34,6 +34,11 @@ struct fc_warp_result {
  * Returns 0, or -1 when fewer than two CPUs can be used. */
 int fc_warp_check(int64_t ns_per_pair, int max_pairs, struct fc_warp_result *out);
 
+/* The same, calling tick (if not NULL) every 200 us or so while the
+ * calling thread waits on the pair's workers: the calibrator's coarse
+ * clocks keep ticking through the check. */
+int fc_warp_check_ticking(int64_t ns_per_pair, int max_pairs, void (*tick)(void), struct fc_warp_result *out);
+
 /* What a check's result lets its caller conclude: FC_WARP_FOUND, a warp
  * between two CPUs (however few pairs were compared); FC_WARP_IN_STEP, no
  * warp, and every pair the check set out to test was compared;

@@ -2499,6 +2499,52 @@ TEST(WarpCheck, APairWhoseCpusNeverTookTurnsIsNotCountedAsTested)
     fc_test_reset(nullptr);
 }
 
+// The calibrator's thread runs the start-up check and ticks the coarse
+// clocks: a check whose worker waits for a busy CPU (here: held 40 ms, past
+// the 5 ms window) keeps calling the tick while it waits, never leaving a
+// gap near the check's length.
+static std::atomic<int> warp_ticks{0};
+static std::atomic<int64_t> warp_last_tick_ns{0}, warp_longest_gap_ns{0};
+static void count_warp_tick()
+{
+    int64_t now = fctest::kernel_ns(CLOCK_MONOTONIC);
+    int64_t last = warp_last_tick_ns.exchange(now);
+    if (last && now - last > warp_longest_gap_ns.load())
+        warp_longest_gap_ns = now - last;
+    warp_ticks++;
+}
+
+TEST(WarpCheck, TheCoarseClocksTickWhileTheCheckWaits)
+{
+    std::vector<int> cpus = fctest::allowed_cpus();
+    if (cpus.size() < 2)
+        GTEST_SKIP() << "the warp check needs two CPUs this process may run on";
+    struct fc_seam seam = warp_test_seam();
+    seam.warp_worker_ready = hold_one_warp_worker;
+    fc_test_reset(&seam);
+    warp_held_cpu = cpus.back();
+    warp_hold = 0;
+    warp_hold_us = 40000;
+    warp_left = 0;
+    warp_ticks = 0;
+    warp_longest_gap_ns = 0;
+    struct fc_warp_result r;
+    int64_t t0 = fctest::kernel_ns(CLOCK_MONOTONIC);
+    warp_last_tick_ns = t0;
+    fc_warp_check_ticking(5000000, 1, count_warp_tick, &r);
+    int64_t took = fctest::kernel_ns(CLOCK_MONOTONIC) - t0;
+    count_warp_tick(); // the gap up to the check's end
+    warp_hold_us = 0;
+    EXPECT_GE(took, 40000000) << "the held worker did not hold the check";
+    EXPECT_GE(warp_ticks.load(), 20) << "over " << took / 1000000 << " ms";
+    EXPECT_LT(warp_longest_gap_ns.load(), 20000000) << "the coarse clocks stood still that long, of "
+                                                    << took / 1000000 << " ms";
+    for (int i = 0; i < 2000 && warp_left.load() == 0; i++)
+        usleep(1000);
+    usleep(20000);
+    fc_test_reset(nullptr);
+}
+
 // The second CPU's counter reads warp_apart_cycles behind the first's.
 static int warp_apart_cpu = -1;
 static uint64_t warp_apart_cycles;
