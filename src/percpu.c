@@ -284,7 +284,7 @@ static void calibrate_slot(struct fc_cpu_slot *sl, int cpu)
         }
         int64_t wait = sl->start_backoff ? 2 * sl->start_backoff : START_BACKOFF_MIN_NS;
         sl->start_backoff = wait < START_BACKOFF_MAX_NS ? wait : START_BACKOFF_MAX_NS;
-        sl->next_start = now + sl->start_backoff;
+        __atomic_store_n(&sl->next_start, now + sl->start_backoff, __ATOMIC_RELAXED); /* fc_percpu_interval_ns peeks */
         if (!sl->failing_since)
             sl->failing_since = now;
         if (now - sl->failing_since >= RETRY_AFTER_GIVE_UP_NS) {
@@ -419,15 +419,39 @@ int64_t fc_percpu_interval_ns(void)
 {
     struct fc_cpu_slot *base = atomic_load_explicit(&fc_percpu_slots, memory_order_acquire);
     int n = atomic_load_explicit(&fc_percpu_nslots, memory_order_relaxed);
-    int64_t best = 0;
+    int64_t best = 0, now = 0, first_due = INT64_MAX;
     for (int i = 0; base && i < n; i++) {
-        if (atomic_load_explicit(&base[i].state, memory_order_relaxed) != FC_SLOT_OK)
+        int state = atomic_load_explicit(&base[i].state, memory_order_relaxed);
+        if (state != FC_SLOT_OK) {
+            /* Due at its next start (a failed one backs off), and not
+             * before its retry where it was given up (past that, failed
+             * retries back off as starts do).  One never tried (0) is a CPU
+             * the tour does not visit (offline, or outside the affinity):
+             * after the first tour every other CPU has been tried. */
+            int64_t at = __atomic_load_n(&base[i].next_start, __ATOMIC_RELAXED);
+            int64_t retry = atomic_load_explicit(&base[i].retry_after, memory_order_relaxed);
+            if (state == FC_SLOT_GIVEN_UP && retry > at)
+                at = retry;
+            if (at != 0 && at < first_due)
+                first_due = at;
             continue;
+        }
         int64_t iv = base[i].cs.interval_ns;
         if (iv > 0 && (best == 0 || iv < best))
             best = iv;
     }
-    return best ? best : 1000000; /* nothing calibrated yet: look again in 1 ms */
+    if (best)
+        return best;
+    /* No line to keep: look again when the first CPU is due, 1 ms at the
+     * soonest (none tried yet: now), 1 s at the latest.  Not
+     * every 1 ms whatever: with every CPU given up (15 s each) the tour
+     * would migrate the thread across all CPUs each millisecond, and where
+     * a tour takes longer than that, never sleep. */
+    if (first_due == INT64_MAX)
+        return 1000000;
+    now = fc_kernel_ns(CLOCK_MONOTONIC);
+    int64_t wait = first_due - now;
+    return wait < 1000000 ? 1000000 : wait > FC_NS_PER_SEC ? FC_NS_PER_SEC : wait;
 }
 
 

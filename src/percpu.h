@@ -23,7 +23,8 @@ struct fc_cpu_slot {
     struct fc_cal_state cs;
     _Atomic int lock;
     _Atomic int64_t retry_after;   /* kernel MONOTONIC, while given up */
-    /* The next three: written and read under the slot's lock only. */
+    /* The next three: written and read under the slot's lock only (next_start
+     * is also peeked at, atomically, by fc_percpu_interval_ns). */
     int64_t failing_since;         /* first failed start, kernel MONOTONIC */
     int64_t next_start;            /* no start before this (kernel MONOTONIC): a failed one backs off */
     int64_t start_backoff;         /* the wait after the last failed start, ns (0: none failed) */
@@ -132,7 +133,8 @@ void fc_percpu_maintain_cpu(int cpu, int force);
 void fc_percpu_set_floor(int64_t floor_ns);
 /* ns per tick measured on one CPU at setup (0 before). */
 double fc_percpu_seed_rate(void);
-/* Shortest interval any calibrated CPU wants now. */
+/* Shortest interval any calibrated CPU wants now; with none calibrated,
+ * the time until the first CPU is due for a start or a retry (1 ms-1 s). */
 int64_t fc_percpu_interval_ns(void);
 void fc_percpu_after_fork_child(void);
 /* A fork child in a new time namespace (the only thread): the switch floor

@@ -3268,10 +3268,11 @@ TEST_F(Faults, PerCpuLineBehindAFasterKernelStaysInsideItsBound)
 }
 
 int slow_cpu = -1;
+bool slow_all = false;
 long slow_cpu_kernel_reads = 0;
 int slow_gettime(clockid_t id, timespec *ts)
 {
-    if (sim.cpu == slow_cpu) {
+    if (sim.cpu == slow_cpu || slow_all) {
         sim.tick += uint64_t(300e3 / sim.rate); // every kernel read from this CPU takes 300 us
         slow_cpu_kernel_reads++;
     }
@@ -3335,6 +3336,43 @@ TEST_F(Faults, UncalibratableCpuIsReadThroughTheKernel)
     EXPECT_LE(worst_elsewhere, 1000);
     EXPECT_LE(worst_on_slow, 1000);
     slow_cpu = -1;
+}
+
+// With no CPU's line calibrated (every kernel read slow, on every CPU, for
+// 20 s: each CPU given up, its retry 15 s away), the calibrator's tour waits
+// for the first CPU that is due, not 1 ms: a tour each millisecond would move
+// its thread across every CPU for nothing, and where a tour takes longer than
+// that, never sleep.
+TEST_F(Faults, WithNoCpuCalibratedTheTourWaitsForTheFirstCpuDue)
+{
+    NEEDS_PERCPU();
+    setenv("FASTCLOCK_MODE", "percpu", 1);
+    install();
+    struct fc_seam seam = sim_seam();
+    seam.kernel_gettime = slow_gettime;
+    slow_cpu = -1;
+    fc_test_reset(&seam);
+    ASSERT_EQ(mode(), "tsc-percpu");
+    slow_all = true;
+    for (long i = 0; i < 20000; i++) {
+        sim.cpu = int(i % 8);
+        sim_advance_ns(1e6);
+        fastclock_mono_ns();
+    }
+    auto st = status_now();
+    slow_all = false;
+    ASSERT_EQ(st.cpus_calibrated, 0) << "a CPU calibrated on 300 us kernel reads";
+    EXPECT_GE(st.calibration_interval_ns, 100000000) << "the tour comes round every "
+                                                      << st.calibration_interval_ns / 1000 << " us";
+    EXPECT_LE(st.calibration_interval_ns, 1000000000);
+    // Once a CPU calibrates, its own interval rules again.
+    for (long i = 0; i < 20000 && status_now().cpus_calibrated == 0; i++) {
+        sim.cpu = int(i % 8);
+        sim_advance_ns(1e6);
+        fastclock_mono_ns();
+    }
+    st = status_now();
+    EXPECT_GT(st.cpus_calibrated, 0) << "no CPU came back after its retry";
 }
 
 TEST_F(Faults, NtpFrequencyFlipsEveryHalfSecond)
