@@ -861,8 +861,23 @@ static int update_rate(struct fc_cal_state *cs, double *misfit_ns)
                 if (cs->rate_unc < change)
                     cs->rate_unc = change;
             } else if (!kernel_moved) {
+                /* RAW cannot tell (none, refused, or the misfit too small
+                 * for it): the slope across the change is the best guess,
+                 * uncertain by as much as it moved from the kept rate -- a
+                 * tick changed and undone between two samples leaves a
+                 * blend of rates up to ~10% apart, which 1e-3 would not
+                 * cover for the exposure charged from it (sync.c). */
+                double change = fc_fabs(mixed / cs->rate - 1.0);
+                if (cs->rate_unc < change)
+                    cs->rate_unc = change;
                 cs->rate = mixed;
             }
+            /* A new rate where adjtimex is refused now: measured under settings
+             * nobody saw, so the tick the last answer gave is no longer its
+             * (rate_tick 0: unseen changes charged from either end, sync.c). */
+            long freq_now, tick_now;
+            if (!kernel_moved && !fc_sync_settings(&freq_now, &tick_now))
+                cs->settings_known = 0;
             if (cs->rate_unc < 1e-3)
                 cs->rate_unc = 1e-3;
             atomic_fetch_add_explicit(&stats.rate_resets, 1, memory_order_relaxed);

@@ -318,7 +318,11 @@ uint64_t fc_sync_generation(void)
 
 int fc_sync_settings(long *freq, long *tick)
 {
-    if (!atomic_load_explicit(&sync_state.known, memory_order_acquire))
+    /* Not while polls are refused (synchronized -1: a seccomp filter or
+     * ProtectClock since the last answer): that answer's tick may no longer
+     * hold, and a rate measured now is under settings nobody saw. */
+    if (!atomic_load_explicit(&sync_state.known, memory_order_acquire) ||
+        atomic_load_explicit(&sync_state.synchronized, memory_order_relaxed) < 0)
         return 0;
     *freq = atomic_load_explicit(&sync_state.freq, memory_order_relaxed);
     *tick = atomic_load_explicit(&sync_state.tick, memory_order_relaxed);

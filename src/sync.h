@@ -67,7 +67,7 @@ void fc_sync_forget(void);
 void fc_sync_reset_for_tests(void);
 
 /* The kernel's tick (us) and frequency (adjtimex units) at the last poll;
- * 0 while never polled. */
+ * 0 while never polled, or while polls are refused since. */
 int fc_sync_settings(long *freq, long *tick);
 
 #endif

@@ -3893,6 +3893,64 @@ TEST_F(Faults, ALineIsChargedFromItsOwnTick)
     EXPECT_EQ(l.tick_us, 0) << "adjtimex refused: the tick is not known";
 }
 
+// adjtimex answered (tick 10000), then is refused (a seccomp filter
+// installed later), and the tick moves to 9000 unseen: the rate measured
+// since is under settings nobody saw, so the line built on it says its tick
+// is not known, and is charged from either end of the range -- not from
+// the last answer's 10000, 2/9 short.  Every read stays within the bound
+// reported around it.
+TEST_F(Faults, ARateMeasuredWhileAdjtimexIsRefusedHasNoKnownTick)
+{
+    install();
+    warm_up(300, 1e6);
+    struct fc_test_line l;
+    fc_test_current_line(&l);
+    ASSERT_EQ(l.tick_us, 10000);
+    sim.adjtimex_refused = true;
+    sim_advance_ns(20e6);
+    warm_up(10, 1e6); // polls, refused
+    ASSERT_EQ(status_now().kernel_synchronized, -1);
+    sim_set_rate((1.0 / 2.6) * 0.9); // the tick at 9000, unseen
+    BoundTally tally(fastclock_mono_ns());
+    for (int i = 0; i < 3000; i++) {
+        sim_advance_ns(double((i * 7919) % 200000));
+        int64_t b0 = status_now().error_bound_ns;
+        int64_t v, e = read_err(&v);
+        tally.add(v, e, std::max(b0, status_now().error_bound_ns));
+    }
+    fc_test_current_line(&l);
+    EXPECT_EQ(l.tick_us, 0) << "a rate measured while adjtimex is refused, charged from the last answer's tick";
+    tally.verdict("tick 10000 -> 9000 unseen, adjtimex refused since the last answer", 0);
+}
+
+// Without MONOTONIC_RAW to say whose the change was, the slope across a
+// tick changed and undone unseen is the new rate, uncertain by as much as
+// it moved: every read stays within the bound reported around it, and the
+// mode stays.  (A 10% change, or a fifth 1% one, is a counter not to trust
+// without RAW: the kernel answers, CounterRateChangeLikeALiveMigration.)
+TEST_F(Faults, TickChangedAndUndoneUnseenWithoutRawStaysInItsBound)
+{
+    sim.raw_fails = true;
+    install();
+    warm_up(300, 1e6);
+    BoundTally tally(fastclock_mono_ns());
+    for (int round = 0; round < 4; round++) {
+        const double hidden_tick = round % 2 ? 9900.0 : 10100.0; // sim.tick_us stays 10000
+        sim_set_rate((1.0 / 2.6) * hidden_tick / 10000.0);
+        sim_advance_ns(400e6);
+        sim_set_rate(1.0 / 2.6);
+        sim_advance_ns(100e6);
+        for (int i = 0; i < 2000; i++) {
+            sim_advance_ns(double((i * 7919) % 50000));
+            int64_t b0 = status_now().error_bound_ns;
+            int64_t v, e = read_err(&v);
+            tally.add(v, e, std::max(b0, status_now().error_bound_ns));
+        }
+    }
+    tally.verdict("no RAW: tick 10100 or 9900 for 0.4 s and back, unseen, 4 times", 0);
+    EXPECT_EQ(mode(), "tsc") << reason();
+}
+
 // The look that finds a line within its bound must see it whole: its
 // kernel read bracketed narrowly.  After a change made and undone unseen,
 // a look whose kernel read took 120 us (a preempted reader, a VM exit)
