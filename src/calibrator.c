@@ -254,11 +254,20 @@ static void calibrate_every_cpu(const cpu_set_t *allowed, int force)
     pthread_setaffinity_np(pthread_self(), sizeof *allowed, allowed);
 }
 
-/* How often the lines of this mode want recalibrating now. */
-static int64_t interval_ns(int mode)
+/* How long after the last calibration (last_cal) the lines of this mode
+ * want recalibrating. */
+static int64_t interval_ns(int mode, int64_t last_cal)
 {
-    if (mode == FC_MODE_PERCPU)
-        return fc_percpu_to_kernel() ? FC_NS_PER_SEC : fc_percpu_interval_ns(); /* routed: no lines to keep */
+    if (mode == FC_MODE_PERCPU) {
+        if (fc_percpu_to_kernel())
+            return FC_NS_PER_SEC; /* routed: no lines to keep */
+        int64_t until = fc_percpu_idle_until(); /* no line yet: when the first CPU is due */
+        if (until) {
+            int64_t iv = until - last_cal;
+            return iv < 1000000 ? 1000000 : iv > FC_NS_PER_SEC ? FC_NS_PER_SEC : iv;
+        }
+        return fc_percpu_interval_ns();
+    }
     struct fc_cal_stats st;
     fc_cal_stats(&st);
     return st.interval_ns;
@@ -306,7 +315,7 @@ static void *calibrator_main(void *arg)
             continue;
         }
         int64_t now = fastclock_mono_ns();
-        int64_t next = last_cal + interval_ns(mode);
+        int64_t next = last_cal + interval_ns(mode, last_cal);
         if (fc_coarse_wanted() && last_tick + COARSE_TICK_NS < next)
             next = last_tick + COARSE_TICK_NS;
         int64_t poll_ns = fc_sync_rate_allowance() > 0 ? ADJTIMEX_STEERING_POLL_NS : ADJTIMEX_POLL_NS;
@@ -389,7 +398,7 @@ static void *calibrator_main(void *arg)
             coarse_update();
             last_tick = now;
         }
-        if (force || now - last_cal >= interval_ns(mode)) {
+        if (force || now - last_cal >= interval_ns(mode, last_cal)) {
             if (mode == FC_MODE_TSC) {
                 if (fc_cal_trylock()) {
                     if (atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_TSC)

@@ -415,11 +415,14 @@ double fc_percpu_seed_rate(void)
     return seed.rate;
 }
 
-int64_t fc_percpu_interval_ns(void)
+/* The earliest time (kernel MONOTONIC) a CPU without a line is due for a
+ * start or a retry; *any_ok: some CPU has its line.  INT64_MAX: none due
+ * (every CPU calibrated, or none tried yet). */
+static int64_t first_cpu_due(int64_t *shortest_ok_interval)
 {
     struct fc_cpu_slot *base = atomic_load_explicit(&fc_percpu_slots, memory_order_acquire);
     int n = atomic_load_explicit(&fc_percpu_nslots, memory_order_relaxed);
-    int64_t best = 0, now = 0, first_due = INT64_MAX;
+    int64_t best = 0, first_due = INT64_MAX;
     for (int i = 0; base && i < n; i++) {
         int state = atomic_load_explicit(&base[i].state, memory_order_relaxed);
         if (state != FC_SLOT_OK) {
@@ -440,18 +443,25 @@ int64_t fc_percpu_interval_ns(void)
         if (iv > 0 && (best == 0 || iv < best))
             best = iv;
     }
+    *shortest_ok_interval = best;
+    return first_due;
+}
+
+int64_t fc_percpu_interval_ns(void)
+{
+    int64_t best, due = first_cpu_due(&best);
     if (best)
         return best;
-    /* No line to keep: look again when the first CPU is due, 1 ms at the
-     * soonest (none tried yet: now), 1 s at the latest.  Not
-     * every 1 ms whatever: with every CPU given up (15 s each) the tour
-     * would migrate the thread across all CPUs each millisecond, and where
-     * a tour takes longer than that, never sleep. */
-    if (first_due == INT64_MAX)
-        return 1000000;
-    now = fc_kernel_ns(CLOCK_MONOTONIC);
-    int64_t wait = first_due - now;
+    if (due == INT64_MAX)
+        return 1000000; /* none tried yet: look again in 1 ms */
+    int64_t wait = due - fc_kernel_ns(CLOCK_MONOTONIC);
     return wait < 1000000 ? 1000000 : wait > FC_NS_PER_SEC ? FC_NS_PER_SEC : wait;
+}
+
+int64_t fc_percpu_idle_until(void)
+{
+    int64_t best, due = first_cpu_due(&best);
+    return best || due == INT64_MAX ? 0 : due;
 }
 
 

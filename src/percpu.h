@@ -134,8 +134,16 @@ void fc_percpu_set_floor(int64_t floor_ns);
 /* ns per tick measured on one CPU at setup (0 before). */
 double fc_percpu_seed_rate(void);
 /* Shortest interval any calibrated CPU wants now; with none calibrated,
- * the time until the first CPU is due for a start or a retry (1 ms-1 s). */
+ * the time from now until the first CPU is due for a start or a retry
+ * (1 ms-1 s; 1 ms while none has been tried). */
 int64_t fc_percpu_interval_ns(void);
+/* With no CPU calibrated: when (kernel MONOTONIC) the first CPU is due for
+ * a start or a retry -- the calibrator's next tour, not one each
+ * millisecond: with every CPU given up (a retry 15 s away) a tour each
+ * millisecond would move its thread across every CPU for nothing, and
+ * where a tour takes longer than that, never sleep.  0: a CPU has its
+ * line (fc_percpu_interval_ns), or none has been tried yet. */
+int64_t fc_percpu_idle_until(void);
 void fc_percpu_after_fork_child(void);
 /* A fork child in a new time namespace (the only thread): the switch floor
  * and this thread's clamp are another timeline's MONOTONIC values. */

@@ -179,6 +179,11 @@ double fc_test_percpu_seed_rate(void)
     return fc_percpu_seed_rate();
 }
 
+int64_t fc_test_percpu_idle_until(void)
+{
+    return fc_percpu_idle_until();
+}
+
 void fc_test_set_real_second_cache(int64_t sec, int64_t sec_ns)
 {
     fc_sec_cache[FC_REAL].sec = sec;
