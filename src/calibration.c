@@ -815,6 +815,19 @@ static int counter_kept_raw_rate(const struct fc_sample *first, const struct fc_
     return fc_fabs(residual) <= tol;
 }
 
+/* The rate was just measured anew.  Where adjtimex is refused now, it is
+ * under settings nobody saw (a tick changed since the last answer shows
+ * only in the samples), so the tick that answer gave is no longer its:
+ * rate_tick 0, unseen changes charged from either end (sync.c), and the
+ * next answer records its settings without rescaling the rate for a
+ * change it already holds. */
+static void rate_measured_now(struct fc_cal_state *cs)
+{
+    long freq, tick;
+    if (!fc_sync_settings(&freq, &tick))
+        cs->settings_known = 0;
+}
+
 /* Slope of the history; restarts it when the newest sample does not fit.
  * Returns 0 if it did not restart; 1 if it did, with the slope across the
  * misfit as the rate; 2 if it did, but the counter kept its rate against
@@ -872,12 +885,8 @@ static int update_rate(struct fc_cal_state *cs, double *misfit_ns)
                     cs->rate_unc = change;
                 cs->rate = mixed;
             }
-            /* A new rate where adjtimex is refused now: measured under settings
-             * nobody saw, so the tick the last answer gave is no longer its
-             * (rate_tick 0: unseen changes charged from either end, sync.c). */
-            long freq_now, tick_now;
-            if (!kernel_moved && !fc_sync_settings(&freq_now, &tick_now))
-                cs->settings_known = 0;
+            if (!kernel_moved)
+                rate_measured_now(cs);
             if (cs->rate_unc < 1e-3)
                 cs->rate_unc = 1e-3;
             atomic_fetch_add_explicit(&stats.rate_resets, 1, memory_order_relaxed);
@@ -893,6 +902,7 @@ static int update_rate(struct fc_cal_state *cs, double *misfit_ns)
     if (unc < cs->rate_unc || fc_fabs(est / cs->rate - 1.0) > 3.0 * (unc + cs->rate_unc)) {
         cs->rate = est;
         cs->rate_unc = unc;
+        rate_measured_now(cs);
     }
     return 0;
 }
