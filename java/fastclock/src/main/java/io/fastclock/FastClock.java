@@ -119,8 +119,10 @@ public final class FastClock {
                 // The line answers the ordered REALTIME because the core timed it cheaper
                 // than the kernel's (real_line_ratio: 0 where nothing was timed).
                 boolean realIsTimedLine = monoIsLine && !realIsKernel && parseDouble(st.get("real_line_ratio")) > 0;
-                // Every measurement on the line's steady path, or set aside (Routes.OFF_STEADY).
-                boolean lineAnswers = monoIsLine && !monoIsKernel;
+                // Every measurement on the line's steady path, or set aside (Routes.OFF_STEADY):
+                // only where the line answers, and a decision rests on it.
+                boolean preferJdk = Props.flag("fastclock.preferJdkClocks", true);
+                boolean lineAnswers = monoIsLine && !monoIsKernel && preferJdk;
                 int[] setAside = {0};
                 java.util.function.Consumer<double[]> measure = out -> System.arraycopy(
                         Routes.measuredSteady(Jni::costs, lineAnswers, FastClock::pause, setAside), 0, out, 0,
@@ -128,7 +130,7 @@ public final class FastClock {
                 double[] measured = new double[Jni.COST_FIGURES];
                 measure.accept(measured);
                 double[] costs = Routes.fromMeasurement(measured);
-                if (Props.flag("fastclock.preferJdkClocks", true)) {
+                if (preferJdk) {
                     routes = Routes.decide(binding, costs, monoIsKernel, realIsKernel, monoIsLine, realIsTimedLine);
                     if (routes.close) {
                         measured = Routes.measuredAgain(measured, measure);
@@ -175,16 +177,6 @@ public final class FastClock {
         return nat && (realIsKernel ? rMillis : rReal);
     }
 
-    /**
-     * The core builds its first line a few tens of microseconds after deciding
-     * its mode; until then its reads are the kernel's, which would be measured
-     * instead of its own.  Waits up to 50 ms for a calibration, reading the clock
-     * meanwhile (with FASTCLOCK_CALIBRATOR=lazy readers calibrate) -- not where no
-     * line will come: mode system, or the kernel's clock answering tsc-percpu
-     * (counter "clock_gettime ...").  Parks rather than sleeps: class
-     * initialisation on an interrupted thread neither throws (which would cost the
-     * native library for the JVM's life) nor clears the caller's interrupt.
-     */
     /** Parks for ns, however often the thread is interrupted meanwhile, and leaves its interrupt as it was. */
     private static void pause(long ns) {
         boolean interrupted = Thread.interrupted();
@@ -197,6 +189,16 @@ public final class FastClock {
             Thread.currentThread().interrupt();
     }
 
+    /**
+     * The core builds its first line a few tens of microseconds after deciding
+     * its mode; until then its reads are the kernel's, which would be measured
+     * instead of its own.  Waits up to 50 ms for a calibration, reading the clock
+     * meanwhile (with FASTCLOCK_CALIBRATOR=lazy readers calibrate) -- not where no
+     * line will come: mode system, or the kernel's clock answering tsc-percpu
+     * (counter "clock_gettime ...").  Parks rather than sleeps: class
+     * initialisation on an interrupted thread neither throws (which would cost the
+     * native library for the JVM's life) nor clears the caller's interrupt.
+     */
     private static Map<String, String> awaitFirstLine(Map<String, String> st) {
         // Against a deadline, with the interrupt flag put aside meanwhile: on an
         // interrupted thread parkNanos returns at once, and the wait would shrink to

@@ -47,11 +47,11 @@ final class Jni {
      * JDK calls); out[6..9] the median, over the batches, of each fastclock read's
      * time over its kernel counterpart's in the same batch; out[10] the same median
      * of _mono_ns_unordered over the bare counter read, no line (the control that
-     * tells a measurement taken off the reads' steady path).  out has COST_FIGURES
-     * elements.
+     * tells a measurement taken off the reads' steady path); out[11] that bare
+     * read's cheapest batch, ns per call.  out has COST_FIGURES elements.
      */
     static native void costs(double[] out);
 
     /** The length of costs' array. */
-    static final int COST_FIGURES = 11;
+    static final int COST_FIGURES = 12;
 }

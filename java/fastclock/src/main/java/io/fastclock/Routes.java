@@ -86,7 +86,7 @@ final class Routes {
     }
 
     /**
-     * The six costs {@link #decide} takes, from Jni.costs' ten figures: the kernel's
+     * The six costs {@link #decide} takes, from Jni.costs' figures: the kernel's
      * cheapest batch, and each fastclock read as its paired median ratio times that.
      * (Two separate minima moved apart by 15% under load on the project's machine,
      * flipping a near decision between JVMs; the paired ratio did not.)
@@ -216,12 +216,18 @@ final class Routes {
      * alike, so this is no threshold on the machine's speed.
      */
     static final double OFF_STEADY = 1.5;
+    /**
+     * ... and by this many ns at least: where the counter read is itself cheap
+     * (an arm64 CNTVCT read of a few ns), a load and a multiply more may be 1.5x
+     * it on the steady path.
+     */
+    static final double OFF_STEADY_NS = 4.0;
     /** Measurements set aside at most, with a pause before each next one (1 ms, doubling: 31 ms in all). */
     static final int STEADY_TRIES = 5;
 
     /** A measurement of the line's reads taken off their steady path (see OFF_STEADY). */
     static boolean offSteady(double[] m) {
-        return m.length > 10 && m[10] > OFF_STEADY;
+        return m.length > 11 && m[10] > OFF_STEADY && m[1] - m[11] > OFF_STEADY_NS;
     }
 
     /**
@@ -251,8 +257,9 @@ final class Routes {
     static String steadyNote(double[] m, int setAside) {
         String s = String.format(Locale.ROOT, "the line's unordered read %.2fx the bare counter read", m[10]);
         if (setAside > 0)
-            s += String.format(Locale.ROOT, " (%d measurement%s off the reads' steady path, above %.1fx, set aside%s)",
-                    setAside, setAside == 1 ? "" : "s", OFF_STEADY,
+            s += String.format(Locale.ROOT,
+                    " (%d measurement%s off the reads' steady path, above %.1fx and %.0f ns more, set aside%s)",
+                    setAside, setAside == 1 ? "" : "s", OFF_STEADY, OFF_STEADY_NS,
                     offSteady(m) ? "; still off it after " + STEADY_TRIES + " tries: decided on it" : "");
         return s;
     }

@@ -47,7 +47,12 @@ public interface TimeSource extends InstantSource {
         return Instant.ofEpochSecond(0, ns);
     }
 
-    /** This library's clocks: {@link FastClock}'s static methods as an object (one shared instance). */
+    /**
+     * This library's clocks: {@link FastClock}'s static methods as an object (one shared
+     * instance), except that its {@link #currentTimeMillis()} and {@link #millis()} come
+     * from {@link #currentTimeNanos()}'s clock, as this interface's default does, where
+     * {@link FastClock#currentTimeMillis()} is routed on its own.
+     */
     static TimeSource system() {
         return FastClock.timeSource();
     }

@@ -294,11 +294,15 @@ class JdkClocksTest {
         assertEquals(30, first[0], 0, "the first measurement is left as it was");
     }
 
-    /** Jni.costs' figures, with the control (out[10]): the line's unordered read over the bare counter read. */
+    /**
+     * Jni.costs' figures, with the control: the line's unordered read (ns) and its
+     * ratio to the bare counter read (out[10]); the bare read (out[11]) follows.
+     */
     static double[] measurement(double monoU, double control) {
         double[] m = new double[Jni.COST_FIGURES];
         m[1] = monoU;
         m[10] = control;
+        m[11] = monoU / control;
         return m;
     }
 
@@ -324,6 +328,11 @@ class JdkClocksTest {
         assertTrue(Routes.steadyNote(m, setAside[0]).contains("2 measurements off the reads' steady path"),
                 Routes.steadyNote(m, setAside[0]));
         assertFalse(Routes.steadyNote(m, setAside[0]).contains("still off"), Routes.steadyNote(m, setAside[0]));
+
+        // A cheap counter read (an arm64 CNTVCT read of 2 ns) makes the line's 4 ns read
+        // 2x it on its steady path: not off it by 4 ns, so it stands.
+        assertFalse(Routes.offSteady(measurement(4.0, 2.0)));
+        assertTrue(Routes.offSteady(measurement(17.6, 1.96)));
 
         // Where the line does not answer (mode system, tsc-percpu), the control says nothing.
         call[0] = 0;
