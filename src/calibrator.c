@@ -254,23 +254,26 @@ static void calibrate_every_cpu(const cpu_set_t *allowed, int force)
     pthread_setaffinity_np(pthread_self(), sizeof *allowed, allowed);
 }
 
-/* How long after the last calibration (last_cal) the lines of this mode
- * want recalibrating. */
-static int64_t interval_ns(int mode, int64_t last_cal)
+/* When (fastclock's MONOTONIC) the lines of this mode want recalibrating
+ * next: last_cal, when the last calibration ended, plus their interval;
+ * for tsc-percpu with no line yet, when the first CPU is due (absolute:
+ * counted from last_cal it would be met halfway), at least 1 ms and at
+ * most 1 s after last_cal.  last_tour: when the last tour began. */
+static int64_t next_calibration(int mode, int64_t last_cal, int64_t last_tour)
 {
     if (mode == FC_MODE_PERCPU) {
         if (fc_percpu_to_kernel())
-            return FC_NS_PER_SEC; /* routed: no lines to keep */
-        int64_t until = fc_percpu_idle_until(); /* no line yet: when the first CPU is due */
-        if (until) {
-            int64_t iv = until - last_cal;
-            return iv < 1000000 ? 1000000 : iv > FC_NS_PER_SEC ? FC_NS_PER_SEC : iv;
-        }
-        return fc_percpu_interval_ns();
+            return last_cal + FC_NS_PER_SEC; /* routed: no lines to keep */
+        int64_t until = fc_percpu_idle_until(last_tour);
+        if (until)
+            return until < last_cal + 1000000         ? last_cal + 1000000
+                   : until > last_cal + FC_NS_PER_SEC ? last_cal + FC_NS_PER_SEC
+                                                      : until;
+        return last_cal + fc_percpu_interval_ns();
     }
     struct fc_cal_stats st;
     fc_cal_stats(&st);
-    return st.interval_ns;
+    return last_cal + st.interval_ns;
 }
 
 /* The thread's timerfd (-1: none): made by fc_calibrator_start, then the
@@ -285,7 +288,7 @@ static void *calibrator_main(void *arg)
     cpu_set_t allowed;
     if (sched_getaffinity(0, sizeof allowed, &allowed) != 0)
         CPU_ZERO(&allowed);
-    int64_t last_cal = 0, last_tick = 0, last_adj = 0;
+    int64_t last_cal = 0, last_tour = 0, last_tick = 0, last_adj = 0;
     uint64_t seen_gen = fc_sync_generation();
     int64_t warp_check_at = 0, warp_retry_ns = WARP_RETRY_NS; /* at -1: done */
     int warp_tries = 0;
@@ -315,7 +318,7 @@ static void *calibrator_main(void *arg)
             continue;
         }
         int64_t now = fastclock_mono_ns();
-        int64_t next = last_cal + interval_ns(mode, last_cal);
+        int64_t next = next_calibration(mode, last_cal, last_tour);
         if (fc_coarse_wanted() && last_tick + COARSE_TICK_NS < next)
             next = last_tick + COARSE_TICK_NS;
         int64_t poll_ns = fc_sync_rate_allowance() > 0 ? ADJTIMEX_STEERING_POLL_NS : ADJTIMEX_POLL_NS;
@@ -398,7 +401,7 @@ static void *calibrator_main(void *arg)
             coarse_update();
             last_tick = now;
         }
-        if (force || now - last_cal >= interval_ns(mode, last_cal)) {
+        if (force || now >= next_calibration(mode, last_cal, last_tour)) {
             if (mode == FC_MODE_TSC) {
                 if (fc_cal_trylock()) {
                     if (atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_TSC)
@@ -406,6 +409,7 @@ static void *calibrator_main(void *arg)
                     fc_cal_unlock();
                 }
             } else if (!fc_percpu_to_kernel()) {
+                last_tour = fastclock_mono_ns();
                 calibrate_every_cpu(&allowed, force);
             }
             last_cal = fastclock_mono_ns();

@@ -415,10 +415,11 @@ double fc_percpu_seed_rate(void)
     return seed.rate;
 }
 
-/* The earliest time (kernel MONOTONIC) a CPU without a line is due for a
- * start or a retry; *any_ok: some CPU has its line.  INT64_MAX: none due
- * (every CPU calibrated, or none tried yet). */
-static int64_t first_cpu_due(int64_t *shortest_ok_interval)
+/* The earliest time (kernel MONOTONIC), not before not_before, a CPU
+ * without a line is due for a start or a retry; *shortest_ok_interval: the
+ * shortest interval of the CPUs that have one (0: none).  INT64_MAX: none
+ * due (every CPU calibrated, or none tried yet). */
+static int64_t first_cpu_due(int64_t not_before, int64_t *shortest_ok_interval)
 {
     struct fc_cpu_slot *base = atomic_load_explicit(&fc_percpu_slots, memory_order_acquire);
     int n = atomic_load_explicit(&fc_percpu_nslots, memory_order_relaxed);
@@ -435,7 +436,7 @@ static int64_t first_cpu_due(int64_t *shortest_ok_interval)
             int64_t retry = atomic_load_explicit(&base[i].retry_after, memory_order_relaxed);
             if (state == FC_SLOT_GIVEN_UP && retry > at)
                 at = retry;
-            if (at != 0 && at < first_due)
+            if (at != 0 && at >= not_before && at < first_due)
                 first_due = at;
             continue;
         }
@@ -449,7 +450,7 @@ static int64_t first_cpu_due(int64_t *shortest_ok_interval)
 
 int64_t fc_percpu_interval_ns(void)
 {
-    int64_t best, due = first_cpu_due(&best);
+    int64_t best, due = first_cpu_due(0, &best);
     if (best)
         return best;
     if (due == INT64_MAX)
@@ -458,9 +459,9 @@ int64_t fc_percpu_interval_ns(void)
     return wait < 1000000 ? 1000000 : wait > FC_NS_PER_SEC ? FC_NS_PER_SEC : wait;
 }
 
-int64_t fc_percpu_idle_until(void)
+int64_t fc_percpu_idle_until(int64_t last_tour)
 {
-    int64_t best, due = first_cpu_due(&best);
+    int64_t best, due = first_cpu_due(last_tour, &best);
     return best || due == INT64_MAX ? 0 : due;
 }
 

@@ -141,9 +141,12 @@ int64_t fc_percpu_interval_ns(void);
  * a start or a retry -- the calibrator's next tour, not one each
  * millisecond: with every CPU given up (a retry 15 s away) a tour each
  * millisecond would move its thread across every CPU for nothing, and
- * where a tour takes longer than that, never sleep.  0: a CPU has its
- * line (fc_percpu_interval_ns), or none has been tried yet. */
-int64_t fc_percpu_idle_until(void);
+ * where a tour takes longer than that, never sleep.  A CPU due before
+ * last_tour began (when the last tour started) is one the tour cannot
+ * visit (it came online since, or lies outside the calibrator's CPUs): its
+ * readers start it, and it does not count.  0: a CPU has its line
+ * (fc_percpu_interval_ns), or none is due. */
+int64_t fc_percpu_idle_until(int64_t last_tour);
 void fc_percpu_after_fork_child(void);
 /* A fork child in a new time namespace (the only thread): the switch floor
  * and this thread's clamp are another timeline's MONOTONIC values. */

@@ -179,9 +179,9 @@ double fc_test_percpu_seed_rate(void)
     return fc_percpu_seed_rate();
 }
 
-int64_t fc_test_percpu_idle_until(void)
+int64_t fc_test_percpu_idle_until(int64_t last_tour)
 {
-    return fc_percpu_idle_until();
+    return fc_percpu_idle_until(last_tour);
 }
 
 void fc_test_set_real_second_cache(int64_t sec, int64_t sec_ns)

@@ -74,8 +74,9 @@ void fc_test_get_routes(struct fc_test_routes *out);
 uint64_t fc_test_warp_raw_compares(void);
 /* The rate every CPU's first line starts from in tsc-percpu (ns per tick). */
 double fc_test_percpu_seed_rate(void);
-/* tsc-percpu with no CPU calibrated: when the calibrator tours next (percpu.h). */
-int64_t fc_test_percpu_idle_until(void);
+/* tsc-percpu with no CPU calibrated: when the calibrator tours next, its
+ * last tour begun at last_tour (percpu.h). */
+int64_t fc_test_percpu_idle_until(int64_t last_tour);
 /* This thread's cached second for REALTIME (clock.h fc_sec_cache), set as
  * given: what a signal handler's split can leave in it mid-update. */
 void fc_test_set_real_second_cache(int64_t sec, int64_t sec_ns);

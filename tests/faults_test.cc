@@ -3369,9 +3369,14 @@ TEST_F(Faults, WithNoCpuCalibratedTheTourWaitsForTheFirstCpuDue)
     EXPECT_LE(st.calibration_interval_ns, 1000000000);
     // The calibrator's next tour: the first CPU's due time, absolute (not an
     // interval it would count from its last tour, and meet halfway).
-    int64_t until = fc_test_percpu_idle_until();
+    int64_t until = fc_test_percpu_idle_until(sim_mono() - 2000000);
     EXPECT_GT(until - sim_mono(), 50000000) << "the next tour is due "
                                             << (until - sim_mono()) / 1000 << " us from now";
+    // A CPU due before the last tour began is one the tour cannot visit (it
+    // came online since, or lies outside the thread's CPUs): it does not
+    // bring the next tour forward to 1 ms.
+    EXPECT_EQ(fc_test_percpu_idle_until(sim_mono() + 3600000000000LL), 0)
+        << "CPUs due before the last tour counted";
     // Once a CPU calibrates, its own interval rules again.
     for (long i = 0; i < 20000 && status_now().cpus_calibrated == 0; i++) {
         sim.cpu = int(i % 8);
@@ -3380,7 +3385,7 @@ TEST_F(Faults, WithNoCpuCalibratedTheTourWaitsForTheFirstCpuDue)
     }
     st = status_now();
     EXPECT_GT(st.cpus_calibrated, 0) << "no CPU came back after its retry";
-    EXPECT_EQ(fc_test_percpu_idle_until(), 0);
+    EXPECT_EQ(fc_test_percpu_idle_until(0), 0);
 }
 
 TEST_F(Faults, NtpFrequencyFlipsEveryHalfSecond)
