@@ -815,17 +815,26 @@ static int counter_kept_raw_rate(const struct fc_sample *first, const struct fc_
     return fc_fabs(residual) <= tol;
 }
 
-/* The rate was just measured anew.  Where adjtimex is refused now, it is
- * under settings nobody saw (a tick changed since the last answer shows
- * only in the samples), so the tick that answer gave is no longer its:
- * rate_tick 0, unseen changes charged from either end (sync.c), and the
- * next answer records its settings without rescaling the rate for a
- * change it already holds. */
+/* The rate was just measured anew (not kept).  Where adjtimex is refused
+ * now, it is under settings nobody saw (a tick changed since the last
+ * answer shows only in the samples), so the tick that answer gave is no
+ * longer its: rate_tick 0, unseen changes charged from either end
+ * (sync.c), and a later change of settings records them without
+ * rescaling the rate for a change it already holds. */
 static void rate_measured_now(struct fc_cal_state *cs)
 {
     long freq, tick;
-    if (!fc_sync_settings(&freq, &tick))
+    if (!fc_sync_settings(&freq, &tick)) {
         cs->settings_known = 0;
+    } else if (!cs->settings_known) {
+        /* Answered again (or for the first time since the track began): the
+         * rate just measured is under what it says.  Otherwise only a change
+         * of settings (rescale_for_settings) would record them, and the
+         * track would be charged from either end until one came. */
+        cs->settings_known = 1;
+        cs->set_freq = freq;
+        cs->set_tick = tick;
+    }
 }
 
 /* Slope of the history; restarts it when the newest sample does not fit.
@@ -884,9 +893,8 @@ static int update_rate(struct fc_cal_state *cs, double *misfit_ns)
                 if (cs->rate_unc < change)
                     cs->rate_unc = change;
                 cs->rate = mixed;
-            }
-            if (!kernel_moved)
                 rate_measured_now(cs);
+            }
             if (cs->rate_unc < 1e-3)
                 cs->rate_unc = 1e-3;
             atomic_fetch_add_explicit(&stats.rate_resets, 1, memory_order_relaxed);
