@@ -227,7 +227,9 @@ final class Routes {
 
     /** A measurement of the line's reads taken off their steady path (see OFF_STEADY). */
     static boolean offSteady(double[] m) {
-        return m.length > 11 && m[10] > OFF_STEADY && m[1] - m[11] > OFF_STEADY_NS;
+        // Both from the paired ratio (the decision's figures are paired medians
+        // too): two separate minima could take one clean batch each.
+        return m.length > 11 && m[10] > OFF_STEADY && m[11] * (m[10] - 1) > OFF_STEADY_NS;
     }
 
     /**
