@@ -5330,6 +5330,67 @@ TEST(RealMachine, AWarpFoundWhileTheLockIsBusyStillSwitches)
     fc_test_reset(nullptr);
 }
 
+// A warp the start-up check finds once and not again at once (a blip on
+// the host: here the last CPU's counter runs 5000 cycles behind during the
+// first pair only) leaves the mode alone, and the check runs again later;
+// a warp that stays is acted on.
+static std::atomic<int> blip_pairs{0}, blip_cpu{-1};
+static std::atomic<bool> blip_stays{false};
+static void count_blip_pair(int cpu)
+{
+    if (cpu == blip_cpu.load())
+        blip_pairs++;
+}
+static uint64_t counter_blip(int cpu, uint64_t t)
+{
+    return cpu == blip_cpu.load() && (blip_stays.load() || blip_pairs.load() <= 1) ? t - 5000 : t;
+}
+
+TEST(RealMachine, AWarpFoundOnceAndNotAgainLeavesTheModeAlone)
+{
+    NEEDS_PERCPU();
+    std::vector<int> cpus = fctest::allowed_cpus();
+    if (cpus.size() < 2)
+        GTEST_SKIP() << "the warp check needs two CPUs this process may run on";
+    for (bool stays : {false, true}) {
+        struct fc_seam seam;
+        memset(&seam, 0, sizeof seam);
+        seam.warp_counter = counter_blip;
+        seam.warp_worker_ready = count_blip_pair;
+        seam.percpu_route = -1;
+        blip_cpu = cpus.back();
+        blip_pairs = 0;
+        blip_stays = stays;
+        setenv("FASTCLOCK_MODE", "tsc", 1); // mode tsc, then whatever the check says
+        fc_test_reset(&seam);
+        fastclock_mono_ns();
+        unsetenv("FASTCLOCK_MODE");
+        struct fastclock_status st;
+        fastclock_status(&st);
+        if (std::string(st.mode) != "tsc")
+            GTEST_SKIP() << "mode tsc refused here: " << st.reason;
+        fc_test_start_calibrator();
+        std::string mode = "tsc";
+        // Once: two pairs, no verdict; the retry 1 s later finds them in step.
+        for (int i = 0; i < 400 && mode == "tsc" && st.max_warp_cycles < 0; i++) {
+            usleep(10000);
+            fastclock_status(&st);
+            mode = st.mode;
+        }
+        if (stays) {
+            EXPECT_EQ(mode, "tsc-percpu") << st.reason;
+            EXPECT_NE(std::string(st.reason).find("disagree by"), std::string::npos) << st.reason;
+        } else {
+            EXPECT_EQ(mode, "tsc") << st.reason;
+            EXPECT_GE(blip_pairs.load(), 3) << "checked again at once, and again later";
+            EXPECT_GE(st.max_warp_cycles, 0) << "no verdict after the retry";
+            EXPECT_LT(st.max_warp_cycles, 5000) << "the blip was taken as the verdict";
+        }
+        fc_test_stop_calibrator();
+        fc_test_reset(nullptr);
+    }
+}
+
 // A caller that saw mode tsc and then won the writer's lock after the mode
 // had left tsc must not publish a global line: it would start at the
 // kernel's value, below what the old line served.
