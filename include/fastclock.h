@@ -160,7 +160,8 @@ struct fastclock_status {
     int64_t  kernel_maxerror_ns;  /* adjtimex maxerror now (-1 unknown) */
     int64_t  kernel_esterror_ns;  /* adjtimex esterror (-1 unknown) */
     int64_t  max_warp_cycles;     /* cross-CPU warp check: largest warp seen beyond its slack (a lower
-                                     bound), -1 if not run */
+                                     bound), -1 if not run; a warp found once and not by a second
+                                     check at once, every pair in step, is a blip and not counted */
     double   read_ns;             /* fastclock_mono_ns, measured once, at the first fastclock_status()
                                      call in mode tsc with a line (0: not measured; stays 0 in
                                      other modes) */

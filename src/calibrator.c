@@ -207,16 +207,22 @@ static int startup_warp_check(int try)
         int64_t tolerance = fc_warp_sub_ns_cycles(st.rate_ns_per_tick);
         int v = fc_warp_verdict(&w, tolerance);
         if (v == FC_WARP_FOUND) {
-            /* Acted on only when a second check, at once, finds a warp too:
-             * a blip on the host (a 10-cycle warp in 1 of 20 fresh JVMs on
-             * an AMD EPYC 1Ah guest, none in the other 19) would otherwise
-             * change the mode of one process in many.  A warp that stays is
-             * found again within milliseconds; one that does not leaves no
-             * verdict, and the check runs again later (1 s, doubling). */
+            /* Checked again at once, and set aside only where that check
+             * finds every pair in step: a blip on the host (a 10-cycle warp
+             * in 1 of 20 fresh JVMs on an AMD EPYC 1Ah guest, none in the
+             * other 19) would otherwise change the mode of one process in
+             * many.  A warp that stays is found again within milliseconds;
+             * a second check that could not compare every pair (a busy
+             * host) disproves nothing, and the warp stands.  Set aside, it
+             * is no verdict (status: the second check's in-step result),
+             * and the check runs again later (1 s, doubling). */
             struct fc_warp_result again;
             fc_warp_check_ticking(window, WARP_MAX_PAIRS, warp_tick, &again);
-            if (fc_warp_verdict(&again, tolerance) != FC_WARP_FOUND)
-                return again.stuck && ++stuck_tries >= WARP_MAX_STUCK;
+            if (fc_warp_verdict(&again, tolerance) == FC_WARP_IN_STEP) {
+                if (fc_warp_noted() < 0)
+                    fc_warp_note(again.max_warp_cycles);
+                return w.stuck && ++stuck_tries >= WARP_MAX_STUCK;
+            }
             if (again.max_warp_cycles > w.max_warp_cycles)
                 w = again;
         }

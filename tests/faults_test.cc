@@ -5331,10 +5331,10 @@ TEST(RealMachine, AWarpFoundWhileTheLockIsBusyStillSwitches)
 }
 
 // A warp the start-up check finds once and not again at once (a blip on
-// the host: here the last CPU's counter runs 5000 cycles behind during the
-// first pair only) leaves the mode alone, and the check runs again later;
-// a warp that stays is acted on.
-static std::atomic<int> blip_pairs{0}, blip_cpu{-1};
+// the host: here the last CPU's counter runs 5000 cycles behind for its
+// first 200 reads, however the pairs go) leaves the mode alone, and the
+// check runs again later; a warp that stays is acted on.
+static std::atomic<int> blip_pairs{0}, blip_cpu{-1}, blip_reads{0};
 static std::atomic<bool> blip_stays{false};
 static void count_blip_pair(int cpu)
 {
@@ -5343,7 +5343,9 @@ static void count_blip_pair(int cpu)
 }
 static uint64_t counter_blip(int cpu, uint64_t t)
 {
-    return cpu == blip_cpu.load() && (blip_stays.load() || blip_pairs.load() <= 1) ? t - 5000 : t;
+    if (cpu != blip_cpu.load())
+        return t;
+    return blip_stays.load() || blip_reads.fetch_add(1) < 200 ? t - 5000 : t;
 }
 
 TEST(RealMachine, AWarpFoundOnceAndNotAgainLeavesTheModeAlone)
@@ -5360,6 +5362,7 @@ TEST(RealMachine, AWarpFoundOnceAndNotAgainLeavesTheModeAlone)
         seam.percpu_route = -1;
         blip_cpu = cpus.back();
         blip_pairs = 0;
+        blip_reads = 0;
         blip_stays = stays;
         setenv("FASTCLOCK_MODE", "tsc", 1); // mode tsc, then whatever the check says
         fc_test_reset(&seam);
@@ -5371,8 +5374,10 @@ TEST(RealMachine, AWarpFoundOnceAndNotAgainLeavesTheModeAlone)
             GTEST_SKIP() << "mode tsc refused here: " << st.reason;
         fc_test_start_calibrator();
         std::string mode = "tsc";
-        // Once: two pairs, no verdict; the retry 1 s later finds them in step.
-        for (int i = 0; i < 400 && mode == "tsc" && st.max_warp_cycles < 0; i++) {
+        // Once: found, then in step at once (status 0 or under a ns), and the
+        // check runs again 1 s later.  Up to 8 s: a busy host may skip a pair
+        // and put a retry off by 2 s more.
+        for (int i = 0; i < 800 && mode == "tsc" && st.max_warp_cycles < 0; i++) {
             usleep(10000);
             fastclock_status(&st);
             mode = st.mode;
@@ -5382,8 +5387,9 @@ TEST(RealMachine, AWarpFoundOnceAndNotAgainLeavesTheModeAlone)
             EXPECT_NE(std::string(st.reason).find("disagree by"), std::string::npos) << st.reason;
         } else {
             EXPECT_EQ(mode, "tsc") << st.reason;
-            EXPECT_GE(blip_pairs.load(), 3) << "checked again at once, and again later";
-            EXPECT_GE(st.max_warp_cycles, 0) << "no verdict after the retry";
+            EXPECT_GE(blip_reads.load(), 200) << "the check never read through the blip";
+            EXPECT_GE(blip_pairs.load(), 2) << "not checked again";
+            EXPECT_GE(st.max_warp_cycles, 0) << "no verdict";
             EXPECT_LT(st.max_warp_cycles, 5000) << "the blip was taken as the verdict";
         }
         fc_test_stop_calibrator();
