@@ -30,6 +30,12 @@
 #define FC_LARGE_BSS
 #endif
 
+/* v within [lo, hi]. */
+FC_INLINE int64_t fc_clamp_i64(int64_t v, int64_t lo, int64_t hi)
+{
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
 /* The timelines fastclock serves: MONOTONIC and its offsets. */
 enum fc_kind { FC_MONO, FC_REAL, FC_BOOT, FC_TAI };
 

@@ -286,9 +286,7 @@ static int64_t next_calibration(int mode, int64_t last_cal, int64_t last_tour)
             return last_cal + FC_NS_PER_SEC; /* routed: no lines to keep */
         int64_t until = fc_percpu_idle_until(last_tour);
         if (until)
-            return until < last_cal + 1000000         ? last_cal + 1000000
-                   : until > last_cal + FC_NS_PER_SEC ? last_cal + FC_NS_PER_SEC
-                                                      : until;
+            return last_cal + fc_clamp_i64(until - last_cal, 1000000, FC_NS_PER_SEC);
         return last_cal + fc_percpu_interval_ns();
     }
     struct fc_cal_stats st;

@@ -455,8 +455,7 @@ int64_t fc_percpu_interval_ns(void)
         return best;
     if (due == INT64_MAX)
         return 1000000; /* none tried yet: look again in 1 ms */
-    int64_t wait = due - fc_kernel_ns(CLOCK_MONOTONIC);
-    return wait < 1000000 ? 1000000 : wait > FC_NS_PER_SEC ? FC_NS_PER_SEC : wait;
+    return fc_clamp_i64(due - fc_kernel_ns(CLOCK_MONOTONIC), 1000000, FC_NS_PER_SEC);
 }
 
 int64_t fc_percpu_idle_until(int64_t last_tour)

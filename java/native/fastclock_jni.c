@@ -220,6 +220,16 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* fn f's cheapest batch, ns per call. */
+static double cheapest_batch(double per[][COST_FNS], int f)
+{
+    double best = per[0][f];
+    for (int b = 1; b < COST_BATCHES; b++)
+        if (per[b][f] < best)
+            best = per[b][f];
+    return best;
+}
+
 /* The median over the batches of fn a's time over fn b's in the same batch. */
 static double paired_median(double per[][COST_FNS], int a, int b)
 {
@@ -262,18 +272,11 @@ EXPORT JNIEXPORT void JNICALL Java_io_fastclock_Jni_costs(JNIEnv *env, jclass c,
         }
     }
     (void)sink;
-    for (int f = 0; f < 6; f++) {
-        res[f] = per[0][f];
-        for (int b = 1; b < COST_BATCHES; b++)
-            if (per[b][f] < res[f])
-                res[f] = per[b][f];
-    }
+    for (int f = 0; f < 6; f++)
+        res[f] = cheapest_batch(per, f);
     for (int f = 0; f < 4; f++)
         res[6 + f] = paired_median(per, f, kernel_of[f]);
     res[10] = paired_median(per, 1, 6);
-    res[11] = per[0][6];
-    for (int b = 1; b < COST_BATCHES; b++)
-        if (per[b][6] < res[11])
-            res[11] = per[b][6];
+    res[11] = cheapest_batch(per, 6);
     (*env)->SetDoubleArrayRegion(env, out, 0, COST_FIGURES, res);
 }
