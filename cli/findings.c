@@ -415,9 +415,16 @@ static void rule_warp(struct ctx *c, struct findings *o)
            "one CPU can be earlier than one taken before it on another.",
         f->warp_cpu_a, f->warp_cpu_b, (long long)f->warp_max_cycles, ns, (unsigned long long)f->warp_count,
         (unsigned long long)f->warp_iterations);
-    fix(x, "If the kernel still uses tsc, boot with `tsc=unstable` so it stops trusting it; update the firmware "
-           "(BIOS), or on a VM report it to the provider. Until then run programs with FASTCLOCK_MODE=system and "
-           "never compare raw TSC values across threads.");
+    /* fastclock itself already stepped back from one line where it runs tsc-percpu or
+     * system (its own warp check found this too): nothing to ask of programs then. */
+    if (f->fc_known && strcmp(f->fc_mode, "tsc") == 0)
+        fix(x, "If the kernel still uses tsc, boot with `tsc=unstable` so it stops trusting it; update the "
+               "firmware (BIOS), or on a VM report it to the provider. Until then run programs with "
+               "FASTCLOCK_MODE=system and never compare raw TSC values across threads.");
+    else
+        fix(x, "If the kernel still uses tsc, boot with `tsc=unstable` so it stops trusting it; update the "
+               "firmware (BIOS), or on a VM report it to the provider. Never compare raw TSC values across "
+               "threads; fastclock already keeps to what it can trust here.");
 }
 
 static void rule_not_invariant(struct ctx *c, struct findings *o)
@@ -449,7 +456,12 @@ static void rule_not_invariant(struct ctx *c, struct findings *o)
 static void rule_frequency(struct ctx *c, struct findings *o)
 {
     const struct doctor_facts *f = c->f;
-    if (f->measured_tsc_hz <= 0 || f->tsc_hz <= 0 || strncmp(f->tsc_hz_source, "measured", 8) == 0)
+    /* Against the counter's stated rate only: CPUID 0x16 gives the CPU's base
+     * frequency, which on some parts is not the TSC's (Skylake-SP: 2500 against
+     * 2494.14 MHz, -2344 ppm), and it is the only source left where the kernel
+     * log is unreadable (dmesg_restrict) and 0x15 names no crystal. */
+    if (f->measured_tsc_hz <= 0 || f->tsc_hz <= 0 || strncmp(f->tsc_hz_source, "measured", 8) == 0 ||
+        strstr(f->tsc_hz_source, "0x16"))
         return;
     double ppm = (f->measured_tsc_hz - f->tsc_hz) / f->tsc_hz * 1e6;
     if (fabs(ppm) <= 1000)
@@ -657,9 +669,17 @@ static void rule_fastclock(struct ctx *c, struct findings *o)
                    "fastclock_mono_ns().");
         } else {
             struct finding *x = add(o, SEV_OK, c->mono_ns - f->fc_ns, "fastclock-gain");
+            /* One run's ratio: within 5% either way is noise, and not called a gain. */
+            char versus[48];
+            if (ratio >= 1.05)
+                snprintf(versus, sizeof versus, "%.1fx faster", ratio);
+            else if (ratio > 0.95)
+                snprintf(versus, sizeof versus, "about as fast");
+            else
+                snprintf(versus, sizeof versus, "%.2fx its cost: slower in this run", 1 / ratio);
             msg(x, "reading the time is cheap here: clock_gettime(CLOCK_MONOTONIC) costs %s through the vDSO; "
-                   "fastclock reads the same clock in %s (%.1fx faster), or %s unordered.",
-                c->mono_cost, fc, ratio, un);
+                   "fastclock reads the same clock in %s (%s), or %s unordered.",
+                c->mono_cost, fc, versus, un);
             fix(x, "`fastclock run -- your-program` gives that without code changes; or link libfastclock and call "
                    "fastclock_mono_ns().");
         }

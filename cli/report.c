@@ -60,7 +60,8 @@ void report_verdict(const struct doctor_facts *f, const struct findings *fs, cha
             snprintf(summary, size, "no problem found, but some facts are unknown here (see the info findings)");
             return;
         }
-    if (gain && gain->severity == SEV_OK && f->fc_ns > 0 && !isnan(f->call[1].libc_ns))
+    if (gain && gain->severity == SEV_OK && f->fc_ns > 0 && !isnan(f->call[1].libc_ns) &&
+        f->call[1].libc_ns / f->fc_ns >= 1.05) /* as in the finding: nearer 1 is noise, no gain */
         snprintf(summary, size, "this machine's time is fine; fastclock gives a further %.1fx "
                                 "(`fastclock run -- your-program`)",
                  f->call[1].libc_ns / f->fc_ns);

@@ -252,6 +252,24 @@ TEST(Findings, WarpForbidsTscReliable)
     EXPECT_TRUE(has(w->message, "9120 backward steps in 19223100 reads")) << w->message;
 }
 
+// The warp finding asks programs to run in mode system only where fastclock
+// itself still trusts one line (mode tsc); where its own check stepped back
+// already (the capture's mode system), it says so instead.
+TEST(Findings, TheWarpsFixNamesModeSystemOnlyWhereFastclockRunsTsc)
+{
+    Loaded *l = run("tsc-warp");
+    ASSERT_STREQ(l->f.fc_mode, "system");
+    const finding *w = l->get("tsc-warp");
+    ASSERT_NE(w, nullptr);
+    EXPECT_FALSE(has(w->fix, "FASTCLOCK_MODE=system")) << w->fix;
+    EXPECT_TRUE(has(w->fix, "fastclock already keeps to what it can trust here")) << w->fix;
+    copy_str(l->f.fc_mode, sizeof l->f.fc_mode, "tsc");
+    findings_compute(&l->f, &l->fs);
+    w = l->get("tsc-warp");
+    ASSERT_NE(w, nullptr);
+    EXPECT_TRUE(has(w->fix, "run programs with FASTCLOCK_MODE=system")) << w->fix;
+}
+
 // A warp under a nanosecond's cycles is KVM's per-vCPU counter offsets
 // (1 cycle seen on an EPYC guest): in step, as fastclock's own check counts
 // it, not a problem with a fix to boot with tsc=unstable.
@@ -364,6 +382,30 @@ TEST(Findings, KvmClockReadByTheVdsoIsOnlyInformation)
     EXPECT_STREQ(summary, "this machine's time is fine; fastclock gives a further 2.0x (`fastclock run -- your-program`)");
 }
 
+// One run's ratio near 1 is noise: neither the finding nor the verdict calls it
+// a gain, and a ratio below 1 is called slower, not "0.9x faster".
+TEST(Findings, ARatioNearOneIsNoGain)
+{
+    struct Case {
+        double fc_ns;
+        const char *says;
+        bool gain;
+    } cases[] = {{10.0, "(2.0x faster)", true}, {19.5, "(about as fast)", false},
+                 {22.2, "(1.11x its cost: slower in this run)", false}};
+    for (const Case &k : cases) {
+        Loaded *l = run("kvm-clock"); // no warning: the verdict speaks of the gain
+        l->f.call[1].libc_ns = 20.0;
+        l->f.fc_ns = k.fc_ns;
+        findings_compute(&l->f, &l->fs);
+        const finding *g = l->get("fastclock-gain");
+        ASSERT_NE(g, nullptr) << k.fc_ns;
+        EXPECT_TRUE(has(g->message, k.says)) << g->message;
+        char summary[512];
+        report_verdict(&l->f, &l->fs, summary, sizeof summary);
+        EXPECT_EQ(has(summary, "gives a further"), k.gain) << summary;
+    }
+}
+
 // With jiffies listed (the tick in periodic mode) the kernel lists every
 // clocksource, a TSC it marked unstable too: the doctor, like the library
 // (src/mode.c), does not take "tsc is listed" for trust.
@@ -409,6 +451,21 @@ TEST(Findings, HiddenInvariantTscAndMigratedFrequency)
     EXPECT_TRUE(has(m->message, "2194.796 MHz")) << m->message;
     EXPECT_TRUE(has(m->message, "nominal frequency (kernel log, detected at boot) is 2199.998 MHz (-2365 ppm)")) << m->message;
     EXPECT_TRUE(has(l->get("sync-maxerror")->message, "254.00 ms"));
+}
+
+// Where the kernel log is unreadable (dmesg_restrict) and CPUID 0x15 names no
+// crystal, CPUID 0x16's base frequency is the only nominal figure left: it is
+// not the TSC's rate, so no mismatch is claimed against it.
+TEST(Findings, ABaseFrequencyAloneRaisesNoFrequencyMismatch)
+{
+    Loaded *l = run("baremetal-tsc");
+    l->f.klog_readable = 0;
+    memset(&l->f.klog, 0, sizeof l->f.klog);
+    facts_choose_frequency(&l->f);
+    EXPECT_STREQ(l->f.tsc_hz_source, "cpuid 0x16 (base frequency)");
+    EXPECT_DOUBLE_EQ(l->f.tsc_hz, 2500e6);
+    findings_compute(&l->f, &l->fs);
+    EXPECT_EQ(l->get("tsc-frequency-mismatch"), nullptr);
 }
 
 TEST(Findings, BaseFrequencyIsNotMistakenForTheTscRate)
