@@ -221,6 +221,14 @@ static void measure_costs(struct doctor_facts *f, int quick)
         struct source *libc = &s[2 * i], *sys = &s[2 * i + 1];
         c->supported = libc->usable ? TRI_YES : TRI_NO;
         c->err = libc->err;
+        if (c->supported == TRI_NO) {
+            /* The sandbox saw its call reach the kernel only to fail there
+             * (CLOCK_*_ALARM without the hardware, say): no verdict on a call
+             * that does not work. */
+            c->enters_kernel = TRI_UNKNOWN;
+            snprintf(c->verdict, sizeof c->verdict, "unsupported here (%s)",
+                     c->err ? strerror(c->err) : "no error code");
+        }
         c->libc_ns = libc->median;
         c->syscall_ns = sys->median;
     }

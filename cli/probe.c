@@ -218,11 +218,15 @@ char *klog_read_live(int *err, char *source, size_t ssize)
             return NULL;
         }
         for (;;) {
-            ssize_t n = read(fd, rec, sizeof rec - 1);
+            /* The whole buffer: a record is at most 8192 bytes (CONSOLE_EXT_LOG_MAX),
+             * and one longer than the buffer fails with EINVAL without being consumed. */
+            ssize_t n = read(fd, rec, sizeof rec);
             if (n < 0) {
                 if (errno == EINTR || errno == EPIPE) /* EPIPE: records overwritten meanwhile */
                     continue;
-                if (errno != EAGAIN) /* EAGAIN: the end; anything else: no log read */
+                /* EAGAIN: the end.  Anything else ends the log there: what was
+                 * read stands, and only a first read that fails means no log. */
+                if (errno != EAGAIN && len == 0)
                     read_err = errno;
                 break;
             }
