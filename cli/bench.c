@@ -471,8 +471,12 @@ int cmd_bench(int argc, char **argv)
         print_text(&r);
     int status = 0;
     if (svg) {
-        if (svg_write(svg, &r) != 0 || fclose(svg) != 0) {
-            fprintf(stderr, "fastclock bench: writing %s failed: %s\n", svg_path, strerror(errno));
+        errno = 0;
+        int write_err = svg_write(svg, &r) != 0 ? (errno ? errno : EIO) : 0;
+        int close_err = fclose(svg) != 0 ? errno : 0; /* always closed, whatever the write did */
+        if (write_err || close_err) {
+            fprintf(stderr, "fastclock bench: writing %s failed: %s\n", svg_path,
+                    strerror(write_err ? write_err : close_err));
             status = 2;
         } else if (!json && !csv) {
             printf("chart written to %s\n", svg_path);
