@@ -58,7 +58,8 @@ static void usage(FILE *f)
             "  -h, --help                    this text\n"
             "\n"
             "environment: FASTCLOCK_PRELOAD=/path/to/" SHIM_NAME " overrides where the\n"
-            "shim is looked for (by default " FASTCLOCK_BIN_TO_LIB "/ relative to this program).\n"
+            "shim is looked for (by default " FASTCLOCK_BIN_TO_LIB "/, then ../lib/, then ../lib64/\n"
+            "relative to this program).\n"
             "\n"
             "exit status: COMMAND's; 125 if run itself fails, 126 if COMMAND cannot be\n"
             "executed, 127 if it is not found.\n");
@@ -158,7 +159,10 @@ static char *preload_with_shim(const char *list, const char *shim)
                 path[len] = 0;
                 same = stat(path, &a) == 0 && stat(shim, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
             }
-            if (!same)
+            /* A bare name (the loader's search path) or one with $LIB or $PLATFORM
+             * in it names a file stat cannot find from here: replaced, unremarked. */
+            int comparable = memchr(entry, '/', len) && !memchr(entry, '$', len);
+            if (!same && comparable)
                 fprintf(stderr, "fastclock run: LD_PRELOAD names another copy of the shim (%.*s): %s\n", (int)len,
                         entry, placed ? "dropped" : "replaced by this one");
             if (placed)
