@@ -95,57 +95,25 @@ public final class FastClock {
             NativeLoader.Result r = NativeLoader.load(NativeLoader.Config.fromSystem());
             detail = r.detail;
             if (r.loaded) {
-                // A plain JNI call first: it settles the core's mode decision before
-                // any critical FFM call runs, and proves the library answers.
-                Map<String, String> st = awaitFirstLine(parseStatus(Jni.status()));
+                CoreState first = awaitFirstLine();
                 String binding = NativeCalls.binding();
                 // No coarse read here: the core ticks the coarse clocks every millisecond
                 // from their first read on (coarseNanoTime), not for every JVM that loads this.
-                // Where fastclock's read is the kernel's own (mode system, or
-                // tsc-percpu answered by the kernel's clock: counter "clock_gettime
-                // ..."), it cannot beat the JDK's call of the same clock: no
-                // measurement decides that (two measurements of one vDSO call
-                // would let noise pick the answer, differently between JVMs).
-                String mode = st.get("mode"), counter = st.get("counter");
-                boolean perCpuOverVdso = perCpuLinesOverTheKernelsCounter(st);
-                boolean monoIsKernel = "system".equals(mode) || kernelAnswersFineReads(st) || perCpuOverVdso;
-                boolean realIsKernel = monoIsKernel || "vdso".equals(st.get("real_source"));
+                boolean preferJdk = Props.flag("fastclock.preferJdkClocks", true);
+                CoreState[] decidedOn = {first};
+                if (preferJdk) {
+                    routes = Routes.onSettledState(first, () -> CoreState.of(Jni.status()), state -> {
+                        decidedOn[0] = state;
+                        return decided(binding, state);
+                    });
+                } else {
+                    double[] measured = new double[Jni.COST_FIGURES];
+                    Jni.costs(measured);
+                    routes = Routes.allNative(binding, Routes.fromMeasurement(measured));
+                }
                 // For a Clock's millis(): "vdso" before the first line (a start-up that
                 // gave up waiting) may become the line's REALTIME later.
-                realIsKernelForGood = monoIsKernel || (realIsKernel && parseDouble(st.get("calibrations")) > 0);
-                // Mode tsc with the line answering ordered reads (the counter is an
-                // instruction, not "clock_gettime (...)"): see Routes.decide.
-                boolean monoIsLine = "tsc".equals(mode) && counter != null && !counter.startsWith("clock_gettime");
-                // The line answers the ordered REALTIME because the core timed it cheaper
-                // than the kernel's (real_line_ratio: 0 where nothing was timed).
-                boolean realIsTimedLine = monoIsLine && !realIsKernel && parseDouble(st.get("real_line_ratio")) > 0;
-                // Every measurement on the line's steady path, or set aside (Routes.OFF_STEADY):
-                // only where the line answers, and a decision rests on it.
-                boolean preferJdk = Props.flag("fastclock.preferJdkClocks", true);
-                boolean lineAnswers = monoIsLine && !monoIsKernel && preferJdk;
-                int[] setAside = {0};
-                java.util.function.Consumer<double[]> measure = out -> System.arraycopy(
-                        Routes.measuredSteady(Jni::costs, lineAnswers, FastClock::pause, setAside), 0, out, 0,
-                        out.length);
-                double[] measured = new double[Jni.COST_FIGURES];
-                measure.accept(measured);
-                double[] costs = Routes.fromMeasurement(measured);
-                if (preferJdk) {
-                    routes = Routes.decide(binding, costs, monoIsKernel, realIsKernel, monoIsLine, realIsTimedLine);
-                    if (routes.close) {
-                        measured = Routes.measuredAgain(measured, measure);
-                        costs = Routes.fromMeasurement(measured);
-                        routes = Routes.decide(binding, costs, monoIsKernel, realIsKernel, monoIsLine, realIsTimedLine)
-                                .noted("close to a threshold at first: the median of three measurements");
-                    }
-                    if (lineAnswers)
-                        routes = routes.noted(Routes.steadyNote(measured, setAside[0]));
-                    if (perCpuOverVdso)
-                        routes = routes.noted("the JDK's leaf clocks by construction: the kernel's vDSO reads the "
-                                + "counter with less work than a per-CPU line");
-                } else {
-                    routes = Routes.allNative(binding, costs);
-                }
+                realIsKernelForGood = decidedOn[0].realIsKernelForGood;
                 nat = true; /* last: a failure above leaves the JDK answering, and says so */
             }
         } catch (Throwable t) {
@@ -162,6 +130,36 @@ public final class FastClock {
         R_REAL_U = routes.currentTimeNanosUnordered;
         R_MILLIS = routes.currentTimeMillis;
         CLOCK_MILLIS_NATIVE = clockMillisNative(nat, realIsKernelForGood, R_REAL, R_MILLIS);
+    }
+
+    /**
+     * The routes for the core in this state, from costs measured now.  Where
+     * fastclock's read is the kernel's own (mode system, or tsc-percpu answered by
+     * the kernel's clock: counter "clock_gettime ..."), it cannot beat the JDK's
+     * call of the same clock: no measurement decides that (two measurements of one
+     * vDSO call would let noise pick the answer, differently between JVMs).
+     */
+    private static Routes decided(String binding, CoreState s) {
+        // Every measurement on the line's steady path, or set aside (Routes.OFF_STEADY):
+        // only where the line answers, and a decision rests on it.
+        boolean lineAnswers = s.monoIsLine && !s.monoIsKernel;
+        int[] setAside = {0};
+        java.util.function.Consumer<double[]> measure = out -> System.arraycopy(
+                Routes.measuredSteady(Jni::costs, lineAnswers, FastClock::pause, setAside), 0, out, 0, out.length);
+        double[] measured = new double[Jni.COST_FIGURES];
+        measure.accept(measured);
+        Routes routes = Routes.decide(binding, Routes.fromMeasurement(measured), s);
+        if (routes.close) {
+            measured = Routes.measuredAgain(measured, measure);
+            routes = Routes.decide(binding, Routes.fromMeasurement(measured), s)
+                    .noted("close to a threshold at first: the median of three measurements");
+        }
+        if (lineAnswers)
+            routes = routes.noted(Routes.steadyNote(measured, setAside[0]));
+        if (s.perCpuOverVdso)
+            routes = routes.noted("the JDK's leaf clocks by construction: the kernel's vDSO reads the "
+                    + "counter with less work than a per-CPU line");
+        return routes;
     }
 
     /**
@@ -199,76 +197,22 @@ public final class FastClock {
      * initialisation on an interrupted thread neither throws (which would cost the
      * native library for the JVM's life) nor clears the caller's interrupt.
      */
-    private static Map<String, String> awaitFirstLine(Map<String, String> st) {
-        // Against a deadline, with the interrupt flag put aside meanwhile: on an
-        // interrupted thread parkNanos returns at once, and the wait would shrink to
-        // nothing (the routes then measured on the kernel's reads, for the JVM's life).
-        boolean interrupted = Thread.interrupted();
+    private static CoreState awaitFirstLine() {
+        // A plain JNI call first: it settles the core's mode decision before any
+        // critical FFM call runs, and proves the library answers.
+        Map<String, String> st = CoreState.parse(Jni.status());
         long deadline = System.nanoTime() + 50_000_000L;
-        try {
-            while (!("system".equals(st.get("mode")) || kernelAnswersFineReads(st)
-                    || parseDouble(st.get("calibrations")) > 0) && System.nanoTime() - deadline < 0) {
-                for (int r = 0; r < 64; r++)
-                    Jni.monoNs();
-                LockSupport.parkNanos(1_000_000L);
-                interrupted |= Thread.interrupted();
-                st = parseStatus(Jni.status());
-            }
-        } finally {
-            if (interrupted)
-                Thread.currentThread().interrupt();
+        while (!("system".equals(st.get("mode")) || CoreState.kernelAnswersFineReads(st)
+                || CoreState.number(st.get("calibrations")) > 0) && System.nanoTime() - deadline < 0) {
+            for (int r = 0; r < 64; r++)
+                Jni.monoNs();
+            // pause, not parkNanos: on an interrupted thread parkNanos returns at once,
+            // and the wait would shrink to nothing (the routes then measured on the
+            // kernel's reads, for the JVM's life).
+            pause(1_000_000L);
+            st = CoreState.parse(Jni.status());
         }
-        return st;
-    }
-
-    /**
-     * The counter is trusted but the kernel's clock answers fine reads (status
-     * counter "clock_gettime (...)"): tsc-percpu routed to it, or the core's
-     * counter-cost routes in either mode (ordered reads, or all of them, where
-     * the counter costs more than twice the kernel's clock).  The JDK's call of
-     * that clock then answers, without a measurement a near tie could flip --
-     * for the unordered reads too (under the ordered route alone they are still
-     * the line's: a speed-up given up there for one stable rule).
-     */
-    static boolean kernelAnswersFineReads(Map<String, String> st) {
-        String mode = st.get("mode"), counter = st.get("counter");
-        return ("tsc-percpu".equals(mode) || "tsc".equals(mode)) && counter != null
-                && counter.startsWith("clock_gettime") && !counter.equals("clock_gettime (first line pending)");
-    }
-
-    /**
-     * tsc-percpu on its own lines (FASTCLOCK_MODE=percpu asks for them) where the
-     * kernel's clocksource is the counter (status real_source "vdso" with the
-     * lines answering: the core routes its wall reads to the vDSO from that
-     * fact; mode.c choose_percpu_kernel).  The vDSO's MONOTONIC read there is a
-     * subset of a per-CPU read's work -- the counter, a seqlock, a multiply,
-     * without naming the CPU, finding its slot and clamping per thread -- so
-     * the JDK's clocks answer, as where the kernel's clock answers outright: a
-     * measured ratio of 1.10-1.17 came out at 0.94 in 1 of 20 fresh JDK 25
-     * JVMs, which made fastclock answer nanoTime() there.
-     */
-    static boolean perCpuLinesOverTheKernelsCounter(Map<String, String> st) {
-        String counter = st.get("counter");
-        return "tsc-percpu".equals(st.get("mode")) && "vdso".equals(st.get("real_source")) && counter != null
-                && !counter.startsWith("clock_gettime");
-    }
-
-    private static double parseDouble(String s) {
-        try {
-            return s == null ? 0 : Double.parseDouble(s.trim());
-        } catch (NumberFormatException e) {
-            return 0;
-        }
-    }
-
-    private static Map<String, String> parseStatus(String text) {
-        Map<String, String> m = new LinkedHashMap<>();
-        for (String line : text.split("\n")) {
-            int eq = line.indexOf('=');
-            if (eq > 0)
-                m.put(line.substring(0, eq), line.substring(eq + 1));
-        }
-        return m;
+        return new CoreState(st);
     }
 
     private static final Source SOURCE = new Source();
@@ -518,7 +462,7 @@ public final class FastClock {
         if (!NATIVE)
             return m;
         try {
-            m.putAll(parseStatus(Jni.status()));
+            m.putAll(CoreState.parse(Jni.status()));
         } catch (Throwable t) {
             m.put("error", t.toString());
         }

@@ -141,6 +141,50 @@ final class Routes {
                 why, false);
     }
 
+    /**
+     * Every fine clock from the JDK although the library answers: the core's state
+     * moved under each of SETTLE_TRIES measurements (see {@link #onSettledState}).
+     */
+    static Routes jdkOnly(String why) {
+        return new Routes(false, false, false, false, false, words(false, false, false, false, false), why, false);
+    }
+
+    /**
+     * Decisions taken, at most, while the core's state moves under their
+     * measurement, before the JDK answers everything.  The state moves at most a
+     * few times in a process's life (the first line; a warp found, which makes
+     * tsc-percpu; the kernel's clock chosen where the counter costs more), so a
+     * third decision that still sees it move means something keeps changing it.
+     */
+    static final int SETTLE_TRIES = 3;
+
+    /**
+     * The decision decideOn takes (measuring the costs) on the core's state,
+     * kept only where the state read after it (now) is the one it was taken on:
+     * the start-up warp check may find a warp, or the first line come, while the
+     * costs are measured, and then figures measured on one state would decide
+     * routes for another (a kernel's read timed as the line's, say).  Where the
+     * state moved, the decision is taken again on the new one; where it still
+     * moves after SETTLE_TRIES decisions the JDK answers every clock, which can
+     * never cost more than the JDK.
+     */
+    static Routes onSettledState(CoreState first, java.util.function.Supplier<CoreState> now,
+            java.util.function.Function<CoreState, Routes> decideOn) {
+        CoreState state = first;
+        for (int attempt = 1;; attempt++) {
+            Routes r = decideOn.apply(state);
+            CoreState after = now.get();
+            if (after.equals(state))
+                return attempt == 1 ? r
+                        : r.noted("decided again: the core's state moved under " + (attempt - 1) + " measurement"
+                                + (attempt == 2 ? "" : "s"));
+            if (attempt == SETTLE_TRIES)
+                return jdkOnly("the JDK's clocks: the core's state moved under each of " + SETTLE_TRIES
+                        + " measurements (last " + state + ", then " + after + ")");
+            state = after;
+        }
+    }
+
     /** Every fine clock from fastclock (-Dfastclock.preferJdkClocks=false). */
     static Routes allNative(String binding, double[] c) {
         return new Routes(true, true, true, true, true, words(true, true, true, true, true),
@@ -325,6 +369,25 @@ final class Routes {
      */
     static Routes decide(String binding, double[] c, boolean monoIsKernel, boolean realIsKernel,
             boolean monoIsLine, boolean realIsTimedLine) {
+        return decide(binding, c, monoIsKernel, realIsKernel, monoIsLine, realIsTimedLine, monoIsKernel);
+    }
+
+    /** As above, from the core's state. */
+    static Routes decide(String binding, double[] c, CoreState s) {
+        return decide(binding, c, s.monoIsKernel, s.realIsKernel, s.monoIsLine, s.realIsTimedLine,
+                s.unorderedIsKernel);
+    }
+
+    /**
+     * As above, knowing also where the core's unordered reads are the kernel's
+     * own (unorderedIsKernel: mode system, or the kernel's clock answering every
+     * fine read): only there is currentTimeNanosUnordered() the kernel's call
+     * against Instant.now()'s, decided by construction.  Where the kernel answers
+     * the ordered reads alone, or tsc-percpu's lines answer beside the kernel's
+     * REALTIME, the unordered wall read is a line's, and measured like any other.
+     */
+    static Routes decide(String binding, double[] c, boolean monoIsKernel, boolean realIsKernel,
+            boolean monoIsLine, boolean realIsTimedLine, boolean unorderedIsKernel) {
         double scale = "jni".equals(binding) && monoIsLine ? cpuScale(c) : 1.0;
         double call = callNs(binding) * scale, bare = bareCallNs(binding) * scale;
         double instantNow = c[KERNEL_REAL] > 0 ? c[KERNEL_REAL] + (JNI_CALL_NS + INSTANT_NS) * scale : 0;
@@ -332,15 +395,14 @@ final class Routes {
         Judge j = new Judge();
         boolean nano = !monoIsKernel && (byConstruction || j.wins(c[MONO], call, c[KERNEL_MONO]));
         boolean nanoU = !monoIsKernel && j.wins(c[MONO_UNORDERED], bare, c[KERNEL_MONO]);
-        // Unordered wall reads are the kernel's only in mode system (elsewhere the line's).
-        // The kernel's call against Instant.now(), which makes the same call through
+        // Where the core's reads are the kernel's: the kernel's call against Instant.now(), which makes the same call through
         // JNI and builds an Instant: the binding's cost against those two, constants
         // alone.  The kernel's cost is on both sides; weighed with MARGIN it made a
         // threshold on it (171 ns over FFM, 51 over JNI) that a syscall clocksource
         // (hpet, acpi_pm: 150-850 ns) would straddle from one fresh JVM to the next.
         boolean sameKernelCall = c[KERNEL_REAL] > 0 && call < (JNI_CALL_NS + INSTANT_NS) * scale;
         boolean real = realIsKernel ? sameKernelCall : j.wins(c[REAL], call, instantNow);
-        boolean realU = monoIsKernel ? sameKernelCall : j.wins(c[REAL_UNORDERED], bare, instantNow);
+        boolean realU = unorderedIsKernel ? sameKernelCall : j.wins(c[REAL_UNORDERED], bare, instantNow);
         // The line answering ordered REALTIME because the core timed it cheaper than the
         // kernel's (4% or more, twice): over a binding that adds nothing, a second,
         // jittery measurement here would only add noise -- the ratio, 0.91 against

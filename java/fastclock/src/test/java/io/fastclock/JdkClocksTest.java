@@ -54,36 +54,71 @@ class JdkClocksTest {
 
     @Test
     void theCoresKernelRoutesCountAsTheKernelAnswering() {
-        assertTrue(FastClock.kernelAnswersFineReads(Map.of("mode", "tsc-percpu", "counter",
+        assertTrue(CoreState.kernelAnswersFineReads(Map.of("mode", "tsc-percpu", "counter",
                 "clock_gettime (the cheaper read here)")));
-        assertTrue(FastClock.kernelAnswersFineReads(Map.of("mode", "tsc", "counter",
+        assertTrue(CoreState.kernelAnswersFineReads(Map.of("mode", "tsc", "counter",
                 "clock_gettime (the counter costs more here)")));
-        assertTrue(FastClock.kernelAnswersFineReads(Map.of("mode", "tsc", "counter",
+        assertTrue(CoreState.kernelAnswersFineReads(Map.of("mode", "tsc", "counter",
                 "clock_gettime (ordered), rdtsc (unordered)")));
-        assertTrue(FastClock.kernelAnswersFineReads(Map.of("mode", "tsc-percpu", "counter",
+        assertTrue(CoreState.kernelAnswersFineReads(Map.of("mode", "tsc-percpu", "counter",
                 "clock_gettime (ordered), rdtscp (unordered)")));
-        assertFalse(FastClock.kernelAnswersFineReads(Map.of("mode", "tsc", "counter", "rdtscp")));
-        assertFalse(FastClock.kernelAnswersFineReads(Map.of("mode", "tsc", "counter", "lfence;rdtsc")));
-        assertFalse(FastClock.kernelAnswersFineReads(Map.of("mode", "tsc-percpu", "counter", "rdtscp")));
-        assertFalse(FastClock.kernelAnswersFineReads(Map.of("mode", "tsc", "counter",
+        assertFalse(CoreState.kernelAnswersFineReads(Map.of("mode", "tsc", "counter", "rdtscp")));
+        assertFalse(CoreState.kernelAnswersFineReads(Map.of("mode", "tsc", "counter", "lfence;rdtsc")));
+        assertFalse(CoreState.kernelAnswersFineReads(Map.of("mode", "tsc-percpu", "counter", "rdtscp")));
+        assertFalse(CoreState.kernelAnswersFineReads(Map.of("mode", "tsc", "counter",
                 "clock_gettime (first line pending)")));
-        assertFalse(FastClock.kernelAnswersFineReads(Map.of("mode", "tsc")));
+        assertFalse(CoreState.kernelAnswersFineReads(Map.of("mode", "tsc")));
+    }
+
+    /**
+     * currentTimeNanosUnordered() is decided by construction (the kernel's same call
+     * against Instant.now()'s) only where the core's unordered reads are the kernel's:
+     * where the kernel answers the ordered reads alone, or beside tsc-percpu's lines,
+     * the unordered wall read is a line's, and is measured.
+     */
+    @Test
+    void anUnorderedWallReadThatIsALinesIsMeasured() {
+        CoreState orderedOnly = CoreState.of("mode=tsc\ncounter=clock_gettime (ordered), rdtsc (unordered)\n"
+                + "real_source=vdso\ncalibrations=2\n");
+        CoreState perCpu = CoreState.of("mode=tsc-percpu\ncounter=rdtscp\nreal_source=vdso\ncalibrations=2\n");
+        CoreState allKernel = CoreState.of("mode=tsc\ncounter=clock_gettime (the counter costs more here)\n"
+                + "real_source=vdso\ncalibrations=2\n");
+        CoreState system = CoreState.of("mode=system\ncounter=clock_gettime\nreal_source=vdso\n");
+        for (CoreState s : List.of(orderedOnly, perCpu))
+            assertTrue(s.monoIsKernel && !s.unorderedIsKernel, s.toString());
+        for (CoreState s : List.of(allKernel, system))
+            assertTrue(s.monoIsKernel && s.unorderedIsKernel, s.toString());
+        for (String binding : List.of("ffm", "jni")) {
+            // The line's unordered REALTIME dearer than Instant.now() (a trapping counter): the JDK answers.
+            double[] dear = costs(20.0, 60.0, 21.0, 60.0, 20.0, 20.0);
+            for (CoreState s : List.of(orderedOnly, perCpu)) {
+                Routes r = Routes.decide(binding, dear, s);
+                assertFalse(r.currentTimeNanosUnordered, binding + " " + s + ": " + r.answers);
+                // ... and cheaper: fastclock answers.
+                r = Routes.decide(binding, costs(20.0, 9.0, 21.0, 9.0, 20.0, 20.0), s);
+                assertTrue(r.currentTimeNanosUnordered, binding + " " + s + ": " + r.answers);
+            }
+            // The kernel's own call against Instant.now()'s same call through JNI plus an
+            // Instant: fastclock by construction, whatever was measured.
+            for (CoreState s : List.of(allKernel, system))
+                assertTrue(Routes.decide(binding, dear, s).currentTimeNanosUnordered, binding + " " + s);
+        }
     }
 
     @Test
     void perCpuLinesOnAKernelThatReadsTheCounterLeaveTheJdkAnswering() {
-        assertTrue(FastClock.perCpuLinesOverTheKernelsCounter(Map.of("mode", "tsc-percpu", "counter", "rdtscp",
+        assertTrue(CoreState.perCpuLinesOverTheKernelsCounter(Map.of("mode", "tsc-percpu", "counter", "rdtscp",
                 "real_source", "vdso")));
         // The kernel's clock is not the counter: the wall reads are the lines' too.
-        assertFalse(FastClock.perCpuLinesOverTheKernelsCounter(Map.of("mode", "tsc-percpu", "counter", "rdtscp",
+        assertFalse(CoreState.perCpuLinesOverTheKernelsCounter(Map.of("mode", "tsc-percpu", "counter", "rdtscp",
                 "real_source", "line")));
         // Mode tsc: its line does not name the CPU (Routes.decide weighs it).
-        assertFalse(FastClock.perCpuLinesOverTheKernelsCounter(Map.of("mode", "tsc", "counter", "rdtscp",
+        assertFalse(CoreState.perCpuLinesOverTheKernelsCounter(Map.of("mode", "tsc", "counter", "rdtscp",
                 "real_source", "vdso")));
         // Routed to the kernel already: kernelAnswersFineReads says so.
-        assertFalse(FastClock.perCpuLinesOverTheKernelsCounter(Map.of("mode", "tsc-percpu", "counter",
+        assertFalse(CoreState.perCpuLinesOverTheKernelsCounter(Map.of("mode", "tsc-percpu", "counter",
                 "clock_gettime (the cheaper read here)", "real_source", "vdso")));
-        assertFalse(FastClock.perCpuLinesOverTheKernelsCounter(Map.of("mode", "tsc-percpu", "real_source", "vdso")));
+        assertFalse(CoreState.perCpuLinesOverTheKernelsCounter(Map.of("mode", "tsc-percpu", "real_source", "vdso")));
         // Decided as the kernel's: a per-CPU read measured at 0.90 of the vDSO's (noise) does not answer.
         Routes r = Routes.decide("ffm", costs(30.0, 30.0, 30.3, 30.2, 33.3, 30.5), true, true);
         assertFalse(r.nanoTime || r.nanoTimeUnordered || r.currentTimeMillis, r.answers);
@@ -353,6 +388,55 @@ class JdkClocksTest {
         assertEquals(Routes.STEADY_TRIES, setAside[0]);
         assertEquals(31_000_000L, pauses.stream().mapToLong(Long::longValue).sum());
         assertTrue(Routes.steadyNote(m, setAside[0]).contains("still off it"), Routes.steadyNote(m, setAside[0]));
+    }
+
+    /**
+     * Routes are decided on the core's state as it was when their costs were measured:
+     * a warp found during the measurement (mode tsc to tsc-percpu answered by the
+     * kernel's clock) has them decided again on the new state; a state that keeps
+     * moving leaves the JDK answering every clock.
+     */
+    @Test
+    void routesAreDecidedOnTheStateTheirCostsWereMeasuredIn() {
+        CoreState line = CoreState.of("mode=tsc\ncounter=rdtscp\nreal_source=line\nreal_line_ratio=0.9\ncalibrations=3\n");
+        CoreState kernel = CoreState.of("mode=tsc-percpu\ncounter=clock_gettime (the cheaper read here)\n"
+                + "real_source=vdso\ncalibrations=3\n");
+        assertTrue(line.monoIsLine && line.realIsTimedLine && !line.monoIsKernel, line.toString());
+        assertTrue(kernel.monoIsKernel && kernel.realIsKernelForGood && !kernel.monoIsLine, kernel.toString());
+        assertEquals(line, CoreState.of("mode=tsc\ncounter=lfence;rdtsc\nreal_source=line\nreal_line_ratio=0.8\n"
+                + "calibrations=9\n"), "the same facts, other figures");
+
+        // The line's costs, as they would be measured (fastclock cheaper everywhere).
+        double[] lineCosts = costs(16.0, 9.0, 18.0, 9.0, 20.4, 20.4);
+        List<CoreState> decidedOn = new ArrayList<>();
+        java.util.function.Function<CoreState, Routes> decide = s -> {
+            decidedOn.add(s);
+            return Routes.decide("ffm", lineCosts, s.monoIsKernel, s.realIsKernel, s.monoIsLine, s.realIsTimedLine);
+        };
+
+        // Settled: one decision, on the state it was measured in.
+        Routes r = Routes.onSettledState(line, () -> line, decide);
+        assertEquals(List.of(line), decidedOn);
+        assertTrue(r.nanoTime && r.currentTimeNanos, r.answers);
+        assertFalse(r.costs.contains("decided again"), r.costs);
+
+        // A warp found while measuring: decided again on the kernel's state, where the JDK answers.
+        decidedOn.clear();
+        java.util.Iterator<CoreState> states = List.of(kernel, kernel).iterator();
+        r = Routes.onSettledState(line, states::next, decide);
+        assertEquals(List.of(line, kernel), decidedOn);
+        assertFalse(r.nanoTime || r.nanoTimeUnordered || r.currentTimeMillis, r.answers);
+        assertTrue(r.costs.contains("decided again: the core's state moved under 1 measurement"), r.costs);
+
+        // Moving under every measurement: the JDK answers everything, and says why.
+        decidedOn.clear();
+        boolean[] flip = {false};
+        r = Routes.onSettledState(line, () -> (flip[0] = !flip[0]) ? kernel : line, decide);
+        assertEquals(Routes.SETTLE_TRIES, decidedOn.size());
+        assertFalse(r.nanoTime || r.nanoTimeUnordered || r.currentTimeNanos || r.currentTimeNanosUnordered
+                || r.currentTimeMillis, r.answers);
+        assertTrue(r.answers.contains("currentTimeNanos=Instant.now()"), r.answers);
+        assertTrue(r.costs.contains("moved under each of " + Routes.SETTLE_TRIES + " measurements"), r.costs);
     }
 
     /**
