@@ -301,12 +301,34 @@ final class NativeLoader {
         // A kept copy in any directory before a fresh copy in any: a fresh copy
         // takes static TLS for good (see loadKept), and the first directory's
         // kept one may be unusable (another user made its name in a shared /tmp).
-        Set<Path> cannotMapCode = new HashSet<>();
+        // Only under directories nobody else could rename or replace: a private
+        // directory in a parent another user may write to (not sticky) can be
+        // swapped, with the file in it, between its check and its load.
+        List<Path> parents = new ArrayList<>();
+        UserPrincipal me = null;
         for (Path parent : c.tempDirs) {
+            try {
+                Files.createDirectories(parent);
+                UserPrincipal user = processUser(parent);
+                String unsafe = othersCouldSwap(parent, user);
+                if (unsafe != null) {
+                    notes.add(parent + ": not used, " + unsafe);
+                    continue;
+                }
+                me = user;
+                parents.add(parent);
+            } catch (IOException | UnsupportedOperationException e) {
+                notes.add(parent + ": cannot write (" + e + ")");
+            } catch (RuntimeException e) {
+                return Result.failed(denied(e));
+            }
+        }
+        Set<Path> cannotMapCode = new HashSet<>();
+        for (Path parent : parents) {
             boolean[] cannotMap = {false};
             Result kept;
             try {
-                kept = loadKept(c, parent, platform, lib, expected, notes, cannotMap);
+                kept = loadKept(c, parent, me, platform, lib, expected, notes, cannotMap);
             } catch (RuntimeException e) {
                 return Result.failed(denied(e));
             }
@@ -317,12 +339,11 @@ final class NativeLoader {
             if (cannotMap[0])
                 cannotMapCode.add(parent); // (noted) a fresh copy there would fail the same way
         }
-        for (Path parent : c.tempDirs) {
+        for (Path parent : parents) {
             if (cannotMapCode.contains(parent))
                 continue;
             Path tmp = null, file = null;
             try {
-                Files.createDirectories(parent);
                 // Private directory: nobody else can swap the file between check and load.
                 tmp = Files.createTempDirectory(parent, "fastclock-", PosixFilePermissions.asFileAttribute(PRIVATE));
                 file = tmp.resolve(FILE_NAME);
@@ -374,14 +395,11 @@ final class NativeLoader {
      * against the jar's SHA-256 before each load, and replaced (written beside it,
      * checked, renamed over it) where it differs.
      */
-    private static Result loadKept(Config c, Path parent, String platform, byte[] lib, String expected,
-                                   List<String> notes, boolean[] cannotMap) {
-        UserPrincipal me;
+    private static Result loadKept(Config c, Path parent, UserPrincipal me, String platform, byte[] lib,
+                                   String expected, List<String> notes, boolean[] cannotMap) {
         Path dir;
         try {
-            me = Files.getOwner(Paths.get("/proc/self")); // this process's user
             dir = keptDir(parent, me, expected);
-            Files.createDirectories(parent);
             try {
                 Files.createDirectory(dir, PosixFilePermissions.asFileAttribute(PRIVATE));
             } catch (FileAlreadyExistsException earlier) {
@@ -419,6 +437,50 @@ final class NativeLoader {
     }
 
     /** Where the copies of the build whose SHA-256 is expected are kept for this user. */
+    /**
+     * This process's user: the owner of a file it has just made in dir.  Not
+     * /proc/self's owner, which is root for a process that is not dumpable (a
+     * java given capabilities, or PR_SET_DUMPABLE 0): every kept directory would
+     * then look another user's, and each class loader take a fresh copy.
+     */
+    static UserPrincipal processUser(Path dir) throws IOException {
+        Path probe = Files.createTempFile(dir, ".fastclock-", ".owner",
+                PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rw-------")));
+        try {
+            return Files.getOwner(probe, LinkOption.NOFOLLOW_LINKS);
+        } finally {
+            deleteQuietly(probe);
+        }
+    }
+
+    private static final int STICKY = 01000;
+
+    /**
+     * Why someone other than this user (me) and root could rename or replace
+     * dir or a directory above it, or null where nobody could: each must belong
+     * to me or to root, and be writable by group or others only where sticky
+     * (/tmp: only a file's owner may rename it).  Checked along the path as
+     * given and along its real path (a link in it may lead elsewhere).
+     */
+    static String othersCouldSwap(Path dir, UserPrincipal me) throws IOException {
+        List<Path> paths = List.of(dir.toAbsolutePath().normalize(), dir.toRealPath());
+        for (Path start : paths) {
+            for (Path p = start; p != null; p = p.getParent()) {
+                PosixFileAttributes a = Files.readAttributes(p, PosixFileAttributes.class);
+                Object uid = Files.getAttribute(p, "unix:uid");
+                boolean trusted = a.owner().equals(me) || Integer.valueOf(0).equals(uid);
+                if (!trusted)
+                    return p + " belongs to " + a.owner().getName();
+                Set<PosixFilePermission> m = a.permissions();
+                boolean othersWrite = m.contains(PosixFilePermission.GROUP_WRITE)
+                        || m.contains(PosixFilePermission.OTHERS_WRITE);
+                if (othersWrite && (((Integer) Files.getAttribute(p, "unix:mode")) & STICKY) == 0)
+                    return p + " is writable by others (" + PosixFilePermissions.toString(m) + ", not sticky)";
+            }
+        }
+        return null;
+    }
+
     static Path keptDir(Path parent, UserPrincipal me, String expected) {
         return parent.resolve("fastclock-" + me.getName().replaceAll("[^A-Za-z0-9._-]", "_") + "-"
                 + expected.substring(0, Math.min(16, expected.length())).toLowerCase(Locale.ROOT));

@@ -78,7 +78,7 @@ class NativeLoaderTest {
     }
 
     static Path keptDir(Path parent) throws IOException {
-        return NativeLoader.keptDir(parent, Files.getOwner(Path.of("/proc/self")), NativeLoader.sha256(bundled()));
+        return NativeLoader.keptDir(parent, NativeLoader.processUser(parent), NativeLoader.sha256(bundled()));
     }
 
     static List<String> names(Path dir) throws IOException {
@@ -171,6 +171,45 @@ class NativeLoaderTest {
         assertFalse(loaded.get(0).startsWith(dir.toString()), loaded.toString());
         assertTrue(r.detail.contains("not a private directory"), r.detail);
         assertEquals(List.of(), names(dir), "nothing written there");
+    }
+
+    /**
+     * A parent another user could write to, not sticky, could have the private
+     * directory renamed away and another put in its place between check and load:
+     * not used.  Sticky, as /tmp is, only a directory's owner may rename it: used.
+     */
+    @Test
+    void aParentOthersCouldWriteIsUsedOnlyWhereSticky(@TempDir Path second) throws IOException {
+        Path open = Files.createDirectory(tmp.resolve("open"));
+        Files.setAttribute(open, "unix:mode", 0777);
+        NativeLoader.Result r = NativeLoader.load(config(open, second));
+        assertTrue(r.loaded, r.toString());
+        assertTrue(loaded.get(0).startsWith(second.toString()), loaded.toString());
+        assertTrue(r.detail.contains(open + ": not used, " + open + " is writable by others (rwxrwxrwx, not sticky)"),
+                r.detail);
+        assertEquals(List.of(), names(open), "nothing left there");
+
+        loaded.clear();
+        Files.setAttribute(open, "unix:mode", 01777);
+        r = NativeLoader.load(config(open, second));
+        assertTrue(r.loaded, r.toString());
+        assertTrue(loaded.get(0).startsWith(open.toString()), loaded.toString());
+
+        // A directory above counts as much as the parent itself.
+        loaded.clear();
+        Files.setAttribute(open, "unix:mode", 0777);
+        Path below = Files.createDirectory(open.resolve("below"), PosixFilePermissions.asFileAttribute(
+                PosixFilePermissions.fromString("rwx------")));
+        r = NativeLoader.load(config(below, second));
+        assertTrue(loaded.get(0).startsWith(second.toString()), loaded.toString());
+        assertTrue(r.detail.contains(below + ": not used, " + open + " is writable by others"), r.detail);
+    }
+
+    @Test
+    void theProcessUserIsTheOwnerOfWhatItMakes() throws IOException {
+        Path made = Files.createFile(tmp.resolve("made"));
+        assertEquals(Files.getOwner(made), NativeLoader.processUser(tmp));
+        assertEquals(List.of("made"), names(tmp), "the probe file removed");
     }
 
     @Test
