@@ -2391,6 +2391,27 @@ void hold_one_warp_worker(int cpu)
     warp_left++;
 }
 
+// The warp check's seam, with the worker for `cpu` held `us` once it is on its
+// CPU and ready (a CPU busy with another task for that long).
+static void hold_ready_warp_worker(int cpu, int us)
+{
+    struct fc_seam seam = warp_test_seam();
+    seam.warp_worker_ready = hold_one_warp_worker;
+    fc_test_reset(&seam);
+    warp_held_cpu = cpu;
+    warp_hold = 0;
+    warp_hold_us = us;
+    warp_left = 0;
+}
+
+// Up to 2 s for the held worker to leave, then its thread's end.
+static void await_held_warp_worker()
+{
+    for (int i = 0; i < 2000 && warp_left.load() == 0; i++)
+        usleep(1000);
+    usleep(20000);
+}
+
 // On a machine with more pairs than the check tests, the first CPU's
 // partners spread from the second CPU to the last, each once: the last CPU
 // (another socket's, often) is never left out.
@@ -2473,22 +2494,16 @@ TEST(WarpCheck, APairWhoseCpusNeverTookTurnsIsNotCountedAsTested)
     std::vector<int> cpus = fctest::allowed_cpus();
     if (cpus.size() < 2)
         GTEST_SKIP() << "the warp check needs two CPUs this process may run on";
-    struct fc_seam seam = warp_test_seam();
-    seam.warp_worker_ready = hold_one_warp_worker;
-    fc_test_reset(&seam);
-    warp_held_cpu = cpus.back(); // the first CPU's partner when one pair is tested (fc_warp_partner)
-    warp_hold = 0;
-    warp_hold_us = 15000; // past the 5 ms window, inside the 50 ms grace
-    warp_left = 0;
+    // The first CPU's partner when one pair is tested (fc_warp_partner), held
+    // past the 5 ms window, inside the 50 ms grace.
+    hold_ready_warp_worker(cpus.back(), 15000);
     struct fc_warp_result r;
     int ret = fc_warp_check(5000000, 1, &r);
     warp_hold_us = 0;
     EXPECT_EQ(ret, -1);
     EXPECT_EQ(r.pairs_tested, 0);
     EXPECT_EQ(r.pairs_skipped, 1);
-    for (int i = 0; i < 2000 && warp_left.load() == 0; i++)
-        usleep(1000);
-    usleep(20000);
+    await_held_warp_worker();
     // Without the hold the same pair is tested (50 ms: a busy machine
     // gives both workers their CPUs at once for a while).
     warp_held_cpu = -1;
@@ -2519,13 +2534,7 @@ TEST(WarpCheck, TheCoarseClocksTickWhileTheCheckWaits)
     std::vector<int> cpus = fctest::allowed_cpus();
     if (cpus.size() < 2)
         GTEST_SKIP() << "the warp check needs two CPUs this process may run on";
-    struct fc_seam seam = warp_test_seam();
-    seam.warp_worker_ready = hold_one_warp_worker;
-    fc_test_reset(&seam);
-    warp_held_cpu = cpus.back();
-    warp_hold = 0;
-    warp_hold_us = 40000;
-    warp_left = 0;
+    hold_ready_warp_worker(cpus.back(), 40000);
     warp_ticks = 0;
     warp_longest_gap_ns = 0;
     struct fc_warp_result r;
@@ -2541,9 +2550,7 @@ TEST(WarpCheck, TheCoarseClocksTickWhileTheCheckWaits)
     // 200 us naps, and room for a busy machine's scheduling.
     EXPECT_LT(warp_longest_gap_ns.load(), 35000000) << "the coarse clocks stood still that long, of "
                                                     << took / 1000000 << " ms";
-    for (int i = 0; i < 2000 && warp_left.load() == 0; i++)
-        usleep(1000);
-    usleep(20000);
+    await_held_warp_worker();
     fc_test_reset(nullptr);
 }
 
