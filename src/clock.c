@@ -360,19 +360,24 @@ static int fallback_read(enum fc_kind kind, const struct fc_full *f, int64_t *ou
     if (atomic_load_explicit(&fc_latch.seq, memory_order_acquire) != f->seq)
         return 0;
     if (kind == FC_MONO || kind == FC_BOOT) {
-        /* Before the first line of mode tsc (below) this value is noted as
-         * MONOTONIC for that line's writer, and there is no line to say
-         * BOOTTIME's offset: the kernel's, from a MONOTONIC read after this
-         * one.  It errs low by the time between the reads, so what is noted
-         * is a MONOTONIC value the kernel has reached, never one ahead of it
-         * (taking the line's 0 noted BOOTTIME as MONOTONIC: an hour ahead
-         * after an hour's suspend, for the first line and every fallback). */
+        /* This value is noted as MONOTONIC for the next line's writer
+         * (below), BOOTTIME less its offset: the kernel's offset now, from a
+         * MONOTONIC read after this one, where it exceeds the line's -- a
+         * suspend since the line grew it (before the first line of mode tsc
+         * there is no line's).  It errs low by the time between the reads,
+         * so what is noted is a MONOTONIC value the kernel has reached, never
+         * one ahead of it (with the line's offset after an hour's suspend:
+         * an hour ahead, and the next line lifted over it; with no line's, 0,
+         * the same for the first line). */
         int first = f->l.mult == 0 && atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_TSC;
         int64_t off = kind == FC_BOOT ? f->l.boot_offset : 0;
-        if (kind == FC_BOOT && first) {
+        if (kind == FC_BOOT && (first || f->l.mult != 0)) {
             int64_t mono_after = fc_kernel_ns(CLOCK_MONOTONIC);
-            off = k - mono_after;
-            first = mono_after != 0; /* unreadable (an injected kernel): nothing to note */
+            if (first)
+                off = k - mono_after;
+            else if (mono_after != 0 && k - mono_after > off)
+                off = k - mono_after;
+            first &= mono_after != 0; /* unreadable (an injected kernel): nothing to note */
         }
         int64_t floor, beyond, ceiling;
         uint64_t held_span = 0; /* where on the line the floor is held (0: not held on it) */
@@ -1006,10 +1011,11 @@ static FC_COLD int gettimeofday_slow(struct timeval *tv)
 {
     struct timespec ts;
     fc_direct_fn k = fc_kernel_route(1);
-    if (k != 0)
-        k(CLOCK_REALTIME, &ts); /* the ordered reads' kernel route, as fastclock_gettime's */
-    else
-        gettime_slow(CLOCK_REALTIME, &ts, FC_REAL);
+    /* The ordered reads' kernel route, as fastclock_gettime's.  A read that
+     * failed wrote nothing: its result, not the stack's leftovers as a time. */
+    int r = k != 0 ? k(CLOCK_REALTIME, &ts) : gettime_slow(CLOCK_REALTIME, &ts, FC_REAL);
+    if (FC_UNLIKELY(r != 0))
+        return r == -1 ? -1 : fc_vdso_result(r); /* a vDSO's -errno as libc returns it */
     tv->tv_sec = ts.tv_sec;
     tv->tv_usec = (suseconds_t)(ts.tv_nsec / 1000);
     return 0;

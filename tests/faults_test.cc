@@ -99,6 +99,8 @@ struct Sim {
     bool coarse_fails = false;  // the kernel's _COARSE clocks cannot be read
     bool raw_fails = false;     // nor its MONOTONIC_RAW
     bool tai_fails = false;     // nor its CLOCK_TAI (before Linux 3.10, a sandbox)
+    bool real_fails = false;    // nor its CLOCK_REALTIME (EINVAL: no kernel does; a fault's stand-in)
+    long mono_reads = 0;        // of the kernel's CLOCK_MONOTONIC alone
     int mono_fails = 0;         // the next this many reads of its MONOTONIC fail (EINVAL)
     // The writer is preempted this long between two of its own counter reads
     // (not inside a sample's bracket, whose second read follows a kernel
@@ -249,9 +251,11 @@ int sim_gettime(clockid_t id, timespec *ts)
         return -1;
     }
     sim.kernel_reads++;
+    sim.mono_reads += id == CLOCK_MONOTONIC;
     sim.last_was_counter = false;
     if ((sim.coarse_fails && (id == CLOCK_MONOTONIC_COARSE || id == CLOCK_REALTIME_COARSE)) ||
         (sim.raw_fails && id == CLOCK_MONOTONIC_RAW) || (sim.tai_fails && id == CLOCK_TAI) ||
+        (sim.real_fails && id == CLOCK_REALTIME) ||
         (sim.mono_fails > 0 && id == CLOCK_MONOTONIC && sim.mono_fails--)) {
         errno = EINVAL;
         return -1;
@@ -721,6 +725,31 @@ TEST_F(Faults, TicksKeepTheirUnitWhenTheFirstLineFails)
         // The status gives the ticks' rate, the counter's still, not 1e9.
         EXPECT_NEAR(st.counter_hz, 2.6e9, 2.6e7) << (cpuid_knows ? "CPUID" : "estimate");
     }
+}
+
+// Where the kernel's REALTIME read fails, fastclock_gettimeofday fails as
+// gettimeofday would: -1 and the kernel's errno, the caller's timeval left as
+// it was -- not 0 and a timeval copied from a timespec nothing wrote.
+TEST_F(Faults, AGettimeofdayWhoseKernelReadFailsFails)
+{
+    struct fc_seam seam = sim_seam();
+    seam.ordered_route = 2; // the kernel's clock answers every fine read
+    fc_test_reset(&seam);
+    fastclock_mono_ns();
+    ASSERT_NE(std::string(status_now().counter).find("clock_gettime"), std::string::npos) << status_now().counter;
+    sim.real_fails = true;
+    struct timeval tv = {12345, 678};
+    errno = 0;
+    EXPECT_EQ(fastclock_gettimeofday(&tv, NULL), -1);
+    EXPECT_EQ(errno, EINVAL);
+    EXPECT_EQ(tv.tv_sec, 12345);
+    EXPECT_EQ(tv.tv_usec, 678);
+    sim.real_fails = false;
+    errno = 0;
+    EXPECT_EQ(fastclock_gettimeofday(&tv, NULL), 0);
+    EXPECT_EQ(errno, 0);
+    EXPECT_LE(fctest::iabs(int64_t(tv.tv_sec) * 1000000000LL + tv.tv_usec * 1000LL - (sim_mono() + sim.real_off)),
+              2000000);
 }
 
 // A kernel that refuses CLOCK_TAI: fastclock_gettime(CLOCK_TAI) fails as
@@ -3458,6 +3487,50 @@ TEST_F(Faults, AfterAShortSuspendTheNewLineNeverUndercutsTheOldOnesReads)
         EXPECT_GE(w, v);
         v = w;
     }
+}
+
+// After a suspend whose counter ran on past the line's end, a BOOTTIME read
+// that falls back while the writer holds the lock is noted as a MONOTONIC
+// value for the next line: less the old line's BOOTTIME offset, an hour short
+// now, it was an hour ahead -- and the new line lifted over it, every
+// MONOTONIC read an hour ahead of the kernel, its bound an hour wide.
+static int64_t boot_read_at_build;
+static void read_boottime_at_build(const char *where)
+{
+    if (std::strcmp(where, "build") != 0 || boot_read_at_build != 0)
+        return;
+    timespec ts;
+    sim.in_other_read = true;
+    if (fastclock_gettime(CLOCK_BOOTTIME, &ts) == 0)
+        boot_read_at_build = int64_t(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
+    sim.in_other_read = false;
+}
+
+TEST_F(Faults, ABoottimeFallbackAfterASuspendIsNotNotedAsMonotonic)
+{
+    install();
+    warm_up(200, 10e6);
+    sim_advance_ns(2e6);
+    fastclock_mono_ns(); // a fresh line
+    int64_t before = fastclock_mono_ns();
+    sleep_for(3600, false); // an hour's suspend, the counter running on
+    boot_read_at_build = 0;
+    fc_seam.writer_step = read_boottime_at_build;
+    fc_test_recalibrate();
+    fc_seam.writer_step = nullptr;
+    ASSERT_NE(boot_read_at_build, 0) << "no BOOTTIME read while the writer held the lock";
+    // The old line's end is as far as its reads could have gone (the counter ran
+    // on while MONOTONIC stood still): the fallbacks and the new line hold there,
+    // ~140 ms ahead here, inside the bound they report -- not an hour.
+    int64_t bound = status_now().error_bound_ns;
+    EXPECT_LT(bound, 1000000000LL) << "a bound of " << bound / 1e9 << " s";
+    EXPECT_LE(fctest::iabs(boot_read_at_build - (sim_mono() + sim.boot_off)), bound);
+    int64_t v = fastclock_mono_ns();
+    EXPECT_GE(v, before);
+    EXPECT_LE(fctest::iabs(v - sim_mono()), bound) << "MONOTONIC " << (v - sim_mono()) / 1e9 << " s off the kernel";
+    timespec ts;
+    fastclock_gettime(CLOCK_BOOTTIME, &ts);
+    EXPECT_GE(int64_t(ts.tv_sec) * 1000000000LL + ts.tv_nsec, boot_read_at_build);
 }
 
 // The same with a counter that stops while suspended, for 30 s: the line
