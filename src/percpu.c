@@ -66,8 +66,14 @@ static int possible_cpus(void)
         return fc_seam.ncpus > MAX_SLOTS ? MAX_SLOTS + 1 : fc_seam.ncpus;
     char buf[256];
     if (fc_read_text(fc_seam.sysroot ? fc_seam.sysroot : "", "/sys/devices/system/cpu/possible", buf,
-                     sizeof buf) <= 0)
-        return 256;
+                     sizeof buf) <= 0) {
+        /* Unreadable (no /sys in a container): the configured CPUs' count
+         * (libc's, from /proc/stat then), at least 256 -- a CPU numbered past
+         * the table reads the kernel's clock -- and over MAX_SLOTS refused, as
+         * where the file says so: rdtscp could not name those CPUs apart. */
+        long conf = sysconf(_SC_NPROCESSORS_CONF);
+        return conf > MAX_SLOTS ? MAX_SLOTS + 1 : conf > 256 ? (int)conf : 256;
+    }
     /* "0-3,8-11": the largest number + 1. */
     int max = 0, cur = 0, in_num = 0;
     for (const char *p = buf;; p++) {
@@ -331,6 +337,21 @@ __attribute__((cold)) int64_t fc_percpu_read_slow(enum fc_kind kind)
                 have = 1;
                 break;
             }
+        }
+        /* No line here, and none due yet (given up for 15 s, or its last
+         * start failed a moment ago): the kernel answers, without the slot's
+         * lock -- a write to a line every reader on this CPU shares, and a
+         * clock read more, on each read for as long as that lasts, on a
+         * machine whose kernel clock may be a system call.  Timed on the
+         * coarse clock (memory, never a system call): a retry comes up to a
+         * tick late. */
+        int state = atomic_load_explicit(&sl->state, memory_order_acquire);
+        if (state != FC_SLOT_OK) {
+            int64_t due = state == FC_SLOT_GIVEN_UP ? atomic_load_explicit(&sl->retry_after, memory_order_relaxed)
+                                                    : __atomic_load_n(&sl->next_start, __ATOMIC_RELAXED);
+            int64_t coarse = fc_kernel_ns(CLOCK_MONOTONIC_COARSE);
+            if (coarse != 0 && coarse < due) /* (0: unreadable -- the lock's path decides) */
+                break;
         }
         /* This CPU's line is missing or due: calibrate it here, unless
          * someone already is (then the kernel answers this read). */

@@ -24,7 +24,8 @@ struct fc_cpu_slot {
     _Atomic int lock;
     _Atomic int64_t retry_after;   /* kernel MONOTONIC, while given up */
     /* The next three: written and read under the slot's lock only (next_start
-     * is also peeked at, atomically, by fc_percpu_interval_ns). */
+     * is also peeked at, atomically, by fc_percpu_interval_ns and by a read
+     * that finds no line, to leave the lock alone until it is due). */
     int64_t failing_since;         /* first failed start, kernel MONOTONIC */
     int64_t next_start;            /* no start before this (kernel MONOTONIC): a failed one backs off */
     int64_t start_backoff;         /* the wait after the last failed start, ns (0: none failed) */
