@@ -754,6 +754,23 @@ static void decide(void)
             return;
         }
         trust = "the kernel's opinion of the " FC_COUNTER_NAME " is unknown (sysfs unreadable)";
+    } else if (!fc_word_in_list(cs.available, FC_COUNTER_CLOCKSOURCE) &&
+               (fc_word_in_list(cs.available, FC_COUNTER_CLOCKSOURCE "-early") ||
+                strcmp(cs.current, FC_COUNTER_CLOCKSOURCE "-early") == 0)) {
+        /* The first second or so of boot: the kernel runs on its early
+         * registration of the counter and has not yet registered it for good
+         * (after refining its rate, or not at all, should its checks fail).
+         * Its trust is not decided yet -- not the distrust an absent name
+         * means later. */
+        if (pref == PREF_AUTO) {
+            fc_buf_str(&b, "cannot tell yet whether the kernel trusts the " FC_COUNTER_NAME ": it still runs on "
+                           "its early registration (" FC_COUNTER_CLOCKSOURCE "-early), as in the first second "
+                           "after boot; set FASTCLOCK_MODE=tsc to use it anyway");
+            fc_mode_enter(FC_MODE_SYSTEM, msg, 0);
+            return;
+        }
+        trust = "the kernel's opinion of the " FC_COUNTER_NAME " is not decided yet (" FC_COUNTER_CLOCKSOURCE
+                "-early)";
     } else if (!fc_word_in_list(cs.available, FC_COUNTER_CLOCKSOURCE)) {
         distrusted = 1;
         fc_buf_str(&tb, "the kernel does not trust the " FC_COUNTER_NAME ": " FC_COUNTER_CLOCKSOURCE

@@ -1237,6 +1237,29 @@ TEST_F(Faults, AnUnfilteredClocksourceListDoesNotVouchForTheCounter)
     EXPECT_EQ(mode(), "tsc") << reason();
 }
 
+// The first second after boot the kernel runs on its early registration of
+// the counter (tsc-early) and has not yet registered it for good: no distrust
+// (no per-CPU lines, no "not among the available clocksources"), and no trust
+// yet either: the kernel answers and says why; FASTCLOCK_MODE=tsc uses it.
+TEST_F(Faults, ACounterTheKernelStillRunsEarlyIsNeitherTrustedNorDistrusted)
+{
+    for (const char *available : {CS "-early " OTHER_CS " acpi_pm", OTHER_CS " acpi_pm"}) {
+        use_sysroot(sysroot(CS "-early", available));
+        install();
+        EXPECT_EQ(mode(), "system") << available << ": " << reason();
+        EXPECT_NE(reason().find("early registration (" CS "-early)"), std::string::npos) << reason();
+        EXPECT_EQ(reason().find("not among the available"), std::string::npos) << reason();
+        setenv("FASTCLOCK_MODE", "tsc", 1);
+        install();
+        EXPECT_EQ(mode(), "tsc") << available << ": " << reason();
+        unsetenv("FASTCLOCK_MODE");
+    }
+    // Registered for good, the early name gone: trusted as ever.
+    use_sysroot(sysroot(CS, CS " " OTHER_CS " acpi_pm"));
+    install();
+    EXPECT_EQ(mode(), "tsc") << reason();
+}
+
 // The seam for a test that runs fc_warp_check itself: no start-up check of
 // the library's own beside it.
 static struct fc_seam warp_test_seam()
