@@ -53,6 +53,7 @@
 
 #include "calibration.h"
 #include "clock.h"
+#include "counter.h"
 #include "fmt.h"
 #include "kernel.h"
 #include "mode.h"
@@ -201,10 +202,21 @@ static int startup_warp_check(int try)
         int64_t window = WARP_NS_PER_PAIR;
         for (int i = 0; i < try && window < WARP_MAX_WINDOW_NS; i++)
             window *= 4;
+        /* The tolerance (under a nanosecond) needs the counter's rate: the
+         * line's, or where the check ran before the first line (it starts
+         * right after the decision), the rate across the check itself (1 ms
+         * and more against MONOTONIC_RAW: ample for it).  Without a rate the
+         * tolerance was 1 cycle, with one 2 (2.6 GHz): a 2-cycle offset
+         * between vCPUs made the mode depend on which came first. */
+        uint64_t t0 = fc_counter_ordered();
+        int64_t raw0 = fc_kernel_ns(CLOCK_MONOTONIC_RAW);
         fc_warp_check_ticking(window, WARP_MAX_PAIRS, warp_tick, &w);
         struct fc_cal_stats st;
         fc_cal_stats(&st);
-        int64_t tolerance = fc_warp_sub_ns_cycles(st.rate_ns_per_tick);
+        double rate = st.rate_ns_per_tick > 0
+                          ? st.rate_ns_per_tick
+                          : fc_warp_rate_between(t0, raw0, fc_counter_ordered(), fc_kernel_ns(CLOCK_MONOTONIC_RAW));
+        int64_t tolerance = fc_warp_sub_ns_cycles(rate);
         int v = fc_warp_verdict(&w, tolerance);
         if (v == FC_WARP_FOUND) {
             /* Checked again at once, and set aside only where that check

@@ -264,6 +264,14 @@ int64_t fc_warp_sub_ns_cycles(double ns_per_tick)
     return c < 1 ? 1 : c;
 }
 
+double fc_warp_rate_between(uint64_t t0, int64_t raw0, uint64_t t1, int64_t raw1)
+{
+    if (t1 <= t0 || raw1 <= raw0)
+        return 0;
+    double rate = (double)(raw1 - raw0) / (double)(t1 - t0);
+    return rate >= 0.01 && rate <= 1000.0 ? rate : 0;
+}
+
 static _Atomic int64_t noted_plus1; /* 0: no check has run */
 
 /* Both checks note here (the thread's and, until it starts, the lazy one's,

@@ -2736,6 +2736,15 @@ TEST(WarpCheck, NoWarpAmongSomePairsIsNoVerdict)
     EXPECT_EQ(fc_warp_sub_ns_cycles(1 / 2.1), 2);
     EXPECT_EQ(fc_warp_sub_ns_cycles(1 / 0.025), 1) << "a 25 MHz arm64 counter: any warp counts";
     EXPECT_EQ(fc_warp_sub_ns_cycles(0), 1) << "no rate yet";
+    // Before the first line the calibrator takes the rate across its check:
+    // the same tolerance as the line's rate gives (2.6 GHz over 1 ms).
+    double across = fc_warp_rate_between(1000, 5000000, 1000 + 2600000, 5000000 + 1000000);
+    EXPECT_NEAR(across, 1 / 2.6, 1e-12);
+    EXPECT_EQ(fc_warp_sub_ns_cycles(across), fc_warp_sub_ns_cycles(1 / 2.6));
+    EXPECT_EQ(fc_warp_rate_between(10, 5, 10, 6), 0) << "no ticks between";
+    EXPECT_EQ(fc_warp_rate_between(10, 5, 20, 5), 0) << "no time between";
+    EXPECT_EQ(fc_warp_rate_between(10, 5, 5, 9), 0) << "the counter went back";
+    EXPECT_EQ(fc_warp_rate_between(0, 0, 1, 10000), 0) << "100 kHz: no counter, a bad sample";
 }
 
 // The calibrator thread's warp check compared no pair (here every worker
