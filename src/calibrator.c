@@ -74,6 +74,9 @@
 #define ADJTIMEX_POLL_NS 10000000LL
 #define ADJTIMEX_STEERING_POLL_NS 4000000LL
 #define IDLE_POLL_NS 50000000LL
+/* The kernel's list of clocksources looked at again (a sysfs read, ~10 us):
+ * its watchdog marks an unstable TSC within about a second. */
+#define TRUST_CHECK_NS (2LL * FC_NS_PER_SEC)
 #define DECIDE_AFTER_NS 1000000LL
 #define COARSE_TICK_NS 1000000LL
 #define WARP_NS_PER_PAIR 1000000LL  /* start-up check: ~1 ms per CPU pair ... */
@@ -318,7 +321,7 @@ static void *calibrator_main(void *arg)
     cpu_set_t allowed;
     if (sched_getaffinity(0, sizeof allowed, &allowed) != 0)
         CPU_ZERO(&allowed);
-    int64_t last_cal = 0, last_tour = 0, last_tick = 0, last_adj = 0;
+    int64_t last_cal = 0, last_tour = 0, last_tick = 0, last_adj = 0, last_trust = 0;
     uint64_t seen_gen = fc_sync_generation();
     int64_t warp_check_at = 0, warp_retry_ns = WARP_RETRY_NS; /* at -1: done */
     int warp_tries = 0;
@@ -402,6 +405,13 @@ static void *calibrator_main(void *arg)
             mode = atomic_load_explicit(&fc_mode, memory_order_acquire);
         }
         now = fastclock_mono_ns();
+        if (mode == FC_MODE_TSC && !last_trust) {
+            last_trust = now; /* the decision has just read the list */
+        } else if (mode == FC_MODE_TSC && now - last_trust >= TRUST_CHECK_NS) {
+            last_trust = now;
+            if (fc_mode_recheck_kernel_trust())
+                mode = atomic_load_explicit(&fc_mode, memory_order_acquire);
+        }
         if (now - last_adj >= poll_ns) {
             last_adj = now;
             /* The global line looked at against the kernel, then adjtimex

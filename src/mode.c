@@ -687,6 +687,37 @@ int fc_mode_switch_to_percpu(const char *why)
     return 1;
 }
 
+/* The decision found the counter in the kernel's filtered list of
+ * clocksources: the kernel trusted it then (fc_mode_recheck_kernel_trust). */
+static _Atomic int kernel_listed_counter;
+
+int fc_mode_recheck_kernel_trust(void)
+{
+    if (atomic_load_explicit(&fc_mode, memory_order_acquire) != FC_MODE_TSC ||
+        !atomic_load_explicit(&kernel_listed_counter, memory_order_relaxed))
+        return 0;
+    int saved = errno;
+    struct fc_clocksource_info cs;
+    fc_clocksource_read(fc_seam.sysroot ? fc_seam.sysroot : "", &cs);
+    errno = saved;
+    /* Unreadable now (a sandbox since): nothing learnt.  A list that names
+     * jiffies names a counter marked unstable too: its silence says nothing. */
+    if (cs.available_errno || fc_word_in_list(cs.available, FC_COUNTER_CLOCKSOURCE) ||
+        fc_word_in_list(cs.available, "jiffies") || fc_word_in_list(cs.available, "refined-jiffies"))
+        return 0;
+    char why[256];
+    struct fc_buf b;
+    fc_buf_init(&b, why, sizeof why);
+    fc_buf_str(&b, "the kernel stopped trusting the " FC_COUNTER_NAME " while this process ran: "
+                   FC_COUNTER_CLOCKSOURCE " left the available clocksources (");
+    fc_buf_str(&b, cs.available);
+    fc_buf_str(&b, "), " FC_DISTRUST_HINT);
+    if (!fc_mode_switch_to_percpu(why))
+        return 0; /* a reader holds the lock for a moment: the next check */
+    atomic_store_explicit(&kernel_listed_counter, 0, memory_order_relaxed);
+    return 1;
+}
+
 /* ---- the decision -------------------------------------------------------- */
 
 static void decide(void)
@@ -785,6 +816,7 @@ static void decide(void)
             return;
         }
     } else if (strcmp(cs.current, FC_COUNTER_CLOCKSOURCE) == 0) {
+        atomic_store_explicit(&kernel_listed_counter, 1, memory_order_relaxed);
         trust = "the kernel uses it as its clocksource";
     } else if (fc_word_in_list(cs.available, "jiffies") || fc_word_in_list(cs.available, "refined-jiffies")) {
         /* The kernel leaves clocksources unfit for high resolution out of
@@ -804,6 +836,7 @@ static void decide(void)
         }
         trust = "the kernel's opinion of the " FC_COUNTER_NAME " is unknown (its clocksource list is unfiltered)";
     } else {
+        atomic_store_explicit(&kernel_listed_counter, 1, memory_order_relaxed);
         fc_buf_str(&tb, "the kernel lists it as a stable clocksource (it currently uses ");
         fc_buf_str(&tb, cs.current[0] ? cs.current : "an unknown clocksource");
         fc_buf_str(&tb, ")");

@@ -95,6 +95,13 @@ FC_HIDDEN int fc_mode_after_timens_change(uint64_t parent_t, int64_t parent_mono
 /* Calibrator thread: the warp check found a warp (takes the lock itself).
  * 0 when the lock was busy (a reader's moment): the caller tries again. */
 FC_HIDDEN int fc_mode_switch_to_percpu(const char *why);
+/* Mode tsc on a counter the kernel listed as a stable clocksource at the
+ * decision: where it has left that list since (the kernel's watchdog marked
+ * it unstable, or a CPU brought online failed the kernel's TSC sync check),
+ * per-CPU lines (fc_mode_switch_to_percpu), or the kernel's clocks where they
+ * cannot be had.  Reads sysfs: the calibrator thread's, every few seconds.
+ * Returns 1 where it switched. */
+FC_HIDDEN int fc_mode_recheck_kernel_trust(void);
 
 /* Flavour the process uses by default for the fine clocks (the preload shim
  * with FASTCLOCK_UNORDERED=1 sets unordered); reported by fastclock_status. */

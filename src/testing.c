@@ -121,6 +121,11 @@ void fc_test_pause_calibrator(int paused)
     fc_calibrator_pause(paused);
 }
 
+int fc_test_recheck_kernel_trust(void)
+{
+    return fc_mode_recheck_kernel_trust();
+}
+
 void fc_test_switch_to_percpu(const char *why)
 {
     /* A reader or the calibrator may hold the writer's lock for a moment:

@@ -51,6 +51,9 @@ void fc_test_pause_calibrator(int paused);
 void fc_test_coarse_tick(void);
 /* What the calibrator does when its start-up warp check fails. */
 void fc_test_switch_to_percpu(const char *why);
+/* The calibrator thread's look at the kernel's clocksources, run here:
+ * fc_mode_recheck_kernel_trust. */
+int fc_test_recheck_kernel_trust(void);
 /* After such a switch: the floor no per-CPU read goes below, raised to
  * floor_ns -- a global line that led the kernel by that much. */
 void fc_test_raise_percpu_floor(int64_t floor_ns);

@@ -1260,6 +1260,34 @@ TEST_F(Faults, ACounterTheKernelStillRunsEarlyIsNeitherTrustedNorDistrusted)
     EXPECT_EQ(mode(), "tsc") << reason();
 }
 
+// The kernel drops the counter while the process runs (its watchdog marked
+// the TSC unstable, or a CPU brought online failed its sync check): the next
+// look at its list of clocksources leaves one line for per-CPU lines, and
+// reads never go back across the switch.  A list that could not vouch for it
+// (unfiltered: jiffies listed) or cannot be read says nothing.
+TEST_F(Faults, ACounterTheKernelDropsLaterLeavesTheGlobalLine)
+{
+    NEEDS_PERCPU();
+    use_sysroot(sysroot(CS, CS " " OTHER_CS " acpi_pm"));
+    install();
+    ASSERT_EQ(mode(), "tsc") << reason();
+    warm_up(200, 10e6);
+    int64_t before = fastclock_mono_ns();
+    EXPECT_EQ(fc_test_recheck_kernel_trust(), 0) << "still listed";
+    std::string dir = root + "/sys/devices/system/clocksource/clocksource0";
+    std::ofstream(dir + "/available_clocksource") << OTHER_CS " acpi_pm jiffies \n";
+    EXPECT_EQ(fc_test_recheck_kernel_trust(), 0) << "an unfiltered list";
+    std::filesystem::remove(dir + "/available_clocksource");
+    EXPECT_EQ(fc_test_recheck_kernel_trust(), 0) << "an unreadable list";
+    EXPECT_EQ(mode(), "tsc") << reason();
+    std::ofstream(dir + "/available_clocksource") << OTHER_CS " acpi_pm \n";
+    EXPECT_EQ(fc_test_recheck_kernel_trust(), 1);
+    EXPECT_EQ(mode(), "tsc-percpu") << reason();
+    EXPECT_NE(reason().find("stopped trusting"), std::string::npos) << reason();
+    EXPECT_GE(fastclock_mono_ns(), before);
+    EXPECT_EQ(fc_test_recheck_kernel_trust(), 0) << "once";
+}
+
 // The seam for a test that runs fc_warp_check itself: no start-up check of
 // the library's own beside it.
 static struct fc_seam warp_test_seam()
