@@ -66,14 +66,9 @@ static int possible_cpus(void)
         return fc_seam.ncpus > MAX_SLOTS ? MAX_SLOTS + 1 : fc_seam.ncpus;
     char buf[256];
     if (fc_read_text(fc_seam.sysroot ? fc_seam.sysroot : "", "/sys/devices/system/cpu/possible", buf,
-                     sizeof buf) <= 0) {
-        /* Unreadable (no /sys in a container): the configured CPUs' count
-         * (libc's, from /proc/stat then), at least 256 -- a CPU numbered past
-         * the table reads the kernel's clock -- and over MAX_SLOTS refused, as
-         * where the file says so: rdtscp could not name those CPUs apart. */
-        long conf = sysconf(_SC_NPROCESSORS_CONF);
-        return conf > MAX_SLOTS ? MAX_SLOTS + 1 : conf > 256 ? (int)conf : 256;
-    }
+                     sizeof buf) <= 0)
+        return 256; /* unreadable (no /sys): CPUs past it read the kernel's clock.  Not sysconf,
+                       which may allocate, and this can run inside a read. */
     /* "0-3,8-11": the largest number + 1. */
     int max = 0, cur = 0, in_num = 0;
     for (const char *p = buf;; p++) {
