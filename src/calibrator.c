@@ -186,6 +186,24 @@ static void warp_tick(void)
 static char warp_why[256];
 static int warp_pending;
 
+/* A counter read and MONOTONIC_RAW at it, bracketed by two RAW reads no more
+ * than 20 us apart (a preemption between the two reads would skew a rate
+ * taken from them); 0 where three tries found no such bracket. */
+static int raw_pair(uint64_t *t, int64_t *raw)
+{
+    for (int i = 0; i < 3; i++) {
+        int64_t a = fc_kernel_ns(CLOCK_MONOTONIC_RAW);
+        uint64_t c = fc_counter_ordered();
+        int64_t b = fc_kernel_ns(CLOCK_MONOTONIC_RAW);
+        if (a != 0 && b >= a && b - a <= 20000) {
+            *t = c;
+            *raw = a + (b - a) / 2;
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* Start-up check: are the CPUs' counters in step?  If not, each CPU gets its
  * own line (or, without rdtscp, the kernel's clocks).  0 where no pair could
  * be compared: no verdict yet (status shows max_warp_cycles -1); try is the
@@ -211,14 +229,16 @@ static int startup_warp_check(int try)
          * and more against MONOTONIC_RAW: ample for it).  Without a rate the
          * tolerance was 1 cycle, with one 2 (2.6 GHz): a 2-cycle offset
          * between vCPUs made the mode depend on which came first. */
-        uint64_t t0 = fc_counter_ordered();
-        int64_t raw0 = fc_kernel_ns(CLOCK_MONOTONIC_RAW);
+        uint64_t t0, t1;
+        int64_t raw0, raw1;
+        int ends = raw_pair(&t0, &raw0);
         fc_warp_check_ticking(window, WARP_MAX_PAIRS, warp_tick, &w);
+        ends &= raw_pair(&t1, &raw1);
         struct fc_cal_stats st;
         fc_cal_stats(&st);
-        double rate = st.rate_ns_per_tick > 0
-                          ? st.rate_ns_per_tick
-                          : fc_warp_rate_between(t0, raw0, fc_counter_ordered(), fc_kernel_ns(CLOCK_MONOTONIC_RAW));
+        double rate = st.rate_ns_per_tick > 0 ? st.rate_ns_per_tick
+                      : ends                  ? fc_warp_rate_between(t0, raw0, t1, raw1)
+                                              : 0;
         int64_t tolerance = fc_warp_sub_ns_cycles(rate);
         int v = fc_warp_verdict(&w, tolerance);
         if (v == FC_WARP_FOUND) {
