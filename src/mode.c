@@ -726,6 +726,7 @@ static void decide(void)
     struct fc_buf b;
     const char *ignored;
     enum fc_mode_pref pref = parse_mode_env(&ignored);
+    atomic_store_explicit(&kernel_listed_counter, 0, memory_order_relaxed); /* this decision's, below */
     const char *refuse = pref == PREF_TSC      ? "FASTCLOCK_MODE=tsc refused: "
                          : pref == PREF_PERCPU ? "FASTCLOCK_MODE=percpu refused: "
                                                : "";
@@ -1069,6 +1070,7 @@ void fc_reset_for_tests(void)
     atomic_store(&fc_percpu_kernel, 0);
     atomic_store(&fc_percpu_wall_kernel, 0);
     atomic_store(&kernel_reads_counter, 0);
+    atomic_store(&kernel_listed_counter, 0);
     atomic_store(&mode_forced, 0);
     decided_pref = PREF_AUTO;
     fc_counter_reset_for_tests();
