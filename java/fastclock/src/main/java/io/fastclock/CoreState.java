@@ -22,9 +22,12 @@ final class CoreState {
     /** The line answers the ordered REALTIME because the core timed it cheaper than the kernel's. */
     final boolean realIsTimedLine;
     /**
-     * The core's unordered reads are the kernel's too: mode system, or the kernel's
-     * clock answering every fine read (not where it answers the ordered ones alone,
-     * counter "clock_gettime (ordered), ... (unordered)", nor beside per-CPU lines).
+     * The core's unordered wall reads are the kernel's too: mode system, the
+     * kernel's clock answering every fine read, or tsc-percpu whose wall clocks
+     * the kernel answers (real_source "vdso": the core routes the unordered wall
+     * reads there with the ordered ones, wall.c fc_wall_enter_percpu) -- not mode
+     * tsc with the kernel answering the ordered reads alone (counter
+     * "clock_gettime (ordered), ... (unordered)"), where they are the line's.
      */
     final boolean unorderedIsKernel;
     /** tsc-percpu's own lines where the kernel's clocksource is the counter (see below). */
@@ -37,7 +40,8 @@ final class CoreState {
         realIsKernel = monoIsKernel || "vdso".equals(st.get("real_source"));
         realIsKernelForGood = monoIsKernel || (realIsKernel && number(st.get("calibrations")) > 0);
         unorderedIsKernel = "system".equals(mode)
-                || (kernelAnswersFineReads(st) && !counter.endsWith("(unordered)"));
+                || (kernelAnswersFineReads(st) && !counter.endsWith("(unordered)"))
+                || ("tsc-percpu".equals(mode) && "vdso".equals(st.get("real_source")));
         monoIsLine = "tsc".equals(mode) && counter != null && !counter.startsWith("clock_gettime");
         realIsTimedLine = monoIsLine && !realIsKernel && number(st.get("real_line_ratio")) > 0;
     }

@@ -21,8 +21,10 @@ import java.security.NoSuchAlgorithmException;
 import java.util.HashSet;
 import java.util.HexFormat;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
+import java.util.Map;
 import java.util.Locale;
 import java.util.Set;
 import java.util.function.Consumer;
@@ -304,8 +306,9 @@ final class NativeLoader {
         // Only under directories nobody else could rename or replace: a private
         // directory in a parent another user may write to (not sticky) can be
         // swapped, with the file in it, between its check and its load.
-        List<Path> parents = new ArrayList<>();
-        UserPrincipal me = null;
+        // This user as each directory's file system reports it (NFS squashing,
+        // idmapped mounts may report another than the next directory's).
+        Map<Path, UserPrincipal> users = new LinkedHashMap<>();
         for (Path parent : c.tempDirs) {
             try {
                 Files.createDirectories(parent);
@@ -315,8 +318,7 @@ final class NativeLoader {
                     notes.add(parent + ": not used, " + unsafe);
                     continue;
                 }
-                me = user;
-                parents.add(parent);
+                users.put(parent, user);
             } catch (IOException | UnsupportedOperationException e) {
                 notes.add(parent + ": cannot write (" + e + ")");
             } catch (RuntimeException e) {
@@ -324,11 +326,11 @@ final class NativeLoader {
             }
         }
         Set<Path> cannotMapCode = new HashSet<>();
-        for (Path parent : parents) {
+        for (Path parent : users.keySet()) {
             boolean[] cannotMap = {false};
             Result kept;
             try {
-                kept = loadKept(c, parent, me, platform, lib, expected, notes, cannotMap);
+                kept = loadKept(c, parent, users.get(parent), platform, lib, expected, notes, cannotMap);
             } catch (RuntimeException e) {
                 return Result.failed(denied(e));
             }
@@ -339,7 +341,7 @@ final class NativeLoader {
             if (cannotMap[0])
                 cannotMapCode.add(parent); // (noted) a fresh copy there would fail the same way
         }
-        for (Path parent : parents) {
+        for (Path parent : users.keySet()) {
             if (cannotMapCode.contains(parent))
                 continue;
             Path tmp = null, file = null;

@@ -379,12 +379,11 @@ final class Routes {
     }
 
     /**
-     * As above, knowing also where the core's unordered reads are the kernel's
-     * own (unorderedIsKernel: mode system, or the kernel's clock answering every
-     * fine read): only there is currentTimeNanosUnordered() the kernel's call
-     * against Instant.now()'s, decided by construction.  Where the kernel answers
-     * the ordered reads alone, or tsc-percpu's lines answer beside the kernel's
-     * REALTIME, the unordered wall read is a line's, and measured like any other.
+     * As above, knowing also where the core's unordered wall reads are the
+     * kernel's own (unorderedIsKernel, CoreState): only there is
+     * currentTimeNanosUnordered() the kernel's call against Instant.now()'s,
+     * decided by construction.  Where the kernel answers mode tsc's ordered reads
+     * alone, the unordered wall read is the line's, and measured like any other.
      */
     static Routes decide(String binding, double[] c, boolean monoIsKernel, boolean realIsKernel,
             boolean monoIsLine, boolean realIsTimedLine, boolean unorderedIsKernel) {
