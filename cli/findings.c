@@ -416,8 +416,9 @@ static void rule_warp(struct ctx *c, struct findings *o)
         f->warp_cpu_a, f->warp_cpu_b, (long long)f->warp_max_cycles, ns, (unsigned long long)f->warp_count,
         (unsigned long long)f->warp_iterations);
     /* fastclock itself already stepped back from one line where it runs tsc-percpu or
-     * system (its own warp check found this too): nothing to ask of programs then. */
-    if (f->fc_known && strcmp(f->fc_mode, "tsc") == 0)
+     * system (its own warp check found this too): nothing to ask of programs then.
+     * Where its mode is unknown, the advice stands. */
+    if (!f->fc_known || strcmp(f->fc_mode, "tsc") == 0)
         fix(x, "If the kernel still uses tsc, boot with `tsc=unstable` so it stops trusting it; update the "
                "firmware (BIOS), or on a VM report it to the provider. Until then run programs with "
                "FASTCLOCK_MODE=system and never compare raw TSC values across threads.");
