@@ -417,17 +417,6 @@ static int64_t boot_offset_in(int64_t lo, int64_t hi)
     return kept;
 }
 
-int64_t fc_cal_boot_offset_seen(int64_t lo)
-{
-    int64_t kept = atomic_load_explicit(&boot_offset_kept, memory_order_relaxed);
-    while (kept == BOOT_OFFSET_NONE || kept < lo) {
-        if (atomic_compare_exchange_weak_explicit(&boot_offset_kept, &kept, lo, memory_order_relaxed,
-                                                  memory_order_relaxed))
-            return lo;
-    }
-    return kept;
-}
-
 int64_t fc_cal_boot_offset(int64_t otherwise)
 {
     int64_t kept = atomic_load_explicit(&boot_offset_kept, memory_order_relaxed);

@@ -42,12 +42,6 @@ int fc_cal_sample(struct fc_sample *s, int tries, int cpu);
 /* BOOTTIME - MONOTONIC as every line carries it (one value for all lines,
  * raised only by a suspend); `otherwise` before any sample measured it. */
 int64_t fc_cal_boot_offset(int64_t otherwise);
-/* A low bound of BOOTTIME - MONOTONIC read outside a sample (a fallback:
- * BOOTTIME less a MONOTONIC read after it): the kept offset, raised to it
- * where it lies above (a suspend since).  A low bound, never the midpoint of
- * a bracket that a preemption may have widened: the next sample's bracket,
- * wholly above it, then raises it to that sample's midpoint, as ever. */
-int64_t fc_cal_boot_offset_seen(int64_t lo);
 
 /* The writer state of one line (global, or one CPU's). */
 struct fc_cal_state {

@@ -361,23 +361,24 @@ static int fallback_read(enum fc_kind kind, const struct fc_full *f, int64_t *ou
         return 0;
     if (kind == FC_MONO || kind == FC_BOOT) {
         /* This value is noted as MONOTONIC for the next line's writer
-         * (below): BOOTTIME less the offset every line carries
-         * (fc_cal_boot_offset), raised first to BOOTTIME less a MONOTONIC
-         * read after it where that is higher -- a suspend has grown the
-         * kernel's offset since the lines' (an hour short after an hour's
-         * suspend: the noted value was an hour ahead, and the next line
-         * lifted over it; before the first line of mode tsc there is no
-         * line's offset at all).  That low bound errs low by the time between
-         * the reads, so what is noted is a MONOTONIC value the kernel has
-         * reached, never one ahead of it; and being the lines' one offset,
-         * the next line carries it (or above: its own sample's), so BOOTTIME
-         * does not step back from a fallback to it. */
+         * (below): BOOTTIME less the line's offset, never above a MONOTONIC
+         * read after it.  A suspend since the line grew the kernel's offset:
+         * taken off with the line's, an hour's suspend made the noted value an
+         * hour ahead, and the next line was lifted over it.  Held there, this
+         * read is BOOTTIME as the line gives it until the next line, whose
+         * sample carries the kernel's new offset (a step forward): BOOTTIME
+         * never steps back to that line, as it would from the kernel's own
+         * value (the lines share one offset, raised by samples alone).
+         * Before the first line of mode tsc there is no line's offset: the
+         * kernel's, so the noted value is that MONOTONIC read. */
         int first = f->l.mult == 0 && atomic_load_explicit(&fc_mode, memory_order_acquire) == FC_MODE_TSC;
         int64_t off = kind == FC_BOOT ? f->l.boot_offset : 0;
         if (kind == FC_BOOT && (first || f->l.mult != 0)) {
             int64_t mono_after = fc_kernel_ns(CLOCK_MONOTONIC);
-            if (mono_after != 0)
-                off = fc_cal_boot_offset_seen(k - mono_after);
+            if (first)
+                off = k - mono_after;
+            else if (mono_after != 0 && k - off > mono_after)
+                k = mono_after + off;
             first &= mono_after != 0; /* unreadable (an injected kernel): nothing to note */
         }
         int64_t floor, beyond, ceiling;
