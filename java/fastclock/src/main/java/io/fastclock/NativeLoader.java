@@ -311,7 +311,8 @@ final class NativeLoader {
         Map<Path, UserPrincipal> users = new LinkedHashMap<>();
         for (Path parent : c.tempDirs) {
             try {
-                Files.createDirectories(parent);
+                // Made private where missing (a umask of 002 would leave it group-writable).
+                Files.createDirectories(parent, PosixFilePermissions.asFileAttribute(PRIVATE));
                 UserPrincipal user = processUser(parent);
                 String unsafe = othersCouldSwap(parent, user);
                 if (unsafe != null) {
@@ -438,7 +439,6 @@ final class NativeLoader {
         return null;
     }
 
-    /** Where the copies of the build whose SHA-256 is expected are kept for this user. */
     /**
      * This process's user: the owner of a file it has just made in dir.  Not
      * /proc/self's owner, which is root for a process that is not dumpable (a
@@ -474,7 +474,11 @@ final class NativeLoader {
                 if (!trusted)
                     return p + " belongs to " + a.owner().getName();
                 Set<PosixFilePermission> m = a.permissions();
-                boolean othersWrite = m.contains(PosixFilePermission.GROUP_WRITE)
+                // Group-writable counts only where the group is not the user's own
+                // (a user private group, named after the user, as Debian and Ubuntu
+                // make them: with umask 002, ~/.cache is group-writable).
+                boolean ownGroup = a.owner().equals(me) && a.group().getName().equals(me.getName());
+                boolean othersWrite = (m.contains(PosixFilePermission.GROUP_WRITE) && !ownGroup)
                         || m.contains(PosixFilePermission.OTHERS_WRITE);
                 if (othersWrite && (((Integer) Files.getAttribute(p, "unix:mode")) & STICKY) == 0)
                     return p + " is writable by others (" + PosixFilePermissions.toString(m) + ", not sticky)";
@@ -483,6 +487,7 @@ final class NativeLoader {
         return null;
     }
 
+    /** Where the copies of the build whose SHA-256 is expected are kept for this user. */
     static Path keptDir(Path parent, UserPrincipal me, String expected) {
         return parent.resolve("fastclock-" + me.getName().replaceAll("[^A-Za-z0-9._-]", "_") + "-"
                 + expected.substring(0, Math.min(16, expected.length())).toLowerCase(Locale.ROOT));

@@ -321,9 +321,9 @@ final class Routes {
     /**
      * As above, knowing where the core's reads are the kernel's own
      * (monoIsKernel: mode system, the kernel's clock answering the fine reads
-     * -- FastClock.kernelAnswersFineReads -- or tsc-percpu's lines where the
+     * -- CoreState.kernelAnswersFineReads -- or tsc-percpu's lines where the
      * kernel's vDSO reads the same counter with less work --
-     * FastClock.perCpuLinesOverTheKernelsCounter; realIsKernel: mode system, or the core's
+     * CoreState.perCpuLinesOverTheKernelsCounter; realIsKernel: mode system, or the core's
      * status says real_source=vdso): those cannot beat the JDK's call of the
      * same clock, so the JDK's System.nanoTime()/currentTimeMillis() answer
      * without a measurement that a near tie could flip between JVMs (it did:
@@ -369,6 +369,8 @@ final class Routes {
      */
     static Routes decide(String binding, double[] c, boolean monoIsKernel, boolean realIsKernel,
             boolean monoIsLine, boolean realIsTimedLine) {
+        // (The tests' shorthand: the kernel's MONOTONIC taken for every read of it, as in
+        // mode system. FastClock decides from the core's state: decide(binding, c, CoreState).)
         return decide(binding, c, monoIsKernel, realIsKernel, monoIsLine, realIsTimedLine, monoIsKernel);
     }
 

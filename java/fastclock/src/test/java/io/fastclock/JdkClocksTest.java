@@ -409,7 +409,7 @@ class JdkClocksTest {
         List<CoreState> decidedOn = new ArrayList<>();
         java.util.function.Function<CoreState, Routes> decide = s -> {
             decidedOn.add(s);
-            return Routes.decide("ffm", lineCosts, s.monoIsKernel, s.realIsKernel, s.monoIsLine, s.realIsTimedLine);
+            return Routes.decide("ffm", lineCosts, s);
         };
 
         // Settled: one decision, on the state it was measured in.

@@ -205,6 +205,29 @@ class NativeLoaderTest {
         assertTrue(r.detail.contains(below + ": not used, " + open + " is writable by others"), r.detail);
     }
 
+    /**
+     * A directory the loader makes is private whatever the umask; one that is
+     * group-writable for the user's own group (a user private group, named after
+     * the user: ~/.cache under umask 002 on Debian and Ubuntu) is used.
+     */
+    @Test
+    void itsOwnDirectoriesArePrivateAndTheUsersOwnGroupMayWrite() throws IOException {
+        Path made = tmp.resolve("made").resolve("deeper");
+        NativeLoader.Result r = NativeLoader.load(config(made));
+        assertTrue(r.loaded, r.toString());
+        assertEquals("rwx------", PosixFilePermissions.toString(Files.getPosixFilePermissions(made)));
+        assertEquals("rwx------", PosixFilePermissions.toString(Files.getPosixFilePermissions(made.getParent())));
+
+        Path shared = Files.createDirectory(tmp.resolve("upg"));
+        Files.setAttribute(shared, "unix:mode", 0775);
+        java.nio.file.attribute.PosixFileAttributes a = Files.readAttributes(shared,
+                java.nio.file.attribute.PosixFileAttributes.class);
+        boolean upg = a.group().getName().equals(a.owner().getName());
+        loaded.clear();
+        r = NativeLoader.load(config(shared));
+        assertEquals(upg, r.loaded, "group " + a.group().getName() + " of " + a.owner().getName() + ": " + r);
+    }
+
     @Test
     void theProcessUserIsTheOwnerOfWhatItMakes() throws IOException {
         Path made = Files.createFile(tmp.resolve("made"));
