@@ -672,17 +672,18 @@ static void rule_fastclock(struct ctx *c, struct findings *o)
             struct finding *x = add(o, SEV_OK, c->mono_ns - f->fc_ns, "fastclock-gain");
             /* One run's ratio: within 5% either way is noise, and not called a gain. */
             char versus[48];
-            if (ratio >= 1.05)
+            if (ratio >= FINDINGS_GAIN_RATIO)
                 snprintf(versus, sizeof versus, "%.1fx faster", ratio);
-            else if (ratio > 0.95)
+            else if (ratio > 2 - FINDINGS_GAIN_RATIO)
                 snprintf(versus, sizeof versus, "about as fast");
             else
                 snprintf(versus, sizeof versus, "%.2fx its cost: slower in this run", 1 / ratio);
             msg(x, "reading the time is cheap here: clock_gettime(CLOCK_MONOTONIC) costs %s through the vDSO; "
                    "fastclock reads the same clock in %s (%s), or %s unordered.",
                 c->mono_cost, fc, versus, un);
-            fix(x, "`fastclock run -- your-program` gives that without code changes; or link libfastclock and call "
-                   "fastclock_mono_ns().");
+            if (ratio >= FINDINGS_GAIN_RATIO) /* no gain, nothing to recommend */
+                fix(x, "`fastclock run -- your-program` gives that without code changes; or link libfastclock and "
+                       "call fastclock_mono_ns().");
         }
     } else if (strcmp(f->fc_mode, "tsc-percpu") == 0) {
         /* Trusted per CPU only (the kernel distrusts the TSC, or a warp was found). */

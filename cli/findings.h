@@ -18,6 +18,10 @@ struct finding {
 
 #define MAX_FINDINGS 32
 
+/* One run's ratio of libc's cost to fastclock's: a gain only from here on
+ * (nearer 1 is noise on a shared machine); as far below 1, a loss. */
+#define FINDINGS_GAIN_RATIO 1.05
+
 struct findings {
     int n;
     struct finding f[MAX_FINDINGS];

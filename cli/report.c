@@ -61,7 +61,7 @@ void report_verdict(const struct doctor_facts *f, const struct findings *fs, cha
             return;
         }
     if (gain && gain->severity == SEV_OK && f->fc_ns > 0 && !isnan(f->call[1].libc_ns) &&
-        f->call[1].libc_ns / f->fc_ns >= 1.05) /* as in the finding: nearer 1 is noise, no gain */
+        f->call[1].libc_ns / f->fc_ns >= FINDINGS_GAIN_RATIO) /* as the finding says */
         snprintf(summary, size, "this machine's time is fine; fastclock gives a further %.1fx "
                                 "(`fastclock run -- your-program`)",
                  f->call[1].libc_ns / f->fc_ns);

@@ -407,6 +407,7 @@ TEST(Findings, ARatioNearOneIsNoGain)
         const finding *g = l->get("fastclock-gain");
         ASSERT_NE(g, nullptr) << k.fc_ns;
         EXPECT_TRUE(has(g->message, k.says)) << g->message;
+        EXPECT_EQ(has(g->fix, "fastclock run"), k.gain) << g->fix;
         char summary[512];
         report_verdict(&l->f, &l->fs, summary, sizeof summary);
         EXPECT_EQ(has(summary, "gives a further"), k.gain) << summary;
