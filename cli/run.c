@@ -39,6 +39,11 @@
 
 static void usage(FILE *f)
 {
+    /* The install's library directory first, then ../lib and ../lib64 (once each). */
+    const char *where = strcmp(FASTCLOCK_BIN_TO_LIB, "../lib") == 0 ? "../lib/, then ../lib64/"
+                        : strcmp(FASTCLOCK_BIN_TO_LIB, "../lib64") == 0
+                            ? "../lib64/, then ../lib/"
+                            : FASTCLOCK_BIN_TO_LIB "/, then ../lib/, then ../lib64/";
     fprintf(f,
             "usage: fastclock run [options] [--] COMMAND [ARGS...]\n"
             "\n"
@@ -58,11 +63,12 @@ static void usage(FILE *f)
             "  -h, --help                    this text\n"
             "\n"
             "environment: FASTCLOCK_PRELOAD=/path/to/" SHIM_NAME " overrides where the\n"
-            "shim is looked for (by default " FASTCLOCK_BIN_TO_LIB "/, then ../lib/, then ../lib64/\n"
+            "shim is looked for (by default %s\n"
             "relative to this program).\n"
             "\n"
             "exit status: COMMAND's; 125 if run itself fails, 126 if COMMAND cannot be\n"
-            "executed, 127 if it is not found.\n");
+            "executed, 127 if it is not found.\n",
+            where);
 }
 
 static int one_of(const char *v, const char *const *allowed)
@@ -116,6 +122,8 @@ static int find_shim(char out[PATH_MAX])
     const char *rel[] = {FASTCLOCK_BIN_TO_LIB, "../lib", "../lib64"};
     char tried[3 * PATH_MAX] = "";
     for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
+        if (i > 0 && strcmp(rel[i], rel[0]) == 0)
+            continue; /* the install's directory is one of the two */
         char cand[PATH_MAX];
         if (snprintf(cand, sizeof cand, "%s/%s/%s", self, rel[i], SHIM_NAME) >= (int)sizeof cand)
             continue;
