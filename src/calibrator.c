@@ -53,7 +53,6 @@
 
 #include "calibration.h"
 #include "clock.h"
-#include "counter.h"
 #include "fmt.h"
 #include "kernel.h"
 #include "mode.h"
@@ -193,7 +192,7 @@ static int raw_pair(uint64_t *t, int64_t *raw)
 {
     for (int i = 0; i < 3; i++) {
         int64_t a = fc_kernel_ns(CLOCK_MONOTONIC_RAW);
-        uint64_t c = fc_now_counter(1); /* ordered as the calibration's reads are (counter.h) */
+        uint64_t c = fc_now_counter(1); /* ordered as the calibration's reads are (internal.h) */
         int64_t b = fc_kernel_ns(CLOCK_MONOTONIC_RAW);
         if (a != 0 && b >= a && b - a <= 20000) {
             *t = c;
@@ -224,11 +223,10 @@ static int startup_warp_check(int try)
         for (int i = 0; i < try && window < WARP_MAX_WINDOW_NS; i++)
             window *= 4;
         /* The tolerance (under a nanosecond) needs the counter's rate: the
-         * line's, or where the check ran before the first line (it starts
+         * line's, or where the check runs before the first line (it starts
          * right after the decision), the rate across the check itself (1 ms
-         * and more against MONOTONIC_RAW: ample for it).  Without a rate the
-         * tolerance was 1 cycle, with one 2 (2.6 GHz): a 2-cycle offset
-         * between vCPUs made the mode depend on which came first. */
+         * and more against MONOTONIC_RAW: ample for it), so that the verdict
+         * does not depend on which came first.  With neither, 1 cycle. */
         uint64_t t0, t1;
         int64_t raw0, raw1;
         int ends = raw_pair(&t0, &raw0);
