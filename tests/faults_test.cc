@@ -5552,6 +5552,51 @@ TEST(RealMachine, AWarpFoundOnceAndNotAgainLeavesTheModeAlone)
     }
 }
 
+// The calibrator thread itself looks at the kernel's clocksources again
+// (every 2 s): the counter dropped from the list while the process runs
+// (here a fake /sys) takes it off the global line within a few seconds,
+// and the reads go on without a step back.
+TEST(RealMachine, TheCalibratorThreadSeesTheKernelDropTheCounter)
+{
+    NEEDS_PERCPU();
+    std::string root = sysroot(CS, CS " " OTHER_CS " acpi_pm");
+    struct fc_seam seam;
+    memset(&seam, 0, sizeof seam);
+    seam.sysroot = root.c_str();
+    seam.skip_warp_check = 1; // this test's switch alone
+    unsetenv("FASTCLOCK_MODE");
+    fc_test_reset(&seam);
+    int64_t before = fastclock_mono_ns();
+    struct fastclock_status st;
+    fastclock_status(&st);
+    if (std::string(st.mode) != "tsc") {
+        fc_test_reset(nullptr);
+        remove_sysroot(root);
+        GTEST_SKIP() << "mode tsc refused here: " << st.reason;
+    }
+    fc_test_start_calibrator();
+    usleep(100000);
+    std::ofstream(root + "/sys/devices/system/clocksource/clocksource0/available_clocksource")
+        << OTHER_CS " acpi_pm \n";
+    int64_t prev = before, back = 0;
+    std::string mode = st.mode;
+    for (int i = 0; i < 600 && mode == "tsc"; i++) { // up to 6 s
+        usleep(10000);
+        int64_t v = fastclock_mono_ns();
+        back += v < prev;
+        prev = v;
+        fastclock_status(&st);
+        mode = st.mode;
+    }
+    EXPECT_EQ(mode, "tsc-percpu") << st.reason;
+    EXPECT_NE(std::string(st.reason).find("stopped trusting"), std::string::npos) << st.reason;
+    EXPECT_EQ(back, 0);
+    EXPECT_GE(fastclock_mono_ns(), prev);
+    fc_test_stop_calibrator();
+    fc_test_reset(nullptr);
+    remove_sysroot(root);
+}
+
 // A caller that saw mode tsc and then won the writer's lock after the mode
 // had left tsc must not publish a global line: it would start at the
 // kernel's value, below what the old line served.
