@@ -132,12 +132,8 @@ static void setup(struct ctx *c, const struct doctor_facts *f)
     c->tsc_current = !f->cs_current_err && strcmp(f->cs_current, "tsc") == 0;
     tsc_unusable_why(c);
     c->tsc_usable = c->tsc_unusable[0] == 0;
-    /* The library's rule (src/mode.c): the kernel leaves a TSC its watchdog
-     * marked unstable out of the list only while the tick is in one-shot
-     * mode; jiffies listed means the list is unfiltered. */
-    c->list_unfiltered = !f->cs_available_err && !c->tsc_current &&
-                         (fc_word_in_list(f->cs_available, "jiffies") ||
-                          fc_word_in_list(f->cs_available, "refined-jiffies"));
+    /* The library's rule (src/kernel.h fc_clocksource_list_unfiltered). */
+    c->list_unfiltered = !f->cs_available_err && !c->tsc_current && fc_clocksource_list_unfiltered(f->cs_available);
     c->xen = strcmp(f->hv_name, "Xen") == 0;
 
     const struct clock_fact *mono = &f->call[1];

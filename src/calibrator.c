@@ -91,6 +91,7 @@
 #define WARP_RETRY_NS (1LL * FC_NS_PER_SEC)
 #define WARP_RETRY_MAX_NS (320LL * FC_NS_PER_SEC)
 #define WARP_MAX_WINDOW_NS 16000000LL
+#define WARP_RATE_SAMPLE_TRIES 8 /* brackets per sample for the check's own rate, as percpu.c's seed */
 #define WARP_MAX_STUCK 3
 
 static pthread_t cal_thread;
@@ -185,24 +186,6 @@ static void warp_tick(void)
 static char warp_why[256];
 static int warp_pending;
 
-/* A counter read and MONOTONIC_RAW at it, bracketed by two RAW reads no more
- * than 20 us apart (a preemption between the two reads would skew a rate
- * taken from them); 0 where three tries found no such bracket. */
-static int raw_pair(uint64_t *t, int64_t *raw)
-{
-    for (int i = 0; i < 3; i++) {
-        int64_t a = fc_kernel_ns(CLOCK_MONOTONIC_RAW);
-        uint64_t c = fc_now_counter(1); /* ordered as the calibration's reads are (internal.h) */
-        int64_t b = fc_kernel_ns(CLOCK_MONOTONIC_RAW);
-        if (a != 0 && b >= a && b - a <= 20000) {
-            *t = c;
-            *raw = a + (b - a) / 2;
-            return 1;
-        }
-    }
-    return 0;
-}
-
 /* Start-up check: are the CPUs' counters in step?  If not, each CPU gets its
  * own line (or, without rdtscp, the kernel's clocks).  0 where no pair could
  * be compared: no verdict yet (status shows max_warp_cycles -1); try is the
@@ -224,18 +207,18 @@ static int startup_warp_check(int try)
             window *= 4;
         /* The tolerance (under a nanosecond) needs the counter's rate: the
          * line's, or where the check runs before the first line (it starts
-         * right after the decision), the rate across the check itself (1 ms
-         * and more against MONOTONIC_RAW: ample for it), so that the verdict
-         * does not depend on which came first.  With neither, 1 cycle. */
-        uint64_t t0, t1;
-        int64_t raw0, raw1;
-        int ends = raw_pair(&t0, &raw0);
+         * right after the decision), the rate across the check itself, from
+         * a calibration sample at each end (1 ms and more apart: ample for
+         * it), so that the verdict does not depend on which came first.
+         * With neither, 1 cycle. */
+        struct fc_sample s0, s1;
+        int ends = fc_cal_sample(&s0, WARP_RATE_SAMPLE_TRIES, -1) == FC_SAMPLE_OK;
         fc_warp_check_ticking(window, WARP_MAX_PAIRS, warp_tick, &w);
-        ends &= raw_pair(&t1, &raw1);
+        ends &= fc_cal_sample(&s1, WARP_RATE_SAMPLE_TRIES, -1) == FC_SAMPLE_OK;
         struct fc_cal_stats st;
         fc_cal_stats(&st);
         double rate = st.rate_ns_per_tick > 0 ? st.rate_ns_per_tick
-                      : ends                  ? fc_warp_rate_between(t0, raw0, t1, raw1)
+                      : ends                  ? fc_warp_rate_between(s0.t, s0.mono, s1.t, s1.mono)
                                               : 0;
         int64_t tolerance = fc_warp_sub_ns_cycles(rate);
         int v = fc_warp_verdict(&w, tolerance);

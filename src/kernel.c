@@ -208,6 +208,11 @@ int fc_word_in_list(const char *list, const char *word)
     return 0;
 }
 
+int fc_clocksource_list_unfiltered(const char *available)
+{
+    return fc_word_in_list(available, "jiffies") || fc_word_in_list(available, "refined-jiffies");
+}
+
 int fc_cmdline_param(const char *cmdline, const char *name, char *out, size_t size)
 {
     size_t nl = strlen(name);

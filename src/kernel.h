@@ -24,6 +24,13 @@ void fc_clocksource_read(const char *root, struct fc_clocksource_info *cs);
 
 /* 1 if `word` is one of the space-separated words of `list`. */
 int fc_word_in_list(const char *list, const char *word);
+/* Whether an available_clocksource list is unfiltered: the kernel leaves out
+ * clocksources unfit for high resolution -- jiffies, and a counter its
+ * watchdog marked unstable -- only while the tick is in one-shot mode
+ * (highres or nohz); jiffies listed means it lists everything, so a counter
+ * listed there is no sign of the kernel's trust, nor one missing of its
+ * distrust. */
+int fc_clocksource_list_unfiltered(const char *available);
 
 /* Value of a kernel command-line parameter "name=value" (last one wins), copied
  * into out; returns 1 if present, 0 if not. */

@@ -700,10 +700,10 @@ int fc_mode_recheck_kernel_trust(void)
     struct fc_clocksource_info cs;
     fc_clocksource_read(fc_seam.sysroot ? fc_seam.sysroot : "", &cs);
     errno = saved;
-    /* Unreadable now (a sandbox since): nothing learnt.  A list that names
-     * jiffies names a counter marked unstable too: its silence says nothing. */
+    /* Unreadable now (a sandbox since): nothing learnt; an unfiltered list's
+     * silence says nothing either. */
     if (cs.available_errno || fc_word_in_list(cs.available, FC_COUNTER_CLOCKSOURCE) ||
-        fc_word_in_list(cs.available, "jiffies") || fc_word_in_list(cs.available, "refined-jiffies"))
+        fc_clocksource_list_unfiltered(cs.available))
         return 0;
     char why[256];
     struct fc_buf b;
@@ -819,12 +819,9 @@ static void decide(void)
     } else if (strcmp(cs.current, FC_COUNTER_CLOCKSOURCE) == 0) {
         atomic_store_explicit(&kernel_listed_counter, 1, memory_order_relaxed);
         trust = "the kernel uses it as its clocksource";
-    } else if (fc_word_in_list(cs.available, "jiffies") || fc_word_in_list(cs.available, "refined-jiffies")) {
-        /* The kernel leaves clocksources unfit for high resolution out of
-         * the list -- jiffies, and a counter its watchdog marked unstable --
-         * only while the tick is in one-shot mode (highres or nohz): jiffies
-         * listed means it lists everything, and being listed says nothing
-         * of its trust in the counter it does not use. */
+    } else if (fc_clocksource_list_unfiltered(cs.available)) {
+        /* Listed by a list that lists everything (kernel.h): no sign of the
+         * kernel's trust in a counter it does not use. */
         if (pref == PREF_AUTO) {
             fc_buf_str(&b, "cannot tell whether the kernel trusts the " FC_COUNTER_NAME ": it uses ");
             fc_buf_str(&b, cs.current[0] ? cs.current : "another clocksource");

@@ -263,6 +263,17 @@ int fc_percpu_setup(char *why, size_t why_size)
     return 0;
 }
 
+/* When (kernel MONOTONIC) a CPU without a line (state: not OK) may try
+ * again: its next start (a failed one backs off), and not before its retry
+ * where it was given up (past that, failed retries back off as starts do).
+ * 0: never tried.  Read without the slot's lock: a moment stale at worst. */
+static int64_t slot_due(struct fc_cpu_slot *sl, int state)
+{
+    int64_t at = __atomic_load_n(&sl->next_start, __ATOMIC_RELAXED);
+    int64_t retry = atomic_load_explicit(&sl->retry_after, memory_order_relaxed);
+    return state == FC_SLOT_GIVEN_UP && retry > at ? retry : at;
+}
+
 /* With the slot's lock held: first line, or a fresh one, for this CPU. */
 static void calibrate_slot(struct fc_cpu_slot *sl, int cpu)
 {
@@ -342,10 +353,8 @@ __attribute__((cold)) int64_t fc_percpu_read_slow(enum fc_kind kind)
          * tick late. */
         int state = atomic_load_explicit(&sl->state, memory_order_acquire);
         if (state != FC_SLOT_OK) {
-            int64_t due = state == FC_SLOT_GIVEN_UP ? atomic_load_explicit(&sl->retry_after, memory_order_relaxed)
-                                                    : __atomic_load_n(&sl->next_start, __ATOMIC_RELAXED);
             int64_t coarse = fc_kernel_ns(CLOCK_MONOTONIC_COARSE);
-            if (coarse != 0 && coarse < due) /* (0: unreadable -- the lock's path decides) */
+            if (coarse != 0 && coarse < slot_due(sl, state)) /* (0: unreadable -- the lock's path decides) */
                 break;
         }
         /* This CPU's line is missing or due: calibrate it here, unless
@@ -443,15 +452,10 @@ static int64_t first_cpu_due(int64_t not_before, int64_t *shortest_ok_interval)
     for (int i = 0; base && i < n; i++) {
         int state = atomic_load_explicit(&base[i].state, memory_order_relaxed);
         if (state != FC_SLOT_OK) {
-            /* Due at its next start (a failed one backs off), and not
-             * before its retry where it was given up (past that, failed
-             * retries back off as starts do).  One never tried (0) is a CPU
-             * the tour does not visit (offline, or outside the affinity):
-             * after the first tour every other CPU has been tried. */
-            int64_t at = __atomic_load_n(&base[i].next_start, __ATOMIC_RELAXED);
-            int64_t retry = atomic_load_explicit(&base[i].retry_after, memory_order_relaxed);
-            if (state == FC_SLOT_GIVEN_UP && retry > at)
-                at = retry;
+            /* One never tried (0) is a CPU the tour does not visit
+             * (offline, or outside the affinity): after the first tour every
+             * other CPU has been tried. */
+            int64_t at = slot_due(&base[i], state);
             if (at != 0 && at >= not_before && at < first_due)
                 first_due = at;
             continue;

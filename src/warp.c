@@ -264,11 +264,11 @@ int64_t fc_warp_sub_ns_cycles(double ns_per_tick)
     return c < 1 ? 1 : c;
 }
 
-double fc_warp_rate_between(uint64_t t0, int64_t raw0, uint64_t t1, int64_t raw1)
+double fc_warp_rate_between(uint64_t t0, int64_t ns0, uint64_t t1, int64_t ns1)
 {
-    if (t1 <= t0 || raw1 <= raw0)
+    if (t1 <= t0 || ns1 <= ns0)
         return 0;
-    double rate = (double)(raw1 - raw0) / (double)(t1 - t0);
+    double rate = (double)(ns1 - ns0) / (double)(t1 - t0);
     return rate >= 0.01 && rate <= 1000.0 ? rate : 0;
 }
 

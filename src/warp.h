@@ -56,11 +56,11 @@ int fc_warp_verdict(const struct fc_warp_result *w, int64_t tolerance_cycles);
  * still make a read that follows another CPU's 1 ns lower, as it can the
  * kernel's own clock on the same counter. */
 int64_t fc_warp_sub_ns_cycles(double ns_per_tick);
-/* The counter's ns per tick between two samples of it and of
- * CLOCK_MONOTONIC_RAW, for that tolerance where no line has measured the
- * rate yet; 0 where the samples say nothing (no time between them, or a rate
- * outside 1 MHz - 100 GHz). */
-double fc_warp_rate_between(uint64_t t0, int64_t raw0, uint64_t t1, int64_t raw1);
+/* The counter's ns per tick between two samples of it and of the kernel's
+ * clock (t, ns), for that tolerance where no line has measured the rate yet;
+ * 0 where the samples say nothing (no time between them, or a rate outside
+ * 1 MHz - 100 GHz). */
+double fc_warp_rate_between(uint64_t t0, int64_t ns0, uint64_t t1, int64_t ns1);
 
 /* Where not every pair is tested: the index (into the allowed CPUs, 0..n-1)
  * of the first CPU's partner in pair k of pairs, spread evenly from the

@@ -9,6 +9,10 @@ import java.util.Map;
  * lead to the same decision from the same costs; a decision is kept only where
  * the facts read after its measurement match those it was taken on
  * ({@link Routes#onSettledState}).
+ *
+ * <p>A class, not a record: a record's equals, hashCode and toString link
+ * through invokedynamic's ObjectMethods bootstrap, which kept a redeployed
+ * class loader from being collected (RedeployTest failed 3 of 4 with it).
  */
 final class CoreState {
     /** The core's reads are the kernel's own: mode system, the kernel's clock answering fine reads, or per-CPU lines over the kernel's counter. */
