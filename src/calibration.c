@@ -996,11 +996,16 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
         if (!valid && has_line && kind != BUILD_FIRST) {
             /* A line left cut by a writer that is gone (a fork child) may
              * have been read up to its uncut end before the cut showed. */
-            uint64_t used = (uint64_t)(now - cur->base_tsc), end = meta_end_span(cm);
-            F = cur->base_tsc + (used < end ? used : end);
+            int64_t used = (int64_t)(now - cur->base_tsc);
+            uint64_t end = meta_end_span(cm);
+            F = cur->base_tsc + (used < 0 ? end : ((uint64_t)used < end ? (uint64_t)used : end));
             /* Start the new line no earlier than F, so "at or above what the
-             * old line returned" is checked where both lines are evaluated. */
-            if ((int64_t)(F - P) > 0)
+             * old line returned" is checked where both lines are evaluated.
+             * Not where the counter is behind the old line (one reset by S3,
+             * a CPU's after a resume): F is then the old line's end, its
+             * value the floor below, and a new line starting there would
+             * start ahead of the counter, unreadable until it got there. */
+            if (used >= 0 && (int64_t)(F - P) > 0)
                 P = F;
         }
         uint64_t pivot = P;
