@@ -661,7 +661,11 @@ static uint64_t surely_seen(uint64_t cut, uint64_t end, double rate)
         cut = seen;
     return (int64_t)(cut - end) > 0 ? end : cut;
 }
-int64_t fc_cal_global_ceiling(void)
+/* `publishing` while the mode leaves the global line: no line's epoch. */
+#define PUBLISHING_A_SWITCH UINT64_MAX
+
+/* The global line's part of the ceiling, fenced (above). */
+static int64_t line_ceiling(void)
 {
     const struct fc_line *cur = fc_line_current(&fc_latch);
     const struct fc_meta *cm = fc_meta_current(&fc_latch);
@@ -671,7 +675,6 @@ int64_t fc_cal_global_ceiling(void)
      * writer gone in a fork), and fallbacks returned values past its end
      * while a line was being published: the ceiling is above both. */
     const uint64_t end = cur->base_tsc + meta_end_span(cm); /* readers of the uncut line may hold it */
-    int64_t returned = atomic_load_explicit(&fallback.returned, memory_order_acquire);
     int64_t v;
     if ((int64_t)(fc_now_counter(1) - cur->base_tsc) < 0) {
         /* The counter is behind the line's base: "now" means nothing; but
@@ -680,7 +683,7 @@ int64_t fc_cal_global_ceiling(void)
         v = fixed_to_ns(line_fixed(cur, (int64_t)(end - cur->base_tsc))) + 1;
         int64_t k = fc_kernel_ns(CLOCK_MONOTONIC);
         int64_t cap = k + fc_meta_bound(cm, k) + 1;
-        if (v > cap)
+        if (k != 0 && v > cap) /* k 0: unreadable, no cap (the line's end stands) */
             v = cap;
     } else {
         const struct fc_line old = *cur; /* the slot is republished below */
@@ -705,9 +708,32 @@ int64_t fc_cal_global_ceiling(void)
         }
         v = fixed_to_ns(line_fixed(&old, (int64_t)(cut - old.base_tsc))) + 1;
     }
-    if (v < returned)
-        v = returned;
     return v > cm->floor_ns ? v : cm->floor_ns;
+}
+
+int64_t fc_cal_global_ceiling(void)
+{
+    /* A fallback made from here on sees `publishing` and returns at most
+     * its line's value at the cut (fc_cal_fallback_value); one that did
+     * not see it noted its value first, and that is read below (Dekker).
+     * Without the hold, a fallback past the line's end returned the
+     * kernel's time, above the ceiling, until the next mode showed. */
+    publishing_here = 1;
+    atomic_signal_fence(memory_order_seq_cst);
+    atomic_store_explicit(&fallback.publishing, PUBLISHING_A_SWITCH, memory_order_seq_cst);
+    atomic_thread_fence(memory_order_seq_cst);
+    int64_t v = line_ceiling();
+    /* Every value a fallback meant to return before it saw the hold (at
+     * least all that any returned), including ones past the line's end. */
+    int64_t noted = atomic_load_explicit(&fallback.noted, memory_order_seq_cst);
+    return v > noted ? v : noted;
+}
+
+void fc_cal_global_ceiling_done(void)
+{
+    atomic_store_explicit(&fallback.publishing, 0, memory_order_seq_cst);
+    atomic_signal_fence(memory_order_seq_cst);
+    publishing_here = 0;
 }
 
 /* A line no read is served from (fast span 0): a floor, and the offsets of

@@ -163,8 +163,14 @@ int64_t fc_cal_lazy_warp(int *cpu_a, int *cpu_b);
 /* Publish a global line that routes every read to the slow path (mode
  * system, or tsc-percpu), with a MONOTONIC floor. */
 void fc_cal_publish_system(int64_t floor_ns);
-/* An upper bound on anything the global line has returned so far. */
+/* An upper bound on anything the global line and its fallbacks have
+ * returned so far, and will return until fc_cal_global_ceiling_done: from
+ * here on a fallback read returns no more than it (the handshake a line's
+ * publication makes, held until the mode that takes over is published).
+ * With the global track's lock held; the caller publishes the next mode
+ * (fc_mode_enter) and then calls fc_cal_global_ceiling_done. */
 int64_t fc_cal_global_ceiling(void);
+void fc_cal_global_ceiling_done(void);
 
 /* Bookkeeping for fastclock_status (read without the lock; approximate). */
 struct fc_cal_stats {

@@ -572,6 +572,7 @@ static int recalibrate_locked(void)
 void fc_mode_fail_to_system(const char *reason)
 {
     fc_mode_enter(FC_MODE_SYSTEM, reason, fc_cal_global_ceiling());
+    fc_cal_global_ceiling_done();
 }
 
 /*
@@ -666,15 +667,17 @@ static void switch_to_percpu_locked(const char *why)
     } else {
         fc_buf_str(&b, ": each CPU's counter is calibrated separately");
     }
+    if (ok)
+        choose_percpu_kernel(0, &b); /* before the ceiling: it times reads, and fallbacks are held meanwhile */
     /* Readers of the global line got at most its ceiling: per-CPU reads start no lower. */
     int64_t ceiling = fc_cal_global_ceiling();
     if (ok) {
         fc_percpu_set_floor(ceiling);
-        choose_percpu_kernel(0, &b);
         fc_mode_enter(FC_MODE_PERCPU, msg, ceiling);
     } else {
         fc_mode_enter(FC_MODE_SYSTEM, msg, ceiling);
     }
+    fc_cal_global_ceiling_done();
 }
 
 /* The calibrator thread's warp check (it takes the lock itself). */

@@ -2081,6 +2081,68 @@ INSTANTIATE_TEST_SUITE_P(Faults, Fence,
                                            WriterStepCase{"fence-looked", "AfterTheSecondLook"}),
                          writer_step_case_name);
 
+// The same fence with the kernel ahead of the line (50 ppm faster for
+// 15 ms: 0.75 us): a read past the cut, made before the next mode shows,
+// falls back to the kernel's time, above the line's value at the cut.  The
+// next mode's floor, which per-CPU lines start no lower than, must cover
+// it.  Before the hold (fc_cal_global_ceiling: fallbacks return at most the
+// ceiling until the next mode shows), the floor was the line's value at
+// the cut, 300 us below that read.
+int64_t read_past_the_fence = 0;
+void read_300us_past_the_fence(const char *where)
+{
+    if (std::strcmp(where, "fence-looked") != 0 || read_past_the_fence != 0)
+        return;
+    sim_advance_ns(300e3);
+    read_past_the_fence = fastclock_mono_ns();
+}
+
+class HeldFence : public Faults, public ::testing::WithParamInterface<const char *> {};
+
+TEST_P(HeldFence, AReadPastItBeforeTheNextModeShowsIsUnderItsFloor)
+{
+    bool percpu = std::strcmp(GetParam(), "percpu") == 0;
+    if (percpu)
+        NEEDS_PERCPU();
+    install();
+    warm_up(200, 10e6);
+    sim_set_rate(sim.rate * (1 + 50e-6));
+    sim_advance_ns(15e6);
+    fastclock_mono_ns();
+    read_past_the_fence = 0;
+    fc_seam.writer_step = read_300us_past_the_fence;
+    if (percpu)
+        fc_test_switch_to_percpu("test: a warp between CPUs");
+    else
+        fc_test_fail_to_system("test: a fail-safe");
+    fc_seam.writer_step = nullptr;
+    ASSERT_NE(read_past_the_fence, 0) << "the line was not fenced";
+    EXPECT_EQ(mode(), percpu ? "tsc-percpu" : "system") << reason();
+    struct fc_test_line l;
+    fc_test_current_line(&l);
+    EXPECT_GE(l.floor_ns, read_past_the_fence)
+        << "the next mode's floor is " << read_past_the_fence - l.floor_ns << " ns below a read made past the fence";
+    EXPECT_GE(fastclock_mono_ns(), read_past_the_fence);
+}
+INSTANTIATE_TEST_SUITE_P(Faults, HeldFence, ::testing::Values("system", "percpu"));
+
+// Leaving the line with the counter behind it (reset by S3) and the
+// kernel's MONOTONIC unreadable at that moment: the ceiling is the line's
+// end, not capped at "the kernel plus the bound" from a failed read (0 --
+// a ceiling near zero, and the first read in mode system, the kernel's,
+// 0.75 us below what the line, ahead of it, had just given).
+TEST_F(AtAWriterStep, ACeilingTakenWhileTheKernelCannotBeReadKeepsTheLinesEnd)
+{
+    install_with_the_line_ahead();
+    int64_t before = fastclock_mono_ns();
+    sim.ctr_offset = -int64_t(sim.tick) + 1000;
+    sim.mono_fails = 1;
+    fc_test_fail_to_system("test: a fail-safe");
+    EXPECT_EQ(sim.mono_fails, 0) << "the ceiling did not read the kernel";
+    EXPECT_EQ(mode(), "system") << reason();
+    EXPECT_GE(fastclock_mono_ns(), before);
+}
+
 // A step forward onto a shallower slope (the line 10 us behind the kernel,
 // then adjtimex announcing a 1000 ppm slower kernel): the old line catches
 // up with the new one a few ms on, so a writer away longer than that before
