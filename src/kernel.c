@@ -161,7 +161,28 @@ static int adjtimex_kills_a_child(long rss_kb)
     return kills;
 }
 
-int fc_kernel_adjtimex_kills(void)
+/* /proc/self/task/<tid>/status, for kernels without /proc/thread-self
+ * (before 3.17): /proc/self/status is the main thread's, and a filter is a
+ * thread's own.  Built by hand: async-signal-safe. */
+static int read_own_task_status(char *buf, size_t size)
+{
+    char path[64] = "/proc/self/task/";
+    char digits[24];
+    size_t n = 0, at = strlen(path);
+    long tid = syscall(SYS_gettid);
+    if (tid <= 0)
+        return -ESRCH;
+    while (tid > 0 && n < sizeof digits) {
+        digits[n++] = (char)('0' + tid % 10);
+        tid /= 10;
+    }
+    while (n > 0)
+        path[at++] = digits[--n];
+    memcpy(path + at, "/status", sizeof "/status");
+    return fc_read_text("", path, buf, size);
+}
+
+int fc_kernel_adjtimex_kills(struct fc_adjtimex_memo *memo)
 {
     /* Static: the caller's lock (sync.c's poll token) keeps it to one
      * thread and a nested handler out; a signal handler's stack may be
@@ -171,13 +192,27 @@ int fc_kernel_adjtimex_kills(void)
     int saved = errno;
     int n = fc_read_text("", "/proc/thread-self/status", status, sizeof status);
     if (n < 0)
-        n = fc_read_text("", "/proc/self/status", status, sizeof status);
+        n = read_own_task_status(status, sizeof status);
     long mode = n > 0 ? status_field(status, "\nSeccomp:") : -1;
+    long filters = n > 0 ? status_field(status, "\nSeccomp_filters:") : -1;
     long rss_kb = n > 0 ? status_field(status, "\nVmRSS:") : -1;
     /* No filter: the call answers or returns an error.  Strict mode:
      * nothing but read, write, exit and sigreturn.  A filter, or no procfs
-     * to say: ask a child. */
-    int kills = mode == 0 ? 0 : mode == 1 ? 1 : adjtimex_kills_a_child(rss_kb);
+     * to say: a child asked under as many filters answers (threads made
+     * after a filter share it), or a child is asked. */
+    int kills;
+    if (mode == 0 || mode == 1) {
+        kills = (int)mode;
+    } else {
+        long asked = filters > 0 && memo ? __atomic_load_n(&memo->word, __ATOMIC_RELAXED) : 0;
+        if (asked != 0 && asked >> 1 == filters) {
+            kills = (int)(asked & 1);
+        } else {
+            kills = adjtimex_kills_a_child(rss_kb);
+            if (filters > 0 && memo && filters < (1L << 40))
+                __atomic_store_n(&memo->word, filters << 1 | kills, __ATOMIC_RELAXED);
+        }
+    }
     errno = saved;
     return kills;
 }

@@ -54,21 +54,31 @@ int fc_counter_erratum(const char *root, char *why, size_t size);
  * without time namespaces).  Async-signal-safe (readlink); errno kept. */
 int fc_kernel_children_change_timens(void);
 
-/* 1 where adjtimex would kill this process: a seccomp filter whose action
- * for it is to kill, not to refuse -- systemd's SystemCallFilter=@system-service
- * (it leaves out @clock, adjtimex's group) or =~@clock without
- * SystemCallErrorNumber=, a sandbox's allow-list.  Read from this thread's
- * /proc status (Seccomp: 2, a filter; a child asks too where the field is
- * missing) and, under a filter, tried in a child that can harm nothing (a
- * raw clone with its own copy of the memory, SIGSYS blocked in it, not
- * dumpable): paid once, and only under a filter -- 0.17 ms for a small
- * process, 2.7 ms at 100 MB resident; over 512 MB resident the child is
- * not made (1).  0 with no filter or where the call answers or returns an
- * error; 1 also where no child can be made to tell.  Not seen: a filter
- * installed after the question, on this or another thread (a fork child
- * asks again: its own filter).  Async-signal-safe; errno kept; callers
- * serialise (a static buffer). */
-int fc_kernel_adjtimex_kills(void);
+/* What a child asked under a filter said, for the next thread to ask
+ * under as many filters (Seccomp_filters:): (filters << 1) | kills, 0 none. */
+struct fc_adjtimex_memo {
+    long word; /* __atomic builtins, relaxed: the header is C++'s too */
+};
+
+/* 1 where adjtimex would kill the calling thread or its process: a seccomp
+ * filter whose action for it is to kill, not to refuse -- systemd's
+ * SystemCallFilter=@system-service (it leaves out @clock, adjtimex's group)
+ * or =~@clock without SystemCallErrorNumber=, a sandbox's allow-list.  A
+ * filter is a thread's own (unless installed with TSYNC): the answer is the
+ * calling thread's.  Read from its /proc status (Seccomp: 2, a filter; a
+ * child asks too where the field is missing) and, under a filter, tried in
+ * a child that can harm nothing (a raw clone of this thread, with its own
+ * copy of the memory, SIGSYS blocked in it, not dumpable): 0.17 ms for a
+ * small process, 2.7 ms at 100 MB resident; over 512 MB resident the child
+ * is not made (1).  A thread under as many filters as the one whose child
+ * `memo` remembers takes that answer (threads made after a filter was
+ * installed share it; not seen: two threads that installed different
+ * filters, as many each).  0 with no filter or where the call answers or
+ * returns an error; 1 also where no child can be made to tell.  Not seen: a
+ * filter installed after the question (a fork child asks again: its own
+ * filter).  Async-signal-safe; errno kept; callers serialise (a static
+ * buffer). */
+int fc_kernel_adjtimex_kills(struct fc_adjtimex_memo *memo);
 
 /* strerror without locale or allocation (async-signal-safe). */
 const char *fc_errno_text(int e);

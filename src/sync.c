@@ -103,27 +103,30 @@ static struct {
      * stored last with release, so that its value and the state it came
      * with are one poll's. */
     _Atomic int64_t wall_offset_ns;
-    /* Whether adjtimex may be called at all (fc_kernel_adjtimex_kills):
-     * 0 not asked yet, 1 yes, -1 a seccomp filter would kill the process
-     * for it -- then every poll is a refusal that never reaches the kernel.
-     * Asked by the first poll, under the poll token; again in a fork child,
-     * which may have installed a filter of its own. */
-    _Atomic int adjtimex_verdict;
+    /* A child's answer under a filter, for threads under as many
+     * (fc_kernel_adjtimex_kills). */
+    struct fc_adjtimex_memo adjtimex_memo;
 } sync_state;
 
 static int sync_poll_locked(int64_t now);
+
+/* Whether adjtimex may be called on this thread (fc_kernel_adjtimex_kills):
+ * 0 not asked yet, 1 yes, -1 a seccomp filter would kill it -- then every
+ * poll here is a refusal that never reaches the kernel.  A thread's own: a
+ * seccomp filter belongs to the thread that installed it and the threads it
+ * made after (the calibrator thread, made in the constructor, has none of
+ * the filter main installs later).  Asked by this thread's first poll; again
+ * in a fork child, which may have installed a filter of its own. */
+static __thread signed char adjtimex_verdict __attribute__((tls_model("initial-exec")));
 
 /* With the poll token held. */
 static int kernel_adjtimex(struct timex *tx)
 {
     if (fc_seam.adjtimex)
         return fc_seam.adjtimex(tx);
-    int verdict = atomic_load_explicit(&sync_state.adjtimex_verdict, memory_order_relaxed);
-    if (verdict == 0) {
-        verdict = fc_kernel_adjtimex_kills() ? -1 : 1;
-        atomic_store_explicit(&sync_state.adjtimex_verdict, verdict, memory_order_relaxed);
-    }
-    if (verdict < 0) {
+    if (adjtimex_verdict == 0)
+        adjtimex_verdict = fc_kernel_adjtimex_kills(&sync_state.adjtimex_memo) ? -1 : 1;
+    if (adjtimex_verdict < 0) {
         errno = EPERM; /* as systemd's ProtectClock answers: a refusal */
         return -1;
     }
@@ -425,7 +428,8 @@ void fc_sync_after_fork_child(void)
      * nothing changed: count it.  (One cut short before it found the change
      * left the old settings, and the child's own poll finds it.) */
     /* The child may install a seccomp filter of its own before it polls. */
-    atomic_store_explicit(&sync_state.adjtimex_verdict, 0, memory_order_relaxed);
+    adjtimex_verdict = 0; /* the child's one thread: the one that forked */
+    __atomic_store_n(&sync_state.adjtimex_memo.word, 0, __ATOMIC_RELAXED);
     uintptr_t owner = atomic_load_explicit(&sync_state.polling, memory_order_relaxed);
     if (owner == 0 || owner == my_token())
         return;

@@ -243,6 +243,29 @@ TEST(Environment, ASeccompFilterThatKillsForAdjtimexKillsNothing)
     }
 }
 
+// A seccomp filter is a thread's own (unless installed with TSYNC).  The
+// process asks and answers without one (the calibrator thread, made before
+// main, polls every 10 ms; main's reads poll too); then a thread installs a
+// filter that kills for adjtimex, on itself alone, and reads for 100 ms,
+// its reads polling as any reader's do.  One answer for the process let it
+// call adjtimex: killed by SIGSYS.  Each thread asks for itself.
+TEST(Environment, AFilterAThreadInstallsLaterKillsNothing)
+{
+    for (const char *calibrator : {"thread", "lazy"}) {
+        ProbeRun r = probe({"FASTCLOCK_MODE=tsc", std::string("FASTCLOCK_CALIBRATOR=") + calibrator}, "filter-later");
+        EXPECT_TRUE(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0)
+            << calibrator << ": status " << r.status
+            << (WIFSIGNALED(r.status) ? " (killed by signal " + std::to_string(WTERMSIG(r.status)) + ")" : "") << "\n"
+            << r.err;
+        if (field(r.out, "filter") == "unavailable")
+            GTEST_SKIP() << "no seccomp filter can be installed here (prctl PR_SET_SECCOMP refused: "
+                            "a kernel without CONFIG_SECCOMP_FILTER, or qemu-user, which does not emulate it)";
+        EXPECT_EQ(field(r.out, "filter"), "installed") << calibrator << ": " << r.out;
+        // Asked and answered before the filter: the kernel's state is known.
+        EXPECT_NE(field(r.out, "kernel_synchronized"), "-1") << calibrator << ": " << r.out;
+    }
+}
+
 // A program whose filter allows what glibc calls, and so not the getcpu
 // system call (glibc answers sched_getcpu from rseq or the vDSO): the
 // per-CPU lines' set-up, which asks the kernel which CPU runs it to check

@@ -2,9 +2,16 @@
  * Compiled as strict C11: it is also the check that the headers are clean C. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -26,6 +33,41 @@ static int a_timerfd(void)
         }
     }
     return -1;
+}
+
+#if defined(__x86_64__)
+#define NATIVE_AUDIT_ARCH AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define NATIVE_AUDIT_ARCH AUDIT_ARCH_AARCH64
+#endif
+
+/* A worker that installs, on itself alone (no TSYNC), a seccomp filter that
+ * kills the process for adjtimex and clock_adjtime, then reads the clock
+ * for 100 ms: its reads poll adjtimex as any reader's do.  "installed",
+ * or "unavailable" where no filter can be installed here. */
+static void *filtered_reader(void *arg)
+{
+    struct sock_filter code[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, NATIVE_AUDIT_ARCH, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)__NR_adjtimex, 1, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)__NR_clock_adjtime, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = {(unsigned short)(sizeof code / sizeof code[0]), code};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) {
+        *(const char **)arg = "unavailable";
+        return NULL;
+    }
+    int64_t end = fastclock_mono_ns() + 100000000;
+    long sum = 0;
+    while (fastclock_mono_ns() < end)
+        sum += (long)(fastclock_real_ns() & 1);
+    *(const char **)arg = sum >= 0 ? "installed" : "?";
+    return NULL;
 }
 
 int main(int argc, char **argv)
@@ -98,6 +140,20 @@ int main(int argc, char **argv)
         waitpid(pid, &status, 0);
         printf("timerfd_closed=%d\nchild_errno=%s\n", closed,
                WIFEXITED(status) && WEXITSTATUS(status) == 0 ? "unchanged" : "changed");
+    }
+    if (argc > 1 && strcmp(argv[1], "filter-later") == 0) {
+        /* The process has polled adjtimex by now (the calibrator thread
+         * every 10 ms, this thread's reads every ms): asked and answered
+         * without a filter.  A thread that installs one later asks again. */
+        struct timespec nap = {0, 50000000};
+        nanosleep(&nap, NULL);
+        for (int i = 0; i < 1000; i++)
+            sum += (long)(fastclock_mono_ns() & 1);
+        const char *filter = "not run";
+        pthread_t worker;
+        if (pthread_create(&worker, NULL, filtered_reader, &filter) != 0 || pthread_join(worker, NULL) != 0)
+            return 6;
+        printf("filter=%s\n", filter);
     }
     (void)timerfd_at_main;
     return sum < 0 ? 5 : 0;
