@@ -95,6 +95,11 @@ static _Atomic(gettimeofday_fn) vdso_gettimeofday; /* __vdso_gettimeofday, likew
 #define SHIM_PASS 2      /* by the first read that finds mode system from the start */
 static _Atomic int shim_flags;
 static _Atomic int constructed;
+/* libc answers timespec_get's TIME_MONOTONIC (C23; glibc 2.43 on): the
+ * shim serves it on CLOCK_MONOTONIC's timeline as clock_gettime does, or a
+ * read of one after the other could go back.  Set by the constructor. */
+#define FC_TIME_MONOTONIC 2
+static _Atomic int libc_has_time_monotonic;
 
 /* ------------------------------------------------------------ the next definitions */
 
@@ -489,8 +494,11 @@ SHIM_API int gettimeofday(struct timeval *restrict tv, void *restrict tz)
 SHIM_API int timespec_get(struct timespec *ts, int base)
 {
     SHIM_MAYBE_NULL(ts);
-    if (FC_UNLIKELY(base != TIME_UTC || !ts))
+    if (FC_UNLIKELY(base != TIME_UTC || !ts)) {
+        if (base == FC_TIME_MONOTONIC && ts && atomic_load_explicit(&libc_has_time_monotonic, memory_order_relaxed))
+            return gettime_mono(ts) == 0 ? base : 0;
         return ts ? pass_timespec_get(ts, base) : 0;
+    }
     return fine(FC_REAL, CLOCK_REALTIME, ts, AS_TIMESPEC_GET, flagged_real_tsget);
 }
 
@@ -565,6 +573,12 @@ __attribute__((constructor)) static void fc_preload_loaded(void)
     atomic_store_explicit(&next_timespec_get,
                           (timespec_get_fn)next_symbol("timespec_get", (void *)timespec_get),
                           memory_order_relaxed);
+    timespec_get_fn next_tsget = atomic_load_explicit(&next_timespec_get, memory_order_relaxed);
+    struct timespec probe;
+    int saved = errno;
+    if (next_tsget && next_tsget(&probe, FC_TIME_MONOTONIC) == FC_TIME_MONOTONIC)
+        atomic_store_explicit(&libc_has_time_monotonic, 1, memory_order_relaxed);
+    errno = saved;
     /* The core's vDSO pointers (refclock.c finds them, per architecture). */
     atomic_store_explicit(&vdso_gettime, fc_refclock_vdso_gettime(), memory_order_relaxed);
     atomic_store_explicit(&vdso_gettimeofday, fc_refclock_vdso_gettimeofday(), memory_order_relaxed);

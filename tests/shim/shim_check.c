@@ -330,6 +330,36 @@ static int cmd_interpose(void)
     CHECK(gettimeofday(null_tv, NULL) == 0, "gettimeofday(NULL, NULL) must return 0");
     CHECK(timespec_get(null_ts, TIME_UTC) == 0, "timespec_get(NULL) must fail with 0");
     CHECK(timespec_get(&ts, 12345) == 0, "timespec_get with an unknown base must return 0");
+    /* C23's other bases (glibc 2.43 on: 2 TIME_MONOTONIC, 3 TIME_ACTIVE, 4
+     * TIME_THREAD_ACTIVE) answer as libc's own does; TIME_MONOTONIC, where
+     * libc has it, on the shim's CLOCK_MONOTONIC: never below a
+     * clock_gettime just made, nor above one made after. */
+    typedef int (*tsget_fn)(struct timespec *, int);
+    void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+    tsget_fn libc_tsget = libc ? (tsget_fn)dlsym(libc, "timespec_get") : NULL;
+    CHECK(libc_tsget && !in_shim((void *)libc_tsget), "libc's own timespec_get not found");
+    for (int base = 2; libc_tsget && base <= 4; base++) {
+        struct timespec a;
+        int want = libc_tsget(&a, base), got = timespec_get(&ts, base);
+        CHECK(got == want, "timespec_get(base %d) = %d, libc's %d", base, got, want);
+    }
+    if (libc_tsget && libc_tsget(&ts, 2) == 2) {
+        for (int i = 0; i < 100000; i++) {
+            struct timespec m0, m1, t;
+            clock_gettime(CLOCK_MONOTONIC, &m0);
+            int b = timespec_get(&t, 2);
+            clock_gettime(CLOCK_MONOTONIC, &m1);
+            if (b != 2 || ts_ns(&t) < ts_ns(&m0) || ts_ns(&t) > ts_ns(&m1)) {
+                CHECK(0, "timespec_get(TIME_MONOTONIC) = %d: %lld outside clock_gettime's [%lld, %lld]", b,
+                      (long long)ts_ns(&t), (long long)ts_ns(&m0), (long long)ts_ns(&m1));
+                break;
+            }
+        }
+    } else {
+        printf("libc has no TIME_MONOTONIC (glibc before 2.43): the shim returns 0 for it, as libc does\n");
+    }
+    if (libc)
+        dlclose(libc);
     time_t t1 = 0, t0 = time(&t1);
     CHECK(t0 == t1 && t0 > 1600000000, "time(&t) = %lld, t = %lld", (long long)t0, (long long)t1);
     struct timezone tz;
