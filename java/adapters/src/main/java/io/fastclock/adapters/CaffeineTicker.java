@@ -10,7 +10,6 @@ import java.util.Objects;
  * {@link #read()} is the source's {@link TimeSource#nanoTime()} (monotonic ns, as Caffeine expects).
  */
 public final class CaffeineTicker implements Ticker {
-    private static final CaffeineTicker SYSTEM = new CaffeineTicker(TimeSource.system());
     private final TimeSource source;
 
     private CaffeineTicker(TimeSource source) {
@@ -19,7 +18,13 @@ public final class CaffeineTicker implements Ticker {
 
     /** fastclock's nanoTime(). */
     public static CaffeineTicker system() {
-        return SYSTEM;
+        return SystemHolder.INSTANCE;
+    }
+
+    /** Built on first use: a test that only wraps a manual source never loads the native library
+     *  or starts the calibrator (a nested class is initialised only when first touched). */
+    private static final class SystemHolder {
+        static final CaffeineTicker INSTANCE = new CaffeineTicker(TimeSource.system());
     }
 
     /** The given source's nanoTime(). */

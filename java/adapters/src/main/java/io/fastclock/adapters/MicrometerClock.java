@@ -11,7 +11,6 @@ import java.util.Objects;
  * {@link #monotonicTime()} monotonic ns.
  */
 public final class MicrometerClock implements Clock {
-    private static final MicrometerClock SYSTEM = new MicrometerClock(TimeSource.system());
     private final TimeSource source;
 
     private MicrometerClock(TimeSource source) {
@@ -19,7 +18,13 @@ public final class MicrometerClock implements Clock {
     }
 
     public static MicrometerClock system() {
-        return SYSTEM;
+        return SystemHolder.INSTANCE;
+    }
+
+    /** Built on first use: a test that only wraps a manual source never loads the native library
+     *  or starts the calibrator (a nested class is initialised only when first touched). */
+    private static final class SystemHolder {
+        static final MicrometerClock INSTANCE = new MicrometerClock(TimeSource.system());
     }
 
     public static MicrometerClock of(TimeSource source) {
