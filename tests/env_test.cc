@@ -380,8 +380,11 @@ TEST(Environment, ForcedTscSaysSo)
 {
     ProbeRun r = probe({"FASTCLOCK_MODE=tsc"});
     ASSERT_EQ(r.status, 0) << r.err;
-    if (field(r.out, "mode") != "tsc") // no invariant counter to trust (an emulator's, say)
-        GTEST_SKIP() << "the counter cannot be trusted here, even when asked: " << field(r.out, "reason");
+    if (field(r.out, "mode") != "tsc") {
+        std::string why = fctest::why_not_tsc(field(r.out, "reason"));
+        ASSERT_NE(why, "") << "FASTCLOCK_MODE=tsc, and mode " << field(r.out, "mode") << ": " << field(r.out, "reason");
+        GTEST_SKIP() << why;
+    }
     EXPECT_EQ(field(r.out, "forced"), "1");
     EXPECT_EQ(field(r.out, "reason").rfind("FASTCLOCK_MODE=tsc", 0), 0u) << r.out;
 }
@@ -390,8 +393,11 @@ TEST(Environment, CalibratorChoice)
 {
     ProbeRun r = probe({"FASTCLOCK_MODE=tsc", "FASTCLOCK_CALIBRATOR=lazy"});
     ASSERT_EQ(r.status, 0) << r.err;
-    if (field(r.out, "mode") != "tsc") // a calibrator only where the counter is trusted
-        GTEST_SKIP() << "the counter cannot be trusted here, even when asked: " << field(r.out, "reason");
+    if (field(r.out, "mode") != "tsc") {
+        std::string why = fctest::why_not_tsc(field(r.out, "reason"));
+        ASSERT_NE(why, "") << "FASTCLOCK_MODE=tsc, and mode " << field(r.out, "mode") << ": " << field(r.out, "reason");
+        GTEST_SKIP() << why;
+    }
     EXPECT_EQ(r.err, "");
     EXPECT_EQ(field(r.out, "calibrator"), "lazy");
     r = probe({"FASTCLOCK_MODE=tsc", "FASTCLOCK_CALIBRATOR=sometimes"});

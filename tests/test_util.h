@@ -163,4 +163,17 @@ inline std::vector<int> allowed_cpus()
     return out;
 }
 
+// Mode tsc was asked for and another runs: why that is a skip (the library
+// refused the counter at the decision, or its warp check found the CPUs'
+// counters apart and left for per-CPU lines), or "" where it is neither: a
+// failure.
+inline std::string why_not_tsc(const std::string &reason)
+{
+    if (reason.rfind("FASTCLOCK_MODE=", 0) == 0 && reason.find(" refused: ") != std::string::npos)
+        return "the counter cannot be trusted here, even when asked: " + reason;
+    if (reason.find("disagree by") != std::string::npos)
+        return "the CPUs' counters disagree here (the warp check left mode tsc): " + reason;
+    return "";
+}
+
 } // namespace fctest

@@ -16,6 +16,7 @@ extern "C" {
 #include "testing.h"
 }
 #include "bench_util.h" // bench/: the benchmarks' median, comparison and counts
+#include "test_util.h"
 
 namespace {
 
@@ -170,8 +171,11 @@ TEST(BenchLive, AFallToSystemIsFlaggedAndTicksKeepTheirUnit)
     bench_fc_state before;
     bench_take_state(&before);
     ASSERT_TRUE(before.known);
-    if (std::string(before.mode) != "tsc")
-        GTEST_SKIP() << "the counter cannot be trusted here, even when asked: " << before.reason;
+    if (std::string(before.mode) != "tsc") {
+        std::string why = fctest::why_not_tsc(before.reason);
+        ASSERT_NE(why, "") << "FASTCLOCK_MODE=tsc, and mode " << before.mode << ": " << before.reason;
+        GTEST_SKIP() << why;
+    }
     struct fastclock_status st;
     ASSERT_EQ(fastclock_status(&st), 0);
     ASSERT_GT(st.counter_hz, 0);
