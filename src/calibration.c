@@ -130,6 +130,10 @@ static struct {
 
 #define FALLBACK_SPINS 256 /* ~10 us of pause */
 
+/* `publishing` while the mode leaves the global line (fc_cal_global_ceiling):
+ * no line's epoch. */
+#define PUBLISHING_A_SWITCH UINT64_MAX
+
 static void atomic_max64(_Atomic int64_t *p, int64_t v)
 {
     int64_t cur = atomic_load_explicit(p, memory_order_relaxed);
@@ -171,6 +175,16 @@ int64_t fc_cal_fallback_value(int64_t mono, int64_t ceiling, int64_t beyond, uin
     /* (Two writers' stores mixed by a reader preempted between these loads
      * go with a new line published meanwhile: the caller's seq check
      * throws the value away.) */
+    if (line && atomic_load_explicit(&fallback.publishing, memory_order_acquire) == PUBLISHING_A_SWITCH) {
+        /* The mode leaving the line: its ceiling covers the line as far as
+         * any reader may have read it -- this one up to held_span, which
+         * it may have read before the cut showed (a writer preempted
+         * between choosing the cut and publishing it).  Held there, not at
+         * the cut: that would be below what this thread had. */
+        int64_t v = (int64_t)(fc_line_eval_fixed(line, (int64_t)held_span) >> FC_SHIFT);
+        if (v > c)
+            c = v;
+    }
     if (line && epoch == atomic_load_explicit(&fallback.covered_epoch, memory_order_acquire)) {
         uint64_t to = atomic_load_explicit(&fallback.covered_to, memory_order_acquire) - line->base_tsc;
         uint64_t span = held_span < to ? held_span : to;
@@ -661,9 +675,6 @@ static uint64_t surely_seen(uint64_t cut, uint64_t end, double rate)
         cut = seen;
     return (int64_t)(cut - end) > 0 ? end : cut;
 }
-/* `publishing` while the mode leaves the global line: no line's epoch. */
-#define PUBLISHING_A_SWITCH UINT64_MAX
-
 /* The global line's part of the ceiling, fenced (above). */
 static int64_t line_ceiling(void)
 {
@@ -690,6 +701,8 @@ static int64_t line_ceiling(void)
         double rate = line_rate(&old);
         uint64_t cut = fc_now_counter(1) + (uint64_t)(FC_FENCE_NS / rate);
         if (cut - old.base_tsc < cm->soft_span) {
+            if (fc_seam.writer_step)
+                fc_seam.writer_step("fence-chosen");
             publish_cut(&fc_latch, &old, cm, cut - old.base_tsc, 0);
             cut = surely_seen(cut, end, rate);
             if (fc_seam.writer_step)

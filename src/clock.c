@@ -389,7 +389,8 @@ static int fallback_read(enum fc_kind kind, const struct fc_full *f, int64_t *ou
                 /* The counter went back: no reader used the line since, and
                  * before that it was within its (grown) bound of the kernel. */
                 int64_t end = line_value(f, FC_MONO, (int64_t)f->m.soft_span);
-                int64_t cap = k - off + fc_meta_bound(&f->m, k - off);
+                /* (k 0: unreadable, no cap: the line's end stands.) */
+                int64_t cap = k != 0 ? k - off + fc_meta_bound(&f->m, k - off) : INT64_MAX;
                 floor = beyond = ceiling = end < cap ? end : cap;
             } else {
                 /* Past the line's end: its value there, or (a line still

@@ -2126,6 +2126,64 @@ TEST_P(HeldFence, AReadPastItBeforeTheNextModeShowsIsUnderItsFloor)
 }
 INSTANTIATE_TEST_SUITE_P(Faults, HeldFence, ::testing::Values("system", "percpu"));
 
+// The writer chooses the cut, then is away before it shows: a thread reads
+// the line past the chosen cut meanwhile, then falls back once the cut has
+// shown.  Held at the cut's value, that fallback was below the read before
+// it; held where the thread may have read the line, it is not (the
+// writer's ceiling covers that, and is the next mode's floor).
+std::vector<int64_t> reads_around_the_cut;
+void read_past_the_chosen_cut_then_after_it_shows(const char *where)
+{
+    if (std::strcmp(where, "fence-chosen") == 0 && reads_around_the_cut.empty()) {
+        sim_advance_ns(300e3);
+        reads_around_the_cut.push_back(fastclock_mono_ns());
+    } else if (std::strcmp(where, "fenced") == 0 && reads_around_the_cut.size() == 1) {
+        sim_advance_ns(1e3);
+        reads_around_the_cut.push_back(fastclock_mono_ns());
+    }
+}
+
+TEST_P(HeldFence, AReadPastTheCutBeforeItShowedIsNotUndercut)
+{
+    bool percpu = std::strcmp(GetParam(), "percpu") == 0;
+    if (percpu)
+        NEEDS_PERCPU();
+    install();
+    warm_up(200, 10e6);
+    sim_set_rate(sim.rate * (1 + 50e-6));
+    sim_advance_ns(15e6);
+    fastclock_mono_ns();
+    reads_around_the_cut.clear();
+    fc_seam.writer_step = read_past_the_chosen_cut_then_after_it_shows;
+    if (percpu)
+        fc_test_switch_to_percpu("test: a warp between CPUs");
+    else
+        fc_test_fail_to_system("test: a fail-safe");
+    fc_seam.writer_step = nullptr;
+    ASSERT_EQ(reads_around_the_cut.size(), 2u) << "the line was not fenced";
+    EXPECT_GE(reads_around_the_cut[1], reads_around_the_cut[0])
+        << "the read after the cut showed is " << reads_around_the_cut[0] - reads_around_the_cut[1]
+        << " ns below the one before it";
+    struct fc_test_line l;
+    fc_test_current_line(&l);
+    EXPECT_GE(l.floor_ns, reads_around_the_cut[1]);
+    EXPECT_GE(fastclock_mono_ns(), reads_around_the_cut[1]);
+}
+
+// A fallback with the counter behind the line (reset by S3) while the
+// kernel's clock cannot be read: held at the line's end, not at a cap built
+// on the failed read's 0 (a value near zero).
+TEST_F(AtAWriterStep, AFallbackWhileTheKernelCannotBeReadKeepsTheLinesEnd)
+{
+    install_with_the_line_ahead();
+    int64_t before = fastclock_mono_ns();
+    sim.ctr_offset = -int64_t(sim.tick) + 1000;
+    sim.mono_fails = 1000;
+    int64_t v = fastclock_mono_ns();
+    sim.mono_fails = 0;
+    EXPECT_GE(v, before) << mode() << ": " << reason();
+}
+
 // Leaving the line with the counter behind it (reset by S3) and the
 // kernel's MONOTONIC unreadable at that moment: the ceiling is the line's
 // end, not capped at "the kernel plus the bound" from a failed read (0 --
