@@ -136,13 +136,13 @@ static int arm_clock_set_timer(int tfd, int fresh)
     its.it_value.tv_sec = FAR_FUTURE_S;
     its.it_interval.tv_sec = (time_t)SIGNATURE_S;
     its.it_interval.tv_nsec = SIGNATURE_NS;
-    /* ECANCELED: armed, but REALTIME was set again since the wake-up the
-     * caller is handling (two steps close together: a resume, then the
-     * daemon's step).  Its recalibration follows the re-arm and sees both;
-     * armed again, the timer waits for the next. */
-    int r, tries = 0;
-    do r = timerfd_settime(tfd, TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET, &its, 0);
-    while (r != 0 && errno == ECANCELED && ++tries < 4);
+    /* ECANCELED: armed all the same (the kernel arms, then says so), but
+     * REALTIME was set again since the wake-up the caller is handling (two
+     * steps close together: a resume, then the daemon's step).  Its
+     * recalibration follows the re-arm and sees both. */
+    int r = timerfd_settime(tfd, TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET, &its, 0);
+    if (r != 0 && errno == ECANCELED)
+        r = 0;
     if (r != 0 || timerfd_gettime(tfd, &cur) != 0 || (cur.it_value.tv_sec == 0 && cur.it_value.tv_nsec == 0) ||
         (cur.it_interval.tv_sec == 0 && cur.it_interval.tv_nsec == 0)) {
         if (fresh)
