@@ -48,11 +48,10 @@ extern "C" {
  * -O2 GCC called fastclock_mono_ns_inline() as an out-of-line copy from a
  * loop that used it twice (fastclock bench: 16.2 ns against the library
  * function's 15.4).  Their rare paths stay plain inline. */
-#if defined(__GNUC__) || defined(__clang__)
-#define FASTCLOCK_INLINE_V1_ static inline __attribute__((always_inline))
-#else
-#define FASTCLOCK_INLINE_V1_ static inline
+#if !defined(__GNUC__) && !defined(__clang__)
+#error "fastclock_inline.h needs GCC or Clang (__atomic builtins, inline asm): call fastclock.h's functions instead"
 #endif
+#define FASTCLOCK_INLINE_V1_ static inline __attribute__((always_inline))
 
 struct fastclock_coarse_block_v1 {
     int64_t mono; /* CLOCK_MONOTONIC ns, 0 while nobody ticks */

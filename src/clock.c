@@ -89,6 +89,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "fastclock_inline.h" /* the types of the two pointers it reads through */
 
 #include "calibration.h"
 #include "mode.h"
@@ -103,10 +104,12 @@
 /* fastclock_inline.h's view of it (mono and real first, as the block there
  * says): a pointer, so a copy relocation in a non-PIE program copies the
  * address, never the block itself. */
-FC_API const void *const fastclock_coarse_v1 = &fc_coarse;
+FC_API const struct fastclock_coarse_block_v1 *const fastclock_coarse_v1 =
+    (const struct fastclock_coarse_block_v1 *)(const void *)&fc_coarse;
 /* And its view of the global line (struct fastclock_line_block_v1, checked
  * against struct fc_latch in line.c), a pointer for the same reason. */
-FC_API const void *const fastclock_line_v1 = &fc_latch;
+FC_API const struct fastclock_line_block_v1 *const fastclock_line_v1 =
+    (const struct fastclock_line_block_v1 *)(const void *)&fc_latch;
 __thread struct fc_sec_cache fc_sec_cache[FC_TAI + 1] __attribute__((tls_model("initial-exec")));
 
 __attribute__((noinline)) int64_t fc_new_second(enum fc_kind kind, int64_t ns)
