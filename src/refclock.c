@@ -169,6 +169,15 @@ fc_gettime_fn fc_refclock_answering(void)
     return fc_seam.kernel_gettime ? fc_seam.kernel_gettime : fc_refclock_direct();
 }
 
+int fc_answering_result(int r)
+{
+    if (r == 0)
+        return 0;
+    if (!fc_seam.kernel_gettime)
+        errno = -r;
+    return -1;
+}
+
 fc_gettimeofday_fn fc_refclock_vdso_gettimeofday(void)
 {
     fc_refclock_init();

@@ -39,5 +39,11 @@ FC_REFCLOCK_HIDDEN fc_gettime_fn fc_refclock_direct(void);
 /* What the library calls where the kernel answers directly: the test seam's
  * simulated kernel while one is installed, else fc_refclock_direct(). */
 FC_REFCLOCK_HIDDEN fc_gettime_fn fc_refclock_answering(void);
+/* A result of fc_refclock_answering()'s function (and of the routes the
+ * reads store, which answer the same way) as libc returns it: the kernel's
+ * -errno (-EPERM is -1: a seccomp filter refusing the system call the
+ * vDSO falls back to) sets errno; the seam's simulated kernel follows
+ * libc's convention and has set it. */
+FC_REFCLOCK_HIDDEN int fc_answering_result(int r);
 
 #endif

@@ -752,6 +752,24 @@ TEST_F(Faults, AGettimeofdayWhoseKernelReadFailsFails)
               2000000);
 }
 
+// The kernel's routes answer as the vDSO does, -errno; -EPERM is -1 (a
+// seccomp filter refusing the system call the vDSO falls back to on a
+// clocksource it cannot read), which gettimeofday once passed on as "-1,
+// errno set" with errno as it was.  The simulated kernel follows libc's
+// convention instead, as above.
+TEST(KernelRoutes, AnEpermFromTheKernelSetsErrno)
+{
+    fc_test_reset(nullptr);
+    errno = 0;
+    EXPECT_EQ(fc_answering_result(-EPERM), -1);
+    EXPECT_EQ(errno, EPERM);
+    EXPECT_EQ(fc_answering_result(-EFAULT), -1);
+    EXPECT_EQ(errno, EFAULT);
+    errno = EDOM;
+    EXPECT_EQ(fc_answering_result(0), 0);
+    EXPECT_EQ(errno, EDOM);
+}
+
 // A kernel that refuses CLOCK_TAI: fastclock_gettime(CLOCK_TAI) fails as
 // libc's would (EINVAL), before the decision and after it -- it used to
 // return UTC as TAI once decided, and an uninitialised timespec before.
