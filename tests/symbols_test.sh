@@ -46,6 +46,13 @@ sed 's/@.*//' "$work/so_syms" | sort -u > "$work/so_names"
 if cmp -s "$work/api" "$work/so_names"; then ok "${so##*/} exports exactly the API"
 else bad "${so##*/} exports differ from the headers (< headers, > library):"; diff "$work/api" "$work/so_names"; fi
 
+# The library's own calls to its API bind inside it (-Bsymbolic-functions):
+# no relocation names an API function, so a second copy in the process (the
+# shim, one opened by path) never serves this one's coarse tick or status.
+calls=$(readelf -rW "$so" | awk '$3 ~ /JUMP_SLOT/ && $5 ~ /^fastclock_/ { printf " %s", $5 }')
+[ -z "$calls" ] && ok "${so##*/} calls its own API functions directly" ||
+    bad "${so##*/} reaches its own API through the PLT (another copy's definitions would answer):$calls"
+
 # Static library: global definitions, and nothing internal left global.
 "$nm" -g --defined-only "$ar" | awk 'NF == 3 { print $3 }' | sort -u > "$work/a_names"
 if cmp -s "$work/api" "$work/a_names"; then ok "libfastclock.a defines exactly the API globally"
