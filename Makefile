@@ -18,8 +18,11 @@ deps:
 $(BUILD)/build.ninja $(BUILD)/Makefile: CMakeLists.txt | deps
 	cmake -S . -B $(BUILD) -G "$(GENERATOR)" -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
 
+# Configured every time (a second, with its cache): a configure that failed
+# is tried again, CMAKE_FLAGS take effect, and what was not found before (a
+# JDK installed since) is looked for again.
 build: deps
-	@[ -f $(BUILD)/CMakeCache.txt ] || cmake -S . -B $(BUILD) -G "$(GENERATOR)" -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
+	@cmake -S . -B $(BUILD) -G "$(GENERATOR)" -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
 	cmake --build $(BUILD)
 
 # The doctor's exit status 1 means it found a problem on this machine (see
@@ -33,13 +36,21 @@ run: build
 # clock -- adjtimex frequency and tick, REALTIME steps, the clocksource --
 # and restore it, even when killed; without root they skip and say why.
 # Nothing else runs meanwhile (ctest without -j; RUN_SERIAL).
-test-c: build
+# (The components' dependencies come first -- mk/*.mk add them -- and the
+# build after them, below: CMake looks for a JDK when it configures.)
+test-c:
 	cd $(BUILD) && ctest --output-on-failure --timeout 600
 
 test-realkernel: build
 	cd $(BUILD) && ctest --output-on-failure --timeout 600 -L realkernel
 
 -include $(sort $(wildcard mk/*.mk))
+
+test-c: build
+
+# One step at a time: the real-kernel tests change the kernel's clock under
+# everything else, and the Java and arm64 steps reconfigure trees ctest reads.
+.NOTPARALLEL:
 
 test: $(TEST_TARGETS)
 
@@ -53,4 +64,4 @@ install-java: java-jar
 	$(MAKE) install
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(ARM64_BUILD) java/*/target

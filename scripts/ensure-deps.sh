@@ -51,8 +51,8 @@ done
 
 if [ "$(id -u)" = 0 ]; then
     SUDO=""
-elif command -v sudo >/dev/null 2>&1; then
-    SUDO="sudo"
+elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+    SUDO="sudo -n"
 else
     echo "fastclock: missing packages:$missing; install them with: apt-get install$missing" >&2
     exit 1

@@ -79,8 +79,10 @@ build)
 lintian)
     command -v lintian >/dev/null || { echo "SKIP: lintian is not installed (scripts/ensure-deps.sh pkg)"; exit 77; }
     d=$(deb); [ -n "$d" ] || fail "no .deb under $build/deb/package (package.build makes it)"
-    out=$(lintian "$d" 2>&1 | grep -v 'running with root privileges')
+    out=$(lintian "$d" 2>&1); st=$?
+    out=$(echo "$out" | grep -v 'running with root privileges')
     [ -n "$out" ] && echo "$out"
+    [ $st -le 1 ] || fail "lintian could not check the package (exit $st)"
     echo "$out" | grep -q '^E:' && fail "lintian reports errors"
     ok "lintian: no error ($(echo "$out" | grep -c '^W:') warnings)"
     ;;

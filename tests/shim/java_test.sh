@@ -20,11 +20,12 @@ unset LD_PRELOAD FASTCLOCK_MODE FASTCLOCK_CALIBRATOR FASTCLOCK_UNORDERED FASTCLO
 java=${JAVA:-java}
 if [ "$test" = interposed.jdk25 ]; then
     java=""
-    for j in /usr/lib/jvm/temurin-25-jdk-amd64/bin/java /usr/lib/jvm/java-25-openjdk-amd64/bin/java; do
+    # JAVA25_HOME as mk/java.mk takes it, else Debian's or Temurin's packages (any architecture).
+    for j in ${JAVA25_HOME:+"$JAVA25_HOME/bin/java"} /usr/lib/jvm/temurin-25-jdk-*/bin/java /usr/lib/jvm/java-25-openjdk-*/bin/java; do
         [ -x "$j" ] && { java=$j; break; }
     done
     if [ -z "$java" ]; then
-        echo "SKIP: no JDK 25 installed (looked in /usr/lib/jvm)"
+        echo "SKIP: no JDK 25 installed (JAVA25_HOME unset; looked in /usr/lib/jvm)"
         exit 77
     fi
     test=interposed
