@@ -37,6 +37,22 @@ static inline uint64_t rdtsc(void)
     __asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
     return ((uint64_t)hi << 32) | lo;
 }
+/* The ordered reads' floor: the two fenced forms (the library picks the
+ * cheaper one that orders on this CPU, status's counter says which). */
+static inline uint64_t lfence_rdtsc(void)
+{
+    unsigned long lo, hi;
+    __asm__ __volatile__("lfence; rdtsc" : "=a"(lo), "=d"(hi)::"memory");
+    return ((uint64_t)hi << 32) | lo;
+}
+static inline uint64_t rdtscp(void)
+{
+    unsigned long lo, hi, aux;
+    __asm__ __volatile__("rdtscp" : "=a"(lo), "=d"(hi), "=c"(aux)::"memory");
+    return ((uint64_t)hi << 32) | lo;
+}
+#define FENCED_A_NAME "lfence;rdtsc"
+#define FENCED_B_NAME "rdtscp"
 #else
 static inline uint64_t rdtsc(void)
 {
@@ -44,6 +60,16 @@ static inline uint64_t rdtsc(void)
     __asm__ __volatile__("mrs %0, cntvct_el0" : "=r"(v));
     return v;
 }
+/* The ordered read's floor on arm64: isb, then the counter. */
+static inline uint64_t lfence_rdtsc(void)
+{
+    uint64_t v;
+    __asm__ __volatile__("isb; mrs %0, cntvct_el0" : "=r"(v)::"memory");
+    return v;
+}
+static inline uint64_t rdtscp(void) { return lfence_rdtsc(); }
+#define FENCED_A_NAME "isb;mrs cntvct_el0"
+#define FENCED_B_NAME "isb;mrs cntvct_el0 (again)"
 #endif
 
 static inline int64_t ts_ns(clockid_t c)
@@ -75,6 +101,8 @@ static inline int64_t sys_ns(void)
     }
 
 LOOP(l_rdtsc, rdtsc())
+LOOP(l_fenced_a, lfence_rdtsc())
+LOOP(l_fenced_b, rdtscp())
 LOOP(l_mono, fastclock_mono_ns())
 LOOP(l_real, fastclock_real_ns())
 LOOP(l_mono_u, fastclock_mono_ns_unordered())
@@ -104,6 +132,8 @@ struct source {
 
 static struct source sources[] = {
     {"rdtsc (bare)", l_rdtsc, 0, 0, 0, 0, 0, 0},
+    {FENCED_A_NAME, l_fenced_a, 0, 0, 0, 0, 0, 0},
+    {FENCED_B_NAME, l_fenced_b, 0, 0, 0, 0, 0, 0},
     {"fastclock_mono_ns", l_mono, 0, 0, 0, 0, 0, 0},
     {"fastclock_real_ns", l_real, 0, 0, 0, 0, 0, 0},
     {"fastclock_mono_ns_unordered", l_mono_u, 0, 0, 0, 0, 0, 0},
@@ -222,6 +252,13 @@ int main(int argc, char **argv)
             n *= 2;
         }
     }
+    /* What fastclock runs as the rounds start (after the batches' sizing,
+     * which warmed every source): compared with after, below. */
+    struct fastclock_status at_start;
+    fastclock_status(&at_start);
+    char mode_before[32], counter_before[64];
+    snprintf(mode_before, sizeof mode_before, "%s", at_start.mode);
+    snprintf(counter_before, sizeof counter_before, "%s", at_start.counter);
     int rounds = (int)(seconds / (NSRC * 1.1e-3));
     if (rounds < 5)
         rounds = 5;
@@ -239,6 +276,7 @@ int main(int argc, char **argv)
 
     struct fastclock_status st;
     fastclock_status(&st);
+    int changed = strcmp(st.mode, mode_before) != 0 || strcmp(st.counter, counter_before) != 0;
     char cpu[256], cs[64], avail[256];
     struct utsname u;
     uname(&u);
@@ -249,6 +287,9 @@ int main(int argc, char **argv)
     printf("machine: %s, %ld CPUs, clocksource %s (available: %s), Linux %s\n", cpu, sysconf(_SC_NPROCESSORS_ONLN),
            cs, avail, u.release);
     printf("fastclock mode %s (%s calibrator), counter %s: %s\n", st.mode, st.calibrator, st.counter, st.reason);
+    if (changed)
+        printf("WARNING: fastclock's mode or counter changed during the run (%s, %s before): rows not comparable\n",
+               mode_before, counter_before);
     printf("fastclock_* through libfastclock.so (its PLT), as a linked program calls them\n");
     printf("%d interleaved batches of ~1 ms per source; median ns per call\n\n", rounds);
 
@@ -265,6 +306,10 @@ int main(int argc, char **argv)
     printf("fastclock_mono_ns is %s clock_gettime(CLOCK_MONOTONIC); the unordered read is %s it.\n",
            bench_compare(ordered, sizeof ordered, median_of("fastclock_mono_ns"), base_cg),
            bench_compare(unordered, sizeof unordered, median_of("fastclock_mono_ns_unordered"), base_cg));
+    double fa = median_of(FENCED_A_NAME), fb = median_of(FENCED_B_NAME), floor = fa < fb ? fa : fb;
+    printf("The floors: ordered reads %.2fx the cheaper fenced read (%s, %.2f ns), unordered %.2fx a bare one.\n",
+           median_of("fastclock_mono_ns") / floor, fa < fb ? FENCED_A_NAME : FENCED_B_NAME, floor,
+           median_of("fastclock_mono_ns_unordered") / base_rdtsc);
     for (unsigned s = 0; s < NSRC; s++)
         free(sources[s].samples);
     return 0;

@@ -344,8 +344,29 @@ static void stats(struct source *s)
     free(v);
 }
 
+static void src_measure_here(struct source *s, int n, double seconds, double batch_ns, int min_rounds,
+                             src_progress_fn progress, void *ctx);
+
 void src_measure(struct source *s, int n, double seconds, double batch_ns, int min_rounds,
                  src_progress_fn progress, void *ctx)
+{
+    /* On the CPU it starts on, for the whole phase: every source's batches
+     * on one core (a hybrid CPU's P and E cores differ; tsc-percpu's read
+     * depends on the CPU), the affinity given back after. */
+    cpu_set_t before, one;
+    int pinned = 0, cpu = sched_getcpu();
+    if (cpu >= 0 && cpu < CPU_SETSIZE && sched_getaffinity(0, sizeof before, &before) == 0) {
+        CPU_ZERO(&one);
+        CPU_SET(cpu, &one);
+        pinned = pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0;
+    }
+    src_measure_here(s, n, seconds, batch_ns, min_rounds, progress, ctx);
+    if (pinned)
+        pthread_setaffinity_np(pthread_self(), sizeof before, &before);
+}
+
+static void src_measure_here(struct source *s, int n, double seconds, double batch_ns, int min_rounds,
+                             src_progress_fn progress, void *ctx)
 {
     int usable = 0;
     for (int i = 0; i < n; i++) {

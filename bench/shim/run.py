@@ -10,6 +10,7 @@ usage: bench/shim/run.py [--build DIR] [--rounds N] [--clocksource NAME] [--no-j
 always restores the previous one.
 """
 import argparse
+import glob
 import os
 import platform
 import shutil
@@ -54,6 +55,9 @@ def machine():
 def parse(out):
     res = {}
     for line in out.splitlines():
+        if line.startswith("# shim "):  # shim_bench.c: whether the shim answered, and how
+            res["# shim"] = line[len("# shim "):].strip()
+            continue
         if line.startswith("#") or not line.strip():
             continue
         name, value = line.rsplit(" ", 1)
@@ -132,7 +136,7 @@ def bench(args, fc, cbench):
     ]
     jdks = []
     if not args.no_java and shutil.which("javac"):
-        for j in ("java", "/usr/lib/jvm/temurin-25-jdk-amd64/bin/java"):
+        for j in ["java"] + sorted(glob.glob("/usr/lib/jvm/temurin-25-jdk-*/bin/java"))[:1]:
             if shutil.which(j):
                 ver = subprocess.run([j, "-version"], capture_output=True, text=True).stderr.splitlines()[0]
                 jdks.append((j, ver))
@@ -143,9 +147,17 @@ def bench(args, fc, cbench):
                            check=True)
         c_res = {name: {} for name, _ in c_configs}
         j_res = {}
+        # What shim_bench.c must find in each configuration: a "shim" column
+        # measured without the shim would show plain vDSO numbers as its own.
+        shim_state = {"plain": "absent", "shim": "ordered", "shim --unordered": "unordered",
+                      "shim --mode system": "ordered"}
         for r in range(args.rounds):
             for name, prefix in c_configs:
-                for k, v in run(prefix + [cbench], {}).items():
+                out = run(prefix + [cbench], {})
+                state = out.pop("# shim", "not said")
+                if state != shim_state[name]:
+                    sys.exit(f"benchmark {name!r}: the shim is {state}, expected {shim_state[name]}")
+                for k, v in out.items():
                     c_res[name].setdefault(k, []).append(v)
             for java, ver in jdks:
                 for name, prefix in c_configs[:3]:

@@ -34,6 +34,35 @@ extern "C" {
     fn fastclock_mono_coarse_ns() -> i64;
     fn fastclock_ticks() -> u64;
     fn fastclock_version() -> *const std::os::raw::c_char;
+    fn fastclock_status_sized(out: *mut FastclockStatusHead, size: usize) -> i32;
+}
+
+/// The first fields of `struct fastclock_status` (fastclock.h): the sized call
+/// writes only what fits, so these four are all this program asks for.
+#[repr(C)]
+struct FastclockStatusHead {
+    mode: *const std::os::raw::c_char,
+    reason: *const std::os::raw::c_char,
+    calibrator: *const std::os::raw::c_char,
+    counter: *const std::os::raw::c_char,
+}
+
+/// fastclock's mode and counter: the rows compare a counter read with
+/// fastclock's only where fastclock reads the counter too.
+fn fastclock_mode() -> String {
+    let mut h = FastclockStatusHead {
+        mode: std::ptr::null(),
+        reason: std::ptr::null(),
+        calibrator: std::ptr::null(),
+        counter: std::ptr::null(),
+    };
+    let s = |p: *const std::os::raw::c_char| {
+        if p.is_null() { "?".to_string() } else { unsafe { std::ffi::CStr::from_ptr(p) }.to_string_lossy().into_owned() }
+    };
+    if unsafe { fastclock_status_sized(&mut h, std::mem::size_of::<FastclockStatusHead>()) } != 0 {
+        return "unknown (fastclock_status failed)".to_string();
+    }
+    format!("mode {}, counter {}", s(h.mode), s(h.counter))
 }
 
 fn libc_ns(id: i32) -> u64 {
@@ -177,6 +206,7 @@ fn main() {
             ((1e6 / dt) as u64).clamp(1000, 10_000_000)
         })
         .collect();
+    let mode_before = fastclock_mode();
     let rounds = ((seconds * 1e9 / 1e6 / src.len() as f64) as usize).clamp(5, 10_001) | 1;
     let mut per_call: Vec<Vec<f64>> = vec![Vec::with_capacity(rounds); src.len()];
     for _ in 0..rounds {
@@ -194,6 +224,11 @@ fn main() {
     let version = unsafe { std::ffi::CStr::from_ptr(fastclock_version()) }.to_string_lossy().into_owned();
     let quanta_source = format!("{:?}", quanta_clock());
     println!("fastclock {version} beside Rust's quanta and minstant (Cargo.lock has their versions)");
+    let mode_after = fastclock_mode();
+    println!("fastclock: {mode_after}");
+    if mode_after != mode_before {
+        println!("WARNING: fastclock's mode changed during the run ({mode_before} -> {mode_after}): rows not comparable");
+    }
     println!(
         "quanta's clock: {}; minstant's: {}",
         if quanta_source.contains("Counter") { "the TSC (calibrated)" } else { "the OS clock (no usable TSC)" },
