@@ -45,6 +45,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
@@ -275,11 +276,8 @@ static int startup_warp_check(int try)
     return 1;
 }
 
-/* Pin this thread to each allowed CPU in turn and calibrate it there,
- * ticking the coarse clocks between CPUs: a CPU that is slow to take the
- * thread (a busy one, a real-time task) stalls the whole tour, and the
- * coarse clocks would stand still for all of it. */
-static void calibrate_every_cpu(const cpu_set_t *allowed, int force)
+/* Pin the calling thread to each allowed CPU in turn and calibrate it there. */
+static void tour_every_cpu(const cpu_set_t *allowed, int force)
 {
     for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
         if (!CPU_ISSET(cpu, allowed))
@@ -289,11 +287,84 @@ static void calibrate_every_cpu(const cpu_set_t *allowed, int force)
         CPU_SET(cpu, &one);
         if (pthread_setaffinity_np(pthread_self(), sizeof one, &one) != 0)
             continue;
-        if (fc_coarse_wanted())
-            coarse_update(); /* on arrival: the wait for this CPU has passed */
+        if (fc_seam.tour_cpu)
+            fc_seam.tour_cpu(cpu);
         fc_percpu_maintain_cpu(cpu, force);
     }
-    pthread_setaffinity_np(pthread_self(), sizeof *allowed, allowed);
+}
+
+/* A tour on a thread of its own: a CPU slow to take it (a busy one, a
+ * real-time task's) stalls the tour, and this thread, the coarse clocks'
+ * one ticker, ticks on while it waits.  (Touring itself, it stood still
+ * for as long as the CPU took: up to ~1 s under RT throttling, for ever
+ * without it.)  `refs`: this thread's and the tour's; the last frees it. */
+struct tour {
+    cpu_set_t allowed;
+    int force;
+    _Atomic int done;
+    _Atomic int refs;
+};
+
+static void tour_release(struct tour *t)
+{
+    if (atomic_fetch_sub_explicit(&t->refs, 1, memory_order_acq_rel) == 1)
+        free(t);
+}
+
+static void *tour_main(void *arg)
+{
+    struct tour *t = arg;
+    pthread_setname_np(pthread_self(), "fastclock-tour");
+    tour_every_cpu(&t->allowed, t->force);
+    atomic_store_explicit(&t->done, 1, memory_order_release);
+    fc_upkeep_wake();
+    tour_release(t);
+    return 0;
+}
+
+#define TOUR_TICK_NS 1000000LL          /* the coarse clocks' tick while a tour runs */
+#define TOUR_STOP_WAIT_NS 1000000000LL  /* on a stop, how long a tour may take to end */
+
+static void calibrate_every_cpu(const cpu_set_t *allowed, int force)
+{
+    struct tour *t = malloc(sizeof *t);
+    pthread_t th;
+    if (t) {
+        t->allowed = *allowed;
+        t->force = force;
+        atomic_init(&t->done, 0);
+        atomic_init(&t->refs, 2);
+    }
+    /* The tour inherits this thread's mask: every signal blocked. */
+    if (!t || pthread_create(&th, 0, tour_main, t) != 0) {
+        free(t);
+        tour_every_cpu(allowed, force); /* no thread: here, as before, the ticks waiting */
+        pthread_setaffinity_np(pthread_self(), sizeof *allowed, allowed);
+        return;
+    }
+    int64_t give_up = 0;
+    for (;;) {
+        int seen = fc_upkeep_wake_count();
+        if (atomic_load_explicit(&t->done, memory_order_acquire))
+            break;
+        if (atomic_load_explicit(&thread_stop, memory_order_acquire)) {
+            /* Stopping: the tour may end soon (a test resets the slots
+             * next); one that waits for its CPU is left to finish alone. */
+            int64_t now = fc_kernel_ns(CLOCK_MONOTONIC);
+            if (!give_up)
+                give_up = now + TOUR_STOP_WAIT_NS;
+            else if (now == 0 || now >= give_up)
+                break;
+        }
+        fc_upkeep_wait(seen, TOUR_TICK_NS);
+        if (fc_coarse_wanted())
+            coarse_update();
+    }
+    if (atomic_load_explicit(&t->done, memory_order_acquire))
+        pthread_join(th, 0);
+    else
+        pthread_detach(th);
+    tour_release(t);
 }
 
 /* When (fastclock's MONOTONIC) the lines of this mode want recalibrating
@@ -442,8 +513,9 @@ static void *calibrator_main(void *arg)
             seen_gen = gen;
             force = 1;
         }
-        /* Tick first: calibrating tsc-percpu pins this thread to each CPU
-         * in turn, and on a busy machine waits there for a turn. */
+        /* Tick first: mode tsc's calibration, and starting tsc-percpu's
+         * tour (calibrate_every_cpu: a thread of its own, pinned to each CPU
+         * in turn, which this thread waits for, ticking), take a moment. */
         if (fc_coarse_wanted()) {
             coarse_update();
             last_tick = now;

@@ -62,6 +62,9 @@ struct fc_seam {
                                                line's end), "seen", "published"; and by an adjtimex poll
                                                at "poll-stored" (a change found and stored,
                                                not yet counted in the generation) */
+    void (*tour_cpu)(int cpu); /* non-NULL: called by the calibrator's tour of tsc-percpu's CPUs
+                                  once on each CPU, before calibrating it (a test holds it
+                                  there: a CPU slow to take it) */
 };
 
 /* The one instance (seam.c), installed only by fc_test_reset (testing.c). */

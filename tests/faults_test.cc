@@ -5999,6 +5999,62 @@ TEST(RealMachine, PerCpuPathFollowsTheKernelsClocksource)
     fc_test_reset(nullptr);
 }
 
+// The calibrator's tour of tsc-percpu's CPUs meets a CPU slow to take it
+// (a busy one, a real-time task's: here the seam holds the tour there for
+// 300 ms).  The coarse clocks, which the calibrator thread ticks, must not
+// stand still meanwhile: the tour runs on a thread of its own.  (Touring
+// itself, the calibrator stood still as long as the CPU took.)
+std::atomic<int> tour_held{0};
+void hold_the_tour_once(int cpu)
+{
+    (void)cpu;
+    int expected = 1;
+    if (tour_held.compare_exchange_strong(expected, 2))
+        usleep(300000);
+}
+
+TEST(RealMachine, ACpuSlowToTakeTheTourLeavesTheCoarseClocksTicking)
+{
+    NEEDS_PERCPU();
+    struct fc_seam seam;
+    memset(&seam, 0, sizeof seam);
+    seam.percpu_route = -1; // per-CPU lines: the tour has lines to keep
+    seam.tour_cpu = hold_the_tour_once;
+    tour_held = 0;
+    setenv("FASTCLOCK_MODE", "percpu", 1);
+    fc_test_reset(&seam);
+    fc_test_start_calibrator();
+    struct fastclock_status st;
+    fastclock_status(&st);
+    unsetenv("FASTCLOCK_MODE");
+    if (std::string(st.mode) != "tsc-percpu") {
+        fc_test_stop_calibrator();
+        fc_test_reset(nullptr);
+        GTEST_SKIP() << st.reason;
+    }
+    fastclock_mono_coarse_ns(); // wanted: the thread ticks them
+    usleep(50000);
+    tour_held = 1; // the next tour's first CPU holds it
+    int64_t worst_lag = 0, prev = 0;
+    long back = 0;
+    for (int i = 0; i < 3000 && tour_held != 2; i++) // the next tour, within 3 s
+        usleep(1000);
+    ASSERT_EQ(tour_held.load(), 2) << "no tour came";
+    for (int i = 0; i < 250; i++) { // within the 300 ms hold
+        int64_t c = fastclock_mono_coarse_ns(), k = fctest::kernel_ns(CLOCK_MONOTONIC);
+        worst_lag = std::max(worst_lag, k - c);
+        back += c < prev;
+        prev = c;
+        usleep(1000);
+    }
+    std::printf("coarse MONOTONIC behind the kernel by up to %.1f ms while the tour was held\n", worst_lag / 1e6);
+    EXPECT_EQ(back, 0);
+    // Ticked every ms; 50 ms for a busy machine's scheduling.
+    EXPECT_LT(worst_lag, 50000000) << "the coarse clocks stood still while the tour waited";
+    fc_test_stop_calibrator();
+    fc_test_reset(nullptr);
+}
+
 TEST(RealMachine, PerCpuModeGuarantees)
 {
     setenv("FASTCLOCK_MODE", "percpu", 1);
