@@ -1019,9 +1019,9 @@ static FC_COLD int gettimeofday_slow(struct timeval *tv)
     fc_direct_fn k = fc_kernel_route(1);
     /* The ordered reads' kernel route, as fastclock_gettime's.  A read that
      * failed wrote nothing: its result, not the stack's leftovers as a time. */
-    int r = k != 0 ? fc_answering_result(k(CLOCK_REALTIME, &ts)) : gettime_slow(CLOCK_REALTIME, &ts, FC_REAL);
+    int r = k != 0 ? k(CLOCK_REALTIME, &ts) : gettime_slow(CLOCK_REALTIME, &ts, FC_REAL);
     if (FC_UNLIKELY(r != 0))
-        return r;
+        return fc_answering_result(r); /* both answer -errno, as the kernel's routes do */
     tv->tv_sec = ts.tv_sec;
     tv->tv_usec = (suseconds_t)(ts.tv_nsec / 1000);
     return 0;
