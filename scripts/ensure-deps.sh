@@ -51,8 +51,10 @@ done
 
 if [ "$(id -u)" = 0 ]; then
     SUDO=""
+elif command -v sudo >/dev/null 2>&1 && [ -t 0 ]; then
+    SUDO="sudo" # at a terminal: a password prompt is an answer
 elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
-    SUDO="sudo -n"
+    SUDO="sudo -n" # no terminal (CI): never a prompt that nobody answers
 else
     echo "fastclock: missing packages:$missing; install them with: apt-get install$missing" >&2
     exit 1

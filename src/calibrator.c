@@ -276,12 +276,18 @@ static int startup_warp_check(int try)
     return 1;
 }
 
-/* Pin the calling thread to each allowed CPU in turn and calibrate it there. */
+/* Tours not yet ended (tests wait for them before they reset the slots). */
+static _Atomic int live_tours;
+
+/* Pin the calling thread to each allowed CPU in turn and calibrate it there;
+ * a stop ends the tour at the next CPU. */
 static void tour_every_cpu(const cpu_set_t *allowed, int force)
 {
     for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
         if (!CPU_ISSET(cpu, allowed))
             continue;
+        if (atomic_load_explicit(&thread_stop, memory_order_acquire))
+            break;
         cpu_set_t one;
         CPU_ZERO(&one);
         CPU_SET(cpu, &one);
@@ -319,11 +325,13 @@ static void *tour_main(void *arg)
     atomic_store_explicit(&t->done, 1, memory_order_release);
     fc_upkeep_wake();
     tour_release(t);
+    atomic_fetch_sub_explicit(&live_tours, 1, memory_order_release);
     return 0;
 }
 
-#define TOUR_TICK_NS 1000000LL          /* the coarse clocks' tick while a tour runs */
-#define TOUR_STOP_WAIT_NS 1000000000LL  /* on a stop, how long a tour may take to end */
+#define TOUR_TICK_NS 1000000LL /* the coarse clocks' tick while a tour runs */
+#define TOUR_STOP_WAITS 1000     /* on a stop, ticks a tour may take to end (~1 s: counted, for a
+                                    test's simulated kernel clock may stand still) */
 
 static void calibrate_every_cpu(const cpu_set_t *allowed, int force)
 {
@@ -336,26 +344,24 @@ static void calibrate_every_cpu(const cpu_set_t *allowed, int force)
         atomic_init(&t->refs, 2);
     }
     /* The tour inherits this thread's mask: every signal blocked. */
+    atomic_fetch_add_explicit(&live_tours, 1, memory_order_relaxed);
     if (!t || pthread_create(&th, 0, tour_main, t) != 0) {
+        atomic_fetch_sub_explicit(&live_tours, 1, memory_order_relaxed);
         free(t);
         tour_every_cpu(allowed, force); /* no thread: here, as before, the ticks waiting */
         pthread_setaffinity_np(pthread_self(), sizeof *allowed, allowed);
         return;
     }
-    int64_t give_up = 0;
+    int stop_waits = 0;
     for (;;) {
         int seen = fc_upkeep_wake_count();
         if (atomic_load_explicit(&t->done, memory_order_acquire))
             break;
-        if (atomic_load_explicit(&thread_stop, memory_order_acquire)) {
-            /* Stopping: the tour may end soon (a test resets the slots
-             * next); one that waits for its CPU is left to finish alone. */
-            int64_t now = fc_kernel_ns(CLOCK_MONOTONIC);
-            if (!give_up)
-                give_up = now + TOUR_STOP_WAIT_NS;
-            else if (now == 0 || now >= give_up)
-                break;
-        }
+        /* Stopping: the tour ends at its next CPU; one that waits for its
+         * CPU is left to finish alone (fc_calibrator_reset_for_tests waits
+         * for it). */
+        if (atomic_load_explicit(&thread_stop, memory_order_acquire) && ++stop_waits > TOUR_STOP_WAITS)
+            break;
         fc_upkeep_wait(seen, TOUR_TICK_NS);
         if (fc_coarse_wanted())
             coarse_update();
@@ -631,6 +637,9 @@ void fc_calibrator_stop(void)
 void fc_calibrator_reset_for_tests(void)
 {
     fc_calibrator_stop();
+    /* No tour may still calibrate a slot the reset retires. */
+    while (atomic_load_explicit(&live_tours, memory_order_acquire) > 0)
+        usleep(1000);
     warp_pending = 0;
     fc_upkeep_reset_for_tests();
 }
@@ -704,6 +713,7 @@ static void atfork_child(void)
     /* The lock prepare took is this thread's: released as in the parent,
      * before the child looks at who else held what. */
     atfork_parent();
+    atomic_store_explicit(&live_tours, 0, memory_order_relaxed); /* none crossed the fork */
     fc_calibrator_after_fork_child();
 }
 
