@@ -114,8 +114,9 @@ int64_t fastclock_ticks_to_ns(uint64_t ticks);
  * is written through (SIGSEGV), as libc's vDSO does; where the kernel
  * answers a served clock with a system call (mode system on a clocksource
  * the vDSO cannot read: hpet, acpi_pm) the call returns the kernel's
- * -EFAULT itself rather than -1 with errno set: those calls jump straight
- * into the vDSO, as the cheapest route must. */
+ * -errno itself (-EFAULT; -EPERM where a seccomp filter refuses the system
+ * call) rather than -1 with errno set: those calls jump straight into the
+ * vDSO, as the cheapest route must. */
 int fastclock_gettime(clockid_t id, struct timespec *ts);
 /* gettimeofday(2) semantics; a non-NULL tz is filled by the kernel, tv as
  * without one (so calls with and without tz keep their order). */
