@@ -934,7 +934,7 @@ static __attribute__((noinline)) int gettime_slow(clockid_t id, struct timespec 
 {
     fc_direct_fn f = atomic_load_explicit(&fc_direct_gettime, memory_order_relaxed);
     if (FC_LIKELY(f != 0))
-        return f(id, ts); /* the served ids never fail: no -errno to convert */
+        return fc_answering_result(f(id, ts)); /* the wrapper answers -errno (a seccomp refusal) */
     split_ts(kind, fc_slow_read(kind, 1), ts);
     return 0;
 }
@@ -1019,9 +1019,9 @@ static FC_COLD int gettimeofday_slow(struct timeval *tv)
     fc_direct_fn k = fc_kernel_route(1);
     /* The ordered reads' kernel route, as fastclock_gettime's.  A read that
      * failed wrote nothing: its result, not the stack's leftovers as a time. */
-    int r = k != 0 ? k(CLOCK_REALTIME, &ts) : gettime_slow(CLOCK_REALTIME, &ts, FC_REAL);
+    int r = k != 0 ? fc_answering_result(k(CLOCK_REALTIME, &ts)) : gettime_slow(CLOCK_REALTIME, &ts, FC_REAL);
     if (FC_UNLIKELY(r != 0))
-        return fc_answering_result(r); /* both answer -errno, as the kernel's routes do */
+        return r; /* -1, errno set: the route's -errno converted, or gettime_slow's */
     tv->tv_sec = ts.tv_sec;
     tv->tv_usec = (suseconds_t)(ts.tv_nsec / 1000);
     return 0;
