@@ -16,7 +16,8 @@
  *     2, 4, ... up to 320 s, with longer windows, until it has compared a
  *     pair) decides whether the global line is good
  *     enough or each CPU needs its own (tsc-percpu);
- *   - in tsc-percpu mode it visits every CPU in turn to calibrate it there;
+ *   - in tsc-percpu mode it has every CPU calibrated there, by a short-lived
+ *     thread pinned to each in turn (the tour), ticking while it waits;
  *   - it feeds the coarse clocks every millisecond once someone uses them.
  * It runs with every signal blocked and only reads the clock through the
  * public functions, so it never holds anything a reader could wait on.
@@ -280,13 +281,13 @@ static int startup_warp_check(int try)
 static _Atomic int live_tours;
 
 /* Pin the calling thread to each allowed CPU in turn and calibrate it there;
- * a stop ends the tour at the next CPU. */
-static void tour_every_cpu(const cpu_set_t *allowed, int force)
+ * `stop` (NULL: none) ends the tour at the next CPU. */
+static void tour_every_cpu(const cpu_set_t *allowed, int force, _Atomic int *stop)
 {
     for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
         if (!CPU_ISSET(cpu, allowed))
             continue;
-        if (atomic_load_explicit(&thread_stop, memory_order_acquire))
+        if (stop && atomic_load_explicit(stop, memory_order_acquire))
             break;
         cpu_set_t one;
         CPU_ZERO(&one);
@@ -307,6 +308,8 @@ static void tour_every_cpu(const cpu_set_t *allowed, int force)
 struct tour {
     cpu_set_t allowed;
     int force;
+    int adjtimex_verdict; /* the calibrator's: the tour has its filters */
+    _Atomic int stop;     /* the calibrator is stopping: end at the next CPU */
     _Atomic int done;
     _Atomic int refs;
 };
@@ -321,7 +324,8 @@ static void *tour_main(void *arg)
 {
     struct tour *t = arg;
     pthread_setname_np(pthread_self(), "fastclock-tour");
-    tour_every_cpu(&t->allowed, t->force);
+    fc_sync_inherit_adjtimex_verdict(t->adjtimex_verdict);
+    tour_every_cpu(&t->allowed, t->force, &t->stop);
     atomic_store_explicit(&t->done, 1, memory_order_release);
     fc_upkeep_wake();
     tour_release(t);
@@ -330,8 +334,8 @@ static void *tour_main(void *arg)
 }
 
 #define TOUR_TICK_NS 1000000LL /* the coarse clocks' tick while a tour runs */
-#define TOUR_STOP_WAITS 1000     /* on a stop, ticks a tour may take to end (~1 s: counted, for a
-                                    test's simulated kernel clock may stand still) */
+#define TOUR_STOP_WAITS 1000     /* on a stop, 1 ms naps a tour may take to end (~1 s: counted, for
+                                    a test's simulated kernel clock may stand still) */
 
 static void calibrate_every_cpu(const cpu_set_t *allowed, int force)
 {
@@ -340,6 +344,8 @@ static void calibrate_every_cpu(const cpu_set_t *allowed, int force)
     if (t) {
         t->allowed = *allowed;
         t->force = force;
+        t->adjtimex_verdict = fc_sync_adjtimex_verdict();
+        atomic_init(&t->stop, 0);
         atomic_init(&t->done, 0);
         atomic_init(&t->refs, 2);
     }
@@ -348,7 +354,7 @@ static void calibrate_every_cpu(const cpu_set_t *allowed, int force)
     if (!t || pthread_create(&th, 0, tour_main, t) != 0) {
         atomic_fetch_sub_explicit(&live_tours, 1, memory_order_relaxed);
         free(t);
-        tour_every_cpu(allowed, force); /* no thread: here, as before, the ticks waiting */
+        tour_every_cpu(allowed, force, &thread_stop); /* no thread: here, as before, the ticks waiting */
         pthread_setaffinity_np(pthread_self(), sizeof *allowed, allowed);
         return;
     }
@@ -357,12 +363,19 @@ static void calibrate_every_cpu(const cpu_set_t *allowed, int force)
         int seen = fc_upkeep_wake_count();
         if (atomic_load_explicit(&t->done, memory_order_acquire))
             break;
-        /* Stopping: the tour ends at its next CPU; one that waits for its
-         * CPU is left to finish alone (fc_calibrator_reset_for_tests waits
-         * for it). */
-        if (atomic_load_explicit(&thread_stop, memory_order_acquire) && ++stop_waits > TOUR_STOP_WAITS)
-            break;
-        fc_upkeep_wait(seen, TOUR_TICK_NS);
+        /* Stopping: the tour ends at its next CPU (its own flag: a
+         * restarted thread clears thread_stop); one that waits for its CPU
+         * is left to finish alone (fc_calibrator_reset_for_tests waits for
+         * it).  Naps, not futex waits, so that wake-ups do not shorten it. */
+        if (atomic_load_explicit(&thread_stop, memory_order_acquire)) {
+            atomic_store_explicit(&t->stop, 1, memory_order_release);
+            if (++stop_waits > TOUR_STOP_WAITS)
+                break;
+            struct timespec nap = {0, TOUR_TICK_NS};
+            nanosleep(&nap, 0);
+        } else {
+            fc_upkeep_wait(seen, TOUR_TICK_NS);
+        }
         if (fc_coarse_wanted())
             coarse_update();
     }

@@ -119,6 +119,16 @@ static int sync_poll_locked(int64_t now);
  * in a fork child, which may have installed a filter of its own. */
 static __thread signed char adjtimex_verdict __attribute__((tls_model("initial-exec")));
 
+int fc_sync_adjtimex_verdict(void)
+{
+    return adjtimex_verdict;
+}
+
+void fc_sync_inherit_adjtimex_verdict(int verdict)
+{
+    adjtimex_verdict = (signed char)verdict;
+}
+
 /* With the poll token held. */
 static int kernel_adjtimex(struct timex *tx)
 {
