@@ -2,6 +2,7 @@
 // value is reported once, in words a user understands, and ignored.
 #include <gtest/gtest.h>
 
+#include "seccomp_filter.h"
 #include "test_util.h"
 
 #include <string>
@@ -92,11 +93,6 @@ ProbeRun probe(const std::vector<std::string> &env, const char *arg = nullptr, b
     return r;
 }
 
-#if defined(__x86_64__)
-#define NATIVE_AUDIT_ARCH AUDIT_ARCH_X86_64
-#elif defined(__aarch64__)
-#define NATIVE_AUDIT_ARCH AUDIT_ARCH_AARCH64
-#endif
 
 // The probe started as systemd starts a service under SystemCallFilter=:
 // no_new_privs and a seccomp filter installed before exec, in every thread
@@ -110,16 +106,8 @@ ProbeRun probe_under_filter(const std::vector<std::string> &env, uint32_t action
     std::vector<char *> &envp = penv.envp;
     std::string path = STATUS_PROBE;
     char *argv[] = {const_cast<char *>(path.c_str()), nullptr};
-    struct sock_filter code[] = {
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, NATIVE_AUDIT_ARCH, 1, 0),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)nr_a, 1, 0),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)nr_b, 0, 1), // glibc's adjtimex() makes clock_adjtime
-        BPF_STMT(BPF_RET | BPF_K, action),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-    };
+    // glibc's adjtimex() makes clock_adjtime: both, as systemd's @clock.
+    struct sock_filter code[] = FC_TEST_FILTER_TWO_CALLS(nr_a, nr_b, action);
     struct sock_fprog prog = {(unsigned short)(sizeof code / sizeof code[0]), code};
     int out[2], err[2];
     EXPECT_EQ(pipe(out), 0);

@@ -2,9 +2,6 @@
  * Compiled as strict C11: it is also the check that the headers are clean C. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
-#include <linux/audit.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -18,6 +15,7 @@
 
 #include "fastclock.h"
 #include "fastclock_inline.h"
+#include "seccomp_filter.h"
 
 /* The first descriptor that is a timerfd, or -1. */
 static int a_timerfd(void)
@@ -35,11 +33,6 @@ static int a_timerfd(void)
     return -1;
 }
 
-#if defined(__x86_64__)
-#define NATIVE_AUDIT_ARCH AUDIT_ARCH_X86_64
-#elif defined(__aarch64__)
-#define NATIVE_AUDIT_ARCH AUDIT_ARCH_AARCH64
-#endif
 
 /* A worker that installs, on itself alone (no TSYNC), a seccomp filter that
  * kills the process for adjtimex and clock_adjtime, then reads the clock
@@ -47,16 +40,7 @@ static int a_timerfd(void)
  * or "unavailable" where no filter can be installed here. */
 static void *filtered_reader(void *arg)
 {
-    struct sock_filter code[] = {
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, NATIVE_AUDIT_ARCH, 1, 0),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)__NR_adjtimex, 1, 0),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)__NR_clock_adjtime, 0, 1),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-    };
+    struct sock_filter code[] = FC_TEST_FILTER_TWO_CALLS(__NR_adjtimex, __NR_clock_adjtime, SECCOMP_RET_KILL_PROCESS);
     struct sock_fprog prog = {(unsigned short)(sizeof code / sizeof code[0]), code};
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) {
         *(const char **)arg = "unavailable";
