@@ -7,7 +7,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.util.ArrayList;
-import java.util.Collection;
+import java.util.Collections;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
@@ -18,7 +18,11 @@ import org.openjdk.jmh.results.BenchmarkResult;
 import org.openjdk.jmh.results.IterationResult;
 import org.openjdk.jmh.results.Result;
 import org.openjdk.jmh.results.RunResult;
+import org.openjdk.jmh.runner.BenchmarkList;
+import org.openjdk.jmh.runner.BenchmarkListEntry;
 import org.openjdk.jmh.runner.Runner;
+import org.openjdk.jmh.runner.format.OutputFormatFactory;
+import org.openjdk.jmh.runner.options.VerboseMode;
 import org.openjdk.jmh.runner.RunnerException;
 import org.openjdk.jmh.runner.options.ChainedOptionsBuilder;
 import org.openjdk.jmh.runner.options.Options;
@@ -158,13 +162,34 @@ public final class BenchMain {
         // Per benchmark: each round's mean (paired ratios) and the secondary counters summed.
         Map<String, List<Double>> roundMeans = new HashMap<>();
         Map<String, Map<String, Double>> counters = new HashMap<>();
+        // The benchmarks this run selects, in JMH's (name) order; each round
+        // runs them one by one, forward in odd rounds and backward in even
+        // ones, so that a drift within a round (a neighbour's load, the
+        // host's turbo budget) falls on both sides of every ratio alike.
+        Options base = o.build();
+        List<String> names = new ArrayList<>();
+        for (BenchmarkListEntry e : BenchmarkList.defaultList().find(
+                OutputFormatFactory.createFormatInstance(System.out, VerboseMode.SILENT), base.getIncludes(), base.getExcludes()))
+            if (!names.contains(e.getUsername()))
+                names.add(e.getUsername());
+        if (names.isEmpty())
+            usage("no benchmark matches");
         for (int round = 1; round <= rounds; round++) {
             System.out.println("# fastclock: round " + round + " of " + rounds);
-            // Log4jAsyncBenchmarks: the clock that goes first alternates by round.
-            Options base = o.build();
-            Collection<RunResult> results = new Runner(new OptionsBuilder().parent(base)
-                    .param("clock", round % 2 == 1 ? new String[] {"default", "fastclock"} : new String[] {"fastclock", "default"})
-                    .build()).run();
+            List<String> order = new ArrayList<>(names);
+            if (round % 2 == 0)
+                Collections.reverse(order);
+            List<RunResult> results = new ArrayList<>();
+            for (String name : order) {
+                // Includes add up (JMH takes them as alternatives): the one
+                // benchmark is picked by excluding every other name.
+                results.addAll(new Runner(new OptionsBuilder().parent(base)
+                        .exclude("^(?!" + Pattern.quote(name) + "$)")
+                        // Log4jAsyncBenchmarks: the clock that goes first alternates by round.
+                        .param("clock", round % 2 == 1 ? new String[] {"default", "fastclock"}
+                                                       : new String[] {"fastclock", "default"})
+                        .build()).run());
+            }
             for (RunResult r : results) {
                 forks++;
                 String key = key(r);
