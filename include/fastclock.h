@@ -119,7 +119,9 @@ int64_t fastclock_ticks_to_ns(uint64_t ticks);
  * vDSO, as the cheapest route must. */
 int fastclock_gettime(clockid_t id, struct timespec *ts);
 /* gettimeofday(2) semantics; a non-NULL tz is filled by the kernel, tv as
- * without one (so calls with and without tz keep their order). */
+ * without one (so calls with and without tz keep their order).  Where the
+ * kernel's clock answers it with a system call, as for fastclock_gettime
+ * above, a refusal comes back as the kernel's -errno itself. */
 int fastclock_gettimeofday(struct timeval *tv, void *tz);
 
 struct fastclock_status {

@@ -934,7 +934,7 @@ static __attribute__((noinline)) int gettime_slow(clockid_t id, struct timespec 
 {
     fc_direct_fn f = atomic_load_explicit(&fc_direct_gettime, memory_order_relaxed);
     if (FC_LIKELY(f != 0))
-        return fc_answering_result(f(id, ts)); /* the wrapper answers -errno (a seccomp refusal) */
+        return fc_answering_result(f(id, ts)); /* the wrapper's or the kernel's -errno (a seccomp refusal) */
     split_ts(kind, fc_slow_read(kind, 1), ts);
     return 0;
 }
@@ -978,10 +978,10 @@ FC_INLINE int gettime_fine(enum fc_kind kind, clockid_t id, struct timespec *ts)
     int64_t ns;
     fc_gettime_fn w = fc_wall_route(kind, 1);
     if (w != 0)
-        return w(id, ts); /* the served ids never fail: no -errno to convert */
+        return w(id, ts); /* a jump: the kernel's -errno as it is (fastclock.h) */
     fc_direct_fn k = fc_kernel_route(1);
     if (FC_UNLIKELY(k != 0))
-        return k(id, ts); /* as fc_read: the kernel's clock, the caller's timespec */
+        return k(id, ts); /* as fc_read: the kernel's clock, the caller's timespec, its -errno */
     if (FC_UNLIKELY(!fc_read_line(kind, 1, &ns)))
         return gettime_slow(id, ts, kind);
     int64_t sec, rem;
@@ -1007,7 +1007,7 @@ FC_API int fastclock_gettime(clockid_t id, struct timespec *ts)
         /* Routed to the vDSO (wall.h): jump there before gettime_real's frame. */
         fc_gettime_fn w = fc_wall_route(FC_REAL, 1);
         if (FC_LIKELY(w != 0))
-            return w(CLOCK_REALTIME, ts); /* never fails for REALTIME */
+            return w(CLOCK_REALTIME, ts); /* a jump: the kernel's -errno as it is (fastclock.h) */
         return gettime_real(ts);
     }
     return gettime_other(id, ts);
@@ -1060,9 +1060,9 @@ FC_API int fastclock_gettimeofday(struct timeval *tv, void *tz)
 {
     /* The vDSO's own gettimeofday (wall.h: the kernel's clock reads the
      * counter, or answers every read): one jump, as libc's IFUNC makes.  It
-     * writes nothing for a NULL tv, and cannot fail without a timezone (a
-     * timezone's bad pointer, where the vDSO makes the system call, comes
-     * back as -errno: that call converts it). */
+     * writes nothing for a NULL tv; where it makes the system call (mode
+     * system on hpet or acpi_pm) a refusal comes back as the kernel's -errno,
+     * as fastclock.h says (a timezone's call converts it). */
     fc_gettimeofday_fn w = atomic_load_explicit(&fc_wall_direct_tv, memory_order_relaxed);
     if (FC_LIKELY(w != 0) && FC_LIKELY(tz == 0))
         return w(tv, 0);

@@ -162,7 +162,7 @@ public final class BenchMain {
         // Per benchmark: each round's mean (paired ratios) and the secondary counters summed.
         Map<String, List<Double>> roundMeans = new HashMap<>();
         Map<String, Map<String, Double>> counters = new HashMap<>();
-        // The benchmarks this run selects, in JMH's (name) order; each round
+        // The benchmarks this run selects, in JMH's order (by mode, then name); each round
         // runs them one by one, forward in odd rounds and backward in even
         // ones, so that a drift within a round (a neighbour's load, the
         // host's turbo budget) falls on both sides of every ratio alike.
