@@ -345,27 +345,6 @@ static void stats(struct source *s)
 }
 
 static void src_measure_here(struct source *s, int n, double seconds, double batch_ns, int min_rounds,
-                             src_progress_fn progress, void *ctx);
-
-void src_measure(struct source *s, int n, double seconds, double batch_ns, int min_rounds,
-                 src_progress_fn progress, void *ctx)
-{
-    /* On the CPU it starts on, for the whole phase: every source's batches
-     * on one core (a hybrid CPU's P and E cores differ; tsc-percpu's read
-     * depends on the CPU), the affinity given back after. */
-    cpu_set_t before, one;
-    int pinned = 0, cpu = sched_getcpu();
-    if (cpu >= 0 && cpu < CPU_SETSIZE && sched_getaffinity(0, sizeof before, &before) == 0) {
-        CPU_ZERO(&one);
-        CPU_SET(cpu, &one);
-        pinned = pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0;
-    }
-    src_measure_here(s, n, seconds, batch_ns, min_rounds, progress, ctx);
-    if (pinned)
-        pthread_setaffinity_np(pthread_self(), sizeof before, &before);
-}
-
-static void src_measure_here(struct source *s, int n, double seconds, double batch_ns, int min_rounds,
                              src_progress_fn progress, void *ctx)
 {
     int usable = 0;
@@ -402,6 +381,24 @@ static void src_measure_here(struct source *s, int n, double seconds, double bat
     }
     for (int i = 0; i < n; i++)
         stats(&s[i]);
+}
+
+void src_measure(struct source *s, int n, double seconds, double batch_ns, int min_rounds,
+                 src_progress_fn progress, void *ctx)
+{
+    /* On the CPU it starts on, for the whole phase: every source's batches
+     * on one core (a hybrid CPU's P and E cores differ; tsc-percpu's read
+     * depends on the CPU), the affinity given back after. */
+    cpu_set_t before, one;
+    int pinned = 0, cpu = sched_getcpu();
+    if (cpu >= 0 && cpu < CPU_SETSIZE && sched_getaffinity(0, sizeof before, &before) == 0) {
+        CPU_ZERO(&one);
+        CPU_SET(cpu, &one);
+        pinned = pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0;
+    }
+    src_measure_here(s, n, seconds, batch_ns, min_rounds, progress, ctx);
+    if (pinned)
+        pthread_setaffinity_np(pthread_self(), sizeof before, &before);
 }
 
 void src_free(struct source *s, int n)

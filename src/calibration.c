@@ -148,6 +148,26 @@ static void atomic_max64(_Atomic int64_t *p, int64_t v)
  * thread never left its handlers: guarantees_test SignalSafety, lazy.) */
 static __thread int publishing_here __attribute__((tls_model("initial-exec")));
 
+/* The writer's side of the handshake with fc_cal_fallback_value: `tag` (a
+ * line's epoch, or PUBLISHING_A_SWITCH) raised, then fenced, so that either
+ * a fallback sees it or its note is seen by the writer's next load of
+ * `noted` (Dekker); and lowered again.  publishing_here keeps a signal
+ * handler on the writer's own thread from waiting for it. */
+static void raise_publishing(uint64_t tag)
+{
+    publishing_here = 1;
+    atomic_signal_fence(memory_order_seq_cst);
+    atomic_store_explicit(&fallback.publishing, tag, memory_order_seq_cst);
+    atomic_thread_fence(memory_order_seq_cst);
+}
+
+static void lower_publishing(void)
+{
+    atomic_store_explicit(&fallback.publishing, 0, memory_order_seq_cst);
+    atomic_signal_fence(memory_order_seq_cst);
+    publishing_here = 0;
+}
+
 int64_t fc_cal_fallback_value(int64_t mono, int64_t ceiling, int64_t beyond, uint64_t epoch,
                               const struct fc_line *line, uint64_t held_span)
 {
@@ -731,10 +751,7 @@ int64_t fc_cal_global_ceiling(void)
      * not see it noted its value first, and that is read below (Dekker).
      * Without the hold, a fallback past the line's end returned the
      * kernel's time, above the ceiling, until the next mode showed. */
-    publishing_here = 1;
-    atomic_signal_fence(memory_order_seq_cst);
-    atomic_store_explicit(&fallback.publishing, PUBLISHING_A_SWITCH, memory_order_seq_cst);
-    atomic_thread_fence(memory_order_seq_cst);
+    raise_publishing(PUBLISHING_A_SWITCH);
     int64_t v = line_ceiling();
     /* Every value a fallback meant to return before it saw the hold (at
      * least all that any returned), including ones past the line's end. */
@@ -744,9 +761,7 @@ int64_t fc_cal_global_ceiling(void)
 
 void fc_cal_global_ceiling_done(void)
 {
-    atomic_store_explicit(&fallback.publishing, 0, memory_order_seq_cst);
-    atomic_signal_fence(memory_order_seq_cst);
-    publishing_here = 0;
+    lower_publishing();
 }
 
 /* A line no read is served from (fast span 0): a floor, and the offsets of
@@ -1227,14 +1242,11 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
          * whose rate just changed).  Handshake with fallback_note: either we
          * see a reader's value here, or it sees `publishing` and returns the
          * old line's ceiling instead. */
-        publishing_here = 1;
-        atomic_signal_fence(memory_order_seq_cst);
         if (has_line && !below_old) {
             atomic_store_explicit(&fallback.covered_to, covered_to, memory_order_relaxed);
             atomic_store_explicit(&fallback.covered_epoch, old_epoch, memory_order_relaxed);
         }
-        atomic_store_explicit(&fallback.publishing, m.epoch, memory_order_seq_cst);
-        atomic_thread_fence(memory_order_seq_cst);
+        raise_publishing(m.epoch);
         if (fc_seam.writer_step)
             fc_seam.writer_step("publishing");
         int64_t hwm = atomic_load_explicit(&fallback.noted, memory_order_seq_cst);
@@ -1276,9 +1288,7 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
                                           (double)((int64_t)1 << FC_SHIFT)) + 1;
             fc_line_publish(t->latch, &l, base_frac, &m);
         }
-        atomic_store_explicit(&fallback.publishing, 0, memory_order_seq_cst);
-        atomic_signal_fence(memory_order_seq_cst);
-        publishing_here = 0;
+        lower_publishing();
         if (fc_seam.writer_step)
             fc_seam.writer_step("published");
     }

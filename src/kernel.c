@@ -2,6 +2,7 @@
 #include "kernel.h"
 
 #include "base.h"
+#include "fmt.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -163,22 +164,18 @@ static int adjtimex_kills_a_child(long rss_kb)
 
 /* /proc/self/task/<tid>/status, for kernels without /proc/thread-self
  * (before 3.17): /proc/self/status is the main thread's, and a filter is a
- * thread's own.  Built by hand: async-signal-safe. */
+ * thread's own.  fmt.h builds the path: async-signal-safe. */
 static int read_own_task_status(char *buf, size_t size)
 {
-    char path[64] = "/proc/self/task/";
-    char digits[24];
-    size_t n = 0, at = strlen(path);
+    char path[64];
+    struct fc_buf b;
     long tid = syscall(SYS_gettid);
     if (tid <= 0)
         return -ESRCH;
-    while (tid > 0 && n < sizeof digits) {
-        digits[n++] = (char)('0' + tid % 10);
-        tid /= 10;
-    }
-    while (n > 0)
-        path[at++] = digits[--n];
-    memcpy(path + at, "/status", sizeof "/status");
+    fc_buf_init(&b, path, sizeof path);
+    fc_buf_str(&b, "/proc/self/task/");
+    fc_buf_i64(&b, tid);
+    fc_buf_str(&b, "/status");
     return fc_read_text("", path, buf, size);
 }
 

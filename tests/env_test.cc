@@ -8,12 +8,7 @@
 #include <string>
 #include <vector>
 
-#include <cstddef>
-
 #include <fcntl.h>
-#include <linux/audit.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
 #include <spawn.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -92,7 +87,6 @@ ProbeRun probe(const std::vector<std::string> &env, const char *arg = nullptr, b
     posix_spawn_file_actions_destroy(&fa);
     return r;
 }
-
 
 // The probe started as systemd starts a service under SystemCallFilter=:
 // no_new_privs and a seccomp filter installed before exec, in every thread
@@ -368,11 +362,7 @@ TEST(Environment, ForcedTscSaysSo)
 {
     ProbeRun r = probe({"FASTCLOCK_MODE=tsc"});
     ASSERT_EQ(r.status, 0) << r.err;
-    if (field(r.out, "mode") != "tsc") {
-        std::string why = fctest::why_not_tsc(field(r.out, "reason"));
-        ASSERT_NE(why, "") << "FASTCLOCK_MODE=tsc, and mode " << field(r.out, "mode") << ": " << field(r.out, "reason");
-        GTEST_SKIP() << why;
-    }
+    FCTEST_SKIP_UNLESS_TSC(field(r.out, "mode"), field(r.out, "reason"));
     EXPECT_EQ(field(r.out, "forced"), "1");
     EXPECT_EQ(field(r.out, "reason").rfind("FASTCLOCK_MODE=tsc", 0), 0u) << r.out;
 }
@@ -381,11 +371,7 @@ TEST(Environment, CalibratorChoice)
 {
     ProbeRun r = probe({"FASTCLOCK_MODE=tsc", "FASTCLOCK_CALIBRATOR=lazy"});
     ASSERT_EQ(r.status, 0) << r.err;
-    if (field(r.out, "mode") != "tsc") {
-        std::string why = fctest::why_not_tsc(field(r.out, "reason"));
-        ASSERT_NE(why, "") << "FASTCLOCK_MODE=tsc, and mode " << field(r.out, "mode") << ": " << field(r.out, "reason");
-        GTEST_SKIP() << why;
-    }
+    FCTEST_SKIP_UNLESS_TSC(field(r.out, "mode"), field(r.out, "reason"));
     EXPECT_EQ(r.err, "");
     EXPECT_EQ(field(r.out, "calibrator"), "lazy");
     r = probe({"FASTCLOCK_MODE=tsc", "FASTCLOCK_CALIBRATOR=sometimes"});

@@ -491,6 +491,15 @@ protected:
     }
     // n reads 1 ms apart after *v: each no earlier than the last, each
     // within 1 us of the simulated kernel.
+    // Calibrated, then the kernel's rate off by `by` (-50e-6: 50 ppm
+    // slower) for 15 ms: the line that far from it.
+    void install_then_kernel_drifts(double by)
+    {
+        install();
+        warm_up(200, 10e6);
+        sim_set_rate(sim.rate * (1 + by));
+        sim_advance_ns(15e6);
+    }
     void reads_stay_right(int n, int64_t *v)
     {
         for (int i = 0; i < n; i++) {
@@ -2024,13 +2033,7 @@ class AtAWriterStep : public Faults, public ::testing::WithParamInterface<Writer
 protected:
     // Calibrated, then the kernel 50 ppm slower for 15 ms: the line 0.75 us
     // ahead of it, so a fallback to the kernel lies below the line.
-    void install_with_the_line_ahead()
-    {
-        install();
-        warm_up(200, 10e6);
-        sim_set_rate(sim.rate * (1 - 50e-6));
-        sim_advance_ns(15e6);
-    }
+    void install_with_the_line_ahead() { install_then_kernel_drifts(-50e-6); }
 };
 static std::string writer_step_case_name(const ::testing::TestParamInfo<WriterStepCase> &p)
 {
@@ -2117,18 +2120,22 @@ void read_300us_past_the_fence(const char *where)
 
 class HeldFence : public Faults, public ::testing::WithParamInterface<const char *> {
 protected:
+    bool percpu() const { return std::strcmp(GetParam(), "percpu") == 0; }
+    void SetUp() override
+    {
+        Faults::SetUp();
+        if (percpu())
+            NEEDS_PERCPU();
+    }
     // Calibrated, the kernel then 50 ppm faster for 15 ms (0.75 us ahead of
     // the line), and the line left -- for per-CPU lines or mode system, as
     // the case says -- with `step` called at the writer's steps.
     void leave_the_line_with_the_kernel_ahead(void (*step)(const char *))
     {
-        install();
-        warm_up(200, 10e6);
-        sim_set_rate(sim.rate * (1 + 50e-6));
-        sim_advance_ns(15e6);
+        install_then_kernel_drifts(50e-6);
         fastclock_mono_ns();
         fc_seam.writer_step = step;
-        if (std::strcmp(GetParam(), "percpu") == 0)
+        if (percpu())
             fc_test_switch_to_percpu("test: a warp between CPUs");
         else
             fc_test_fail_to_system("test: a fail-safe");
@@ -2138,13 +2145,10 @@ protected:
 
 TEST_P(HeldFence, AReadPastItBeforeTheNextModeShowsIsUnderItsFloor)
 {
-    bool percpu = std::strcmp(GetParam(), "percpu") == 0;
-    if (percpu)
-        NEEDS_PERCPU();
     read_past_the_fence = 0;
     leave_the_line_with_the_kernel_ahead(read_300us_past_the_fence);
     ASSERT_NE(read_past_the_fence, 0) << "the line was not fenced";
-    EXPECT_EQ(mode(), percpu ? "tsc-percpu" : "system") << reason();
+    EXPECT_EQ(mode(), percpu() ? "tsc-percpu" : "system") << reason();
     struct fc_test_line l;
     fc_test_current_line(&l);
     EXPECT_GE(l.floor_ns, read_past_the_fence)
@@ -2172,9 +2176,6 @@ void read_past_the_chosen_cut_then_after_it_shows(const char *where)
 
 TEST_P(HeldFence, AReadPastTheCutBeforeItShowedIsNotUndercut)
 {
-    bool percpu = std::strcmp(GetParam(), "percpu") == 0;
-    if (percpu)
-        NEEDS_PERCPU();
     reads_around_the_cut.clear();
     leave_the_line_with_the_kernel_ahead(read_past_the_chosen_cut_then_after_it_shows);
     ASSERT_EQ(reads_around_the_cut.size(), 2u) << "the line was not fenced";
@@ -3849,12 +3850,15 @@ TEST_F(Faults, SuspendWithACounterThatResets)
     warm_up(200, 10e6);
     // What a read costs in kernel reads here (the injected counter sends
     // every read down the slow path): the reference for after the resume.
-    long m0 = sim.mono_reads;
-    for (int i = 0; i < 100; i++) {
-        sim_advance_ns(1000);
-        read_err();
-    }
-    long per_100_before = sim.mono_reads - m0;
+    auto kernel_reads_in_100_reads = [this] {
+        long m0 = sim.mono_reads;
+        for (int i = 0; i < 100; i++) {
+            sim_advance_ns(1000);
+            read_err();
+        }
+        return sim.mono_reads - m0;
+    };
+    long per_100_before = kernel_reads_in_100_reads();
     int64_t before = fastclock_mono_ns();
     // S3: the counter restarts near zero; MONOTONIC stood still for 10 s.
     sleep_for(10, false);
@@ -3876,12 +3880,7 @@ TEST_F(Faults, SuspendWithACounterThatResets)
     uint64_t now = sim_counter();
     EXPECT_LE(int64_t(l.base_tsc - now), 0) << "the line starts ahead of the counter";
     EXPECT_LT(now - l.base_tsc, l.soft_span);
-    m0 = sim.mono_reads;
-    for (int i = 0; i < 100; i++) {
-        sim_advance_ns(1000);
-        read_err(&v);
-    }
-    EXPECT_LE(sim.mono_reads - m0, per_100_before + 5) << "kernel MONOTONIC reads in 100 reads 1 us apart";
+    EXPECT_LE(kernel_reads_in_100_reads(), per_100_before + 5) << "kernel MONOTONIC reads in 100 reads 1 us apart";
 }
 
 TEST_F(Faults, ShortSuspendWithARunningCounterNeverGoesBack)
@@ -5725,7 +5724,8 @@ TEST(RealMachine, AWarpFoundOnceAndNotAgainLeavesTheModeAlone)
 TEST(RealMachine, TheCalibratorThreadSeesTheKernelDropTheCounter)
 {
     NEEDS_PERCPU();
-    std::string root = sysroot(CS, CS " " OTHER_CS " acpi_pm");
+    RealMachineGuard guard{sysroot(CS, CS " " OTHER_CS " acpi_pm")};
+    const std::string &root = guard.root;
     struct fc_seam seam;
     memset(&seam, 0, sizeof seam);
     seam.sysroot = root.c_str();
@@ -5742,11 +5742,8 @@ TEST(RealMachine, TheCalibratorThreadSeesTheKernelDropTheCounter)
     int64_t before = fastclock_mono_ns();
     struct fastclock_status st;
     fastclock_status(&st);
-    if (std::string(st.mode) != "tsc") {
-        fc_test_reset(nullptr);
-        remove_sysroot(root);
+    if (std::string(st.mode) != "tsc")
         GTEST_SKIP() << "mode tsc refused here: " << st.reason;
-    }
     fc_test_start_calibrator();
     usleep(100000);
     std::ofstream(root + "/sys/devices/system/clocksource/clocksource0/available_clocksource")
@@ -5765,9 +5762,6 @@ TEST(RealMachine, TheCalibratorThreadSeesTheKernelDropTheCounter)
     EXPECT_NE(std::string(st.reason).find("stopped trusting"), std::string::npos) << st.reason;
     EXPECT_EQ(back, 0);
     EXPECT_GE(fastclock_mono_ns(), prev);
-    fc_test_stop_calibrator();
-    fc_test_reset(nullptr);
-    remove_sysroot(root);
 }
 
 // A caller that saw mode tsc and then won the writer's lock after the mode

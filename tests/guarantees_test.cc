@@ -942,11 +942,10 @@ static int child_checks(int64_t before_fork)
     std::vector<int64_t> errs;
     int64_t prev = first;
     int64_t until = kernel_ns(CLOCK_MONOTONIC) + 2500000000LL;
-    int64_t allowed = 1000;
     while (kernel_ns(CLOCK_MONOTONIC) < until) {
         int64_t e;
         fastclock_status(&st);
-        allowed = st.error_bound_ns > 1000 ? st.error_bound_ns : 1000;
+        int64_t allowed = std::max<int64_t>(st.error_bound_ns, 1000);
         if (bracket_error(CLOCK_MONOTONIC, fastclock_mono_ns, &e)) {
             errs.push_back(e);
             if (fctest::iabs(e) > allowed) {
@@ -971,7 +970,7 @@ static int child_checks(int64_t before_fork)
     if (!bracket_error(CLOCK_REALTIME, fastclock_real_ns, &re, 1000, 100))
         return 16; // never a bracket under 1 us in 100 tries: nothing measured
     fastclock_status(&st);
-    if (fctest::iabs(re) > (st.error_bound_ns > 1000 ? st.error_bound_ns : 1000))
+    if (fctest::iabs(re) > std::max<int64_t>(st.error_bound_ns, 1000))
         return 15;
     return 0;
 }

@@ -3,7 +3,6 @@
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <pthread.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,11 +32,13 @@ static int a_timerfd(void)
     return -1;
 }
 
-
 /* A worker that installs, on itself alone (no TSYNC), a seccomp filter that
  * kills the process for adjtimex and clock_adjtime, then reads the clock
  * for 100 ms: its reads poll adjtimex as any reader's do.  "installed",
  * or "unavailable" where no filter can be installed here. */
+/* The worker's reads, kept. */
+static volatile long sink;
+
 static void *filtered_reader(void *arg)
 {
     struct sock_filter code[] = FC_TEST_FILTER_TWO_CALLS(__NR_adjtimex, __NR_clock_adjtime, SECCOMP_RET_KILL_PROCESS);
@@ -50,7 +51,8 @@ static void *filtered_reader(void *arg)
     long sum = 0;
     while (fastclock_mono_ns() < end)
         sum += (long)(fastclock_real_ns() & 1);
-    *(const char **)arg = sum >= 0 ? "installed" : "?";
+    sink = sum;
+    *(const char **)arg = "installed";
     return NULL;
 }
 

@@ -177,3 +177,14 @@ inline std::string why_not_tsc(const std::string &reason)
 }
 
 } // namespace fctest
+
+// In a test asked to run in mode tsc and finding `mode` instead: skip, saying
+// why (fctest::why_not_tsc), or fail where it is no reason to skip.
+#define FCTEST_SKIP_UNLESS_TSC(mode, reason)                                                              \
+    do {                                                                                                  \
+        if (std::string(mode) != "tsc") {                                                                 \
+            std::string why_ = fctest::why_not_tsc(reason);                                               \
+            ASSERT_NE(why_, "") << "FASTCLOCK_MODE=tsc, and mode " << (mode) << ": " << (reason);         \
+            GTEST_SKIP() << why_;                                                                         \
+        }                                                                                                 \
+    } while (0)

@@ -171,11 +171,7 @@ TEST(BenchLive, AFallToSystemIsFlaggedAndTicksKeepTheirUnit)
     bench_fc_state before;
     bench_take_state(&before);
     ASSERT_TRUE(before.known);
-    if (std::string(before.mode) != "tsc") {
-        std::string why = fctest::why_not_tsc(before.reason);
-        ASSERT_NE(why, "") << "FASTCLOCK_MODE=tsc, and mode " << before.mode << ": " << before.reason;
-        GTEST_SKIP() << why;
-    }
+    FCTEST_SKIP_UNLESS_TSC(before.mode, before.reason);
     struct fastclock_status st;
     ASSERT_EQ(fastclock_status(&st), 0);
     ASSERT_GT(st.counter_hz, 0);
