@@ -308,7 +308,7 @@ static void tour_every_cpu(const cpu_set_t *allowed, int force, _Atomic int *sto
 struct tour {
     cpu_set_t allowed;
     int force;
-    int adjtimex_verdict; /* the calibrator's: the tour has its filters */
+    struct fc_adjtimex_verdict adjtimex_verdict; /* the calibrator's: the tour has its filters */
     _Atomic int stop;     /* the calibrator is stopping: end at the next CPU */
     _Atomic int done;
     _Atomic int refs;

@@ -65,20 +65,30 @@ struct fc_adjtimex_memo {
  * SystemCallFilter=@system-service (it leaves out @clock, adjtimex's group)
  * or =~@clock without SystemCallErrorNumber=, a sandbox's allow-list.  A
  * filter is a thread's own (unless installed with TSYNC): the answer is the
- * calling thread's.  Read from its /proc status (Seccomp: 2, a filter; a
- * child asks too where the field is missing) and, under a filter, tried in
- * a child that can harm nothing (a raw clone of this thread, with its own
- * copy of the memory, SIGSYS blocked in it, not dumpable): 0.17 ms for a
- * small process, 2.7 ms at 100 MB resident; over 512 MB resident the child
- * is not made (1).  A thread under as many filters as the one whose child
- * `memo` remembers takes that answer (threads made after a filter was
- * installed share it; not seen: two threads that installed different
- * filters, as many each).  0 with no filter or where the call answers or
- * returns an error; 1 also where no child can be made to tell.  Not seen: a
- * filter installed after the question (a fork child asks again: its own
- * filter).  Async-signal-safe; errno kept; callers serialise (a static
- * buffer). */
-int fc_kernel_adjtimex_kills(struct fc_adjtimex_memo *memo);
+ * calling thread's.  Read from its /proc status (Seccomp: 2, a filter;
+ * where /proc cannot say, prctl(PR_GET_SECCOMP) says whether there is one)
+ * and, under a filter, tried in a child that can harm nothing (a raw clone
+ * of this thread, with its own copy of the memory, SIGSYS blocked in it,
+ * not dumpable): 0.17 ms for a small process, 2.7 ms at 100 MB resident;
+ * over 512 MB resident the child is not made (1).  A thread under as many
+ * filters as the one whose child `memo` remembers takes that answer
+ * (threads made after a filter was installed share it; not seen: two
+ * threads that installed different filters, as many each).  0 with no
+ * filter or where the call answers or returns an error; 1 also where no
+ * child can be made to tell.  *filters: the count the answer holds for (0:
+ * no filter; -1 a filter, not counted: Linux before 5.9 has no
+ * Seccomp_filters:), which fc_kernel_seccomp_grew compares.  Async-signal-safe; errno kept; callers
+ * serialise (a static buffer). */
+int fc_kernel_adjtimex_kills(struct fc_adjtimex_memo *memo, long *filters);
+
+/* Whether the calling thread has more seccomp filters than `filters` (an
+ * answer of fc_kernel_adjtimex_kills): one installed since, on this thread
+ * or on every thread with TSYNC (libseccomp's way in a threaded process),
+ * after the thread asked.  Where it had none, prctl(PR_GET_SECCOMP) says
+ * (~170 ns); under filters, its /proc status (~6-10 us); not seen where
+ * the count is not known (-1: Linux before 5.9).  Async-signal-safe;
+ * errno kept; callers serialise. */
+int fc_kernel_seccomp_grew(long filters);
 
 /* strerror without locale or allocation (async-signal-safe). */
 const char *fc_errno_text(int e);

@@ -115,31 +115,44 @@ static int sync_poll_locked(int64_t now);
  * poll here is a refusal that never reaches the kernel.  A thread's own: a
  * seccomp filter belongs to the thread that installed it and the threads it
  * made after (the calibrator thread, made in the constructor, has none of
- * the filter main installs later).  Asked by this thread's first poll; again
- * in a fork child, which may have installed a filter of its own. */
+ * the filter main installs later), unless installed with TSYNC, on every
+ * thread.  Asked by this thread's first poll; asked again where a filter
+ * came since (adjtimex_filters: the count the answer holds for), before
+ * any poll of a thread that was answered yes; and in a fork child, which
+ * may have installed a filter of its own.  (A "no" is final: filters are
+ * never removed.) */
 static __thread signed char adjtimex_verdict __attribute__((tls_model("initial-exec")));
+static __thread long adjtimex_filters __attribute__((tls_model("initial-exec")));
 
-int fc_sync_adjtimex_verdict(void)
+struct fc_adjtimex_verdict fc_sync_adjtimex_verdict(void)
 {
-    return adjtimex_verdict;
+    struct fc_adjtimex_verdict v = {adjtimex_verdict, adjtimex_filters};
+    return v;
 }
 
-void fc_sync_inherit_adjtimex_verdict(int verdict)
+void fc_sync_inherit_adjtimex_verdict(struct fc_adjtimex_verdict v)
 {
-    adjtimex_verdict = (signed char)verdict;
+    adjtimex_verdict = (signed char)v.verdict;
+    adjtimex_filters = v.filters;
 }
 
-/* With the poll token held. */
+/* With the poll token held, once per poll: may this poll call adjtimex? */
+static int adjtimex_allowed(void)
+{
+    if (fc_seam.adjtimex)
+        return 1;
+    if (adjtimex_verdict > 0 && fc_kernel_seccomp_grew(adjtimex_filters))
+        adjtimex_verdict = 0;
+    if (adjtimex_verdict == 0)
+        adjtimex_verdict = fc_kernel_adjtimex_kills(&sync_state.adjtimex_memo, &adjtimex_filters) ? -1 : 1;
+    return adjtimex_verdict > 0;
+}
+
+/* With the poll token held, where adjtimex_allowed() said yes. */
 static int kernel_adjtimex(struct timex *tx)
 {
     if (fc_seam.adjtimex)
         return fc_seam.adjtimex(tx);
-    if (adjtimex_verdict == 0)
-        adjtimex_verdict = fc_kernel_adjtimex_kills(&sync_state.adjtimex_memo) ? -1 : 1;
-    if (adjtimex_verdict < 0) {
-        errno = EPERM; /* as systemd's ProtectClock answers: a refusal */
-        return -1;
-    }
     return adjtimex(tx);
 }
 
@@ -187,7 +200,9 @@ static int sync_poll_locked(int64_t now)
     int64_t m1 = fc_kernel_ns(CLOCK_MONOTONIC), wall = fc_kernel_ns(CLOCK_REALTIME);
     int64_t m2 = fc_kernel_ns(CLOCK_MONOTONIC);
     int64_t wall_offset = m1 != 0 && wall != 0 && m2 >= m1 ? wall - m1 - (m2 - m1) / 2 : INT64_MIN;
-    int state = kernel_adjtimex(&tx);
+    int state = -1;
+    if (adjtimex_allowed())
+        state = kernel_adjtimex(&tx);
     if (state < 0) {
         /* Refused (nothing seen; attempted_mono paces the next try): whether
          * a daemon disciplines the kernel is unknown now (-1; counted as

@@ -65,11 +65,16 @@ void fc_sync_after_fork_child(void);
  * reader polls afresh. */
 void fc_sync_forget(void);
 void fc_sync_reset_for_tests(void);
-/* This thread's answer to "would adjtimex kill me?" (0 not asked, 1 no, -1
- * yes), and a thread's start with its creator's: a thread made by one that
- * asked has exactly its seccomp filters (calibrator.c's tours). */
-int fc_sync_adjtimex_verdict(void);
-void fc_sync_inherit_adjtimex_verdict(int verdict);
+/* This thread's answer to "would adjtimex kill me?" (verdict 0 not asked,
+ * 1 no, -1 yes) and the seccomp filters it holds for (kernel.h), and a
+ * thread's start with its creator's: a thread made by one that asked has
+ * exactly its seccomp filters (calibrator.c's tours). */
+struct fc_adjtimex_verdict {
+    int verdict;
+    long filters;
+};
+struct fc_adjtimex_verdict fc_sync_adjtimex_verdict(void);
+void fc_sync_inherit_adjtimex_verdict(struct fc_adjtimex_verdict v);
 
 /* The kernel's tick (us) and frequency (adjtimex units) at the last poll;
  * 0 while never polled, or while polls are refused since. */

@@ -248,6 +248,31 @@ TEST(Environment, AFilterAThreadInstallsLaterKillsNothing)
     }
 }
 
+// A threaded program that sandboxes itself once running: it installs the
+// filter on every thread at once (TSYNC, libseccomp's way where there are
+// threads -- and the library's calibrator thread makes one).  The calibrator
+// thread and main asked before and were answered "adjtimex answers"; each
+// poll after sees the new filter and asks again.  Asking once per thread
+// kept the old answer: killed by SIGSYS at the next poll.
+TEST(Environment, AFilterInstalledOnEveryThreadLaterKillsNothing)
+{
+    for (const char *calibrator : {"thread", "lazy"}) {
+        ProbeRun r =
+            probe({"FASTCLOCK_MODE=tsc", std::string("FASTCLOCK_CALIBRATOR=") + calibrator}, "filter-later-tsync");
+        EXPECT_TRUE(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0)
+            << calibrator << ": status " << r.status
+            << (WIFSIGNALED(r.status) ? " (killed by signal " + std::to_string(WTERMSIG(r.status)) + ")" : "") << "\n"
+            << r.err;
+        if (field(r.out, "filter") == "unavailable")
+            GTEST_SKIP() << "no seccomp filter can be installed here (seccomp() with TSYNC refused: "
+                            "a kernel without CONFIG_SECCOMP_FILTER, or qemu-user, which does not emulate it)";
+        EXPECT_EQ(field(r.out, "filter"), "installed") << calibrator << ": " << r.out;
+        // Answered before the filter, refused since: unknown now.
+        EXPECT_NE(field(r.out, "kernel_synchronized"), "-1") << calibrator << ": " << r.out;
+        EXPECT_EQ(field(r.out, "kernel_synchronized_after"), "-1") << calibrator << ": " << r.out;
+    }
+}
+
 // A program whose filter allows what glibc calls, and so not the getcpu
 // system call (glibc answers sched_getcpu from rseq or the vDSO): the
 // per-CPU lines' set-up, which asks the kernel which CPU runs it to check

@@ -1,6 +1,7 @@
 /* Prints what fastclock decided, after exercising every public function.
  * Compiled as strict C11: it is also the check that the headers are clean C. */
 #define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* syscall(), for seccomp() with TSYNC */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -140,6 +141,31 @@ int main(int argc, char **argv)
         if (pthread_create(&worker, NULL, filtered_reader, &filter) != 0 || pthread_join(worker, NULL) != 0)
             return 6;
         printf("filter=%s\n", filter);
+    }
+    if (argc > 1 && strcmp(argv[1], "filter-later-tsync") == 0) {
+        /* As filter-later, but main installs the filter on every thread of
+         * the process (TSYNC, as libseccomp does for a threaded program):
+         * the calibrator thread too, which asked and was answered before. */
+        struct timespec nap = {0, 50000000};
+        nanosleep(&nap, NULL);
+        struct sock_filter code[] =
+            FC_TEST_FILTER_TWO_CALLS(__NR_adjtimex, __NR_clock_adjtime, SECCOMP_RET_KILL_PROCESS);
+        struct sock_fprog prog = {(unsigned short)(sizeof code / sizeof code[0]), code};
+        const char *filter = "installed";
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+            syscall(__NR_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog) != 0)
+            filter = "unavailable";
+        /* Read for 100 ms, sleeping between bursts: the calibrator thread
+         * polls every 10 ms meanwhile, this thread every ms of reading. */
+        for (int i = 0; i < 20 && filter[0] == 'i'; i++) {
+            for (int j = 0; j < 1000; j++)
+                sum += (long)(fastclock_real_ns() & 1);
+            struct timespec ms5 = {0, 5000000};
+            nanosleep(&ms5, NULL);
+        }
+        if (fastclock_status(&st) != 0)
+            return 4;
+        printf("filter=%s\nkernel_synchronized_after=%d\n", filter, st.kernel_synchronized);
     }
     (void)timerfd_at_main;
     return sum < 0 ? 5 : 0;
