@@ -939,26 +939,6 @@ static __attribute__((noinline)) int gettime_slow(clockid_t id, struct timespec 
     return 0;
 }
 
-static __attribute__((noinline)) int gettime_other(clockid_t id, struct timespec *ts)
-{
-    enum fc_kind kind;
-    int64_t ns;
-    switch (id) {
-    case CLOCK_MONOTONIC_COARSE: kind = FC_MONO; ns = fastclock_mono_coarse_ns(); break;
-    case CLOCK_REALTIME_COARSE: kind = FC_REAL; ns = fastclock_real_coarse_ns(); break;
-    case CLOCK_BOOTTIME: kind = FC_BOOT; ns = fc_read(FC_BOOT, 1); break;
-    case CLOCK_TAI:
-        if (FC_UNLIKELY(!fc_wall_tai_readable()))
-            return fc_kernel_gettime(id, ts);
-        kind = FC_TAI;
-        ns = fc_read(FC_TAI, 1);
-        break;
-    default: return fc_kernel_gettime(id, ts);
-    }
-    split_ts(kind, ns, ts);
-    return 0;
-}
-
 /* A new second for this thread's cache: out of the fine path, so that it
  * stays a leaf. */
 static __attribute__((noinline)) int gettime_new_second(enum fc_kind kind, int64_t ns, struct timespec *ts)
@@ -989,6 +969,34 @@ FC_INLINE int gettime_fine(enum fc_kind kind, clockid_t id, struct timespec *ts)
         return gettime_new_second(kind, ns, ts);
     ts->tv_sec = (time_t)sec;
     ts->tv_nsec = (long)rem;
+    return 0;
+}
+
+/* BOOTTIME and TAI go as MONOTONIC and REALTIME do (gettime_fine), so that
+ * where the kernel answers them its refusal comes back, as theirs does,
+ * not a zero time (fc_read's 0) with success.  Likewise the coarse clocks
+ * where the kernel's coarse clock answers them (nothing ticks). */
+static __attribute__((noinline)) int gettime_other(clockid_t id, struct timespec *ts)
+{
+    enum fc_kind kind;
+    int64_t ns;
+    switch (id) {
+    case CLOCK_MONOTONIC_COARSE: kind = FC_MONO; break;
+    case CLOCK_REALTIME_COARSE: kind = FC_REAL; break;
+    case CLOCK_BOOTTIME: return gettime_fine(FC_BOOT, id, ts);
+    case CLOCK_TAI:
+        if (FC_UNLIKELY(!fc_wall_tai_readable()))
+            return fc_kernel_gettime(id, ts);
+        return gettime_fine(FC_TAI, id, ts);
+    default: return fc_kernel_gettime(id, ts);
+    }
+    fc_coarse_fn g = atomic_load_explicit(&fc_coarse.direct, memory_order_relaxed);
+    if (g != 0 && atomic_load_explicit(&fc_coarse.mono, memory_order_acquire) == 0)
+        return g(id, ts); /* mode system: the kernel's coarse clock, its -errno as the fine ones' */
+    ns = kind == FC_MONO ? fastclock_mono_coarse_ns() : fastclock_real_coarse_ns();
+    if (FC_UNLIKELY(ns == 0)) /* the kernel refused (no vDSO, a seccomp filter): its answer */
+        return fc_kernel_gettime(id, ts);
+    split_ts(kind, ns, ts);
     return 0;
 }
 

@@ -100,6 +100,7 @@ struct Sim {
     bool raw_fails = false;     // nor its MONOTONIC_RAW
     bool tai_fails = false;     // nor its CLOCK_TAI (before Linux 3.10, a sandbox)
     bool real_fails = false;    // nor its CLOCK_REALTIME (EINVAL: no kernel does; a fault's stand-in)
+    bool boot_fails = false;    // nor its CLOCK_BOOTTIME (likewise)
     long mono_reads = 0;        // of the kernel's CLOCK_MONOTONIC alone
     int mono_fails = 0;         // the next this many reads of its MONOTONIC fail (EINVAL)
     // The writer is preempted this long between two of its own counter reads
@@ -255,7 +256,7 @@ int sim_gettime(clockid_t id, timespec *ts)
     sim.last_was_counter = false;
     if ((sim.coarse_fails && (id == CLOCK_MONOTONIC_COARSE || id == CLOCK_REALTIME_COARSE)) ||
         (sim.raw_fails && id == CLOCK_MONOTONIC_RAW) || (sim.tai_fails && id == CLOCK_TAI) ||
-        (sim.real_fails && id == CLOCK_REALTIME) ||
+        (sim.real_fails && id == CLOCK_REALTIME) || (sim.boot_fails && id == CLOCK_BOOTTIME) ||
         (sim.mono_fails > 0 && id == CLOCK_MONOTONIC && sim.mono_fails--)) {
         errno = EINVAL;
         return -1;
@@ -759,6 +760,46 @@ TEST_F(Faults, AGettimeofdayWhoseKernelReadFailsFails)
     EXPECT_EQ(errno, 0);
     EXPECT_LE(fctest::iabs(int64_t(tv.tv_sec) * 1000000000LL + tv.tv_usec * 1000LL - (sim_mono() + sim.real_off)),
               2000000);
+}
+
+// Where the kernel answers a served clock, its refusal comes back for every
+// id, as libc's would: BOOTTIME (and TAI) on the route that answers every
+// fine read, the coarse clocks in mode system.  They returned 0 with a zero
+// timespec: a time of 0 as a success.
+TEST_F(Faults, EveryServedClockTheKernelRefusesFails)
+{
+    struct fc_seam seam = sim_seam();
+    seam.ordered_route = 2; // the kernel's clock answers every fine read
+    fc_test_reset(&seam);
+    fastclock_mono_ns();
+    ASSERT_NE(std::string(status_now().counter).find("clock_gettime"), std::string::npos) << status_now().counter;
+    sim.boot_fails = true;
+    struct timespec ts = {12345, 678};
+    EXPECT_NE(fastclock_gettime(CLOCK_BOOTTIME, &ts), 0);
+    EXPECT_EQ(ts.tv_sec, 12345);
+    EXPECT_EQ(ts.tv_nsec, 678);
+    sim.boot_fails = false;
+    EXPECT_EQ(fastclock_gettime(CLOCK_BOOTTIME, &ts), 0);
+    EXPECT_LE(fctest::iabs(int64_t(ts.tv_sec) * 1000000000LL + ts.tv_nsec - (sim_mono() + sim.boot_off)), 2000000);
+
+    setenv("FASTCLOCK_MODE", "system", 1);
+    install();
+    ASSERT_EQ(mode(), "system");
+    fastclock_mono_ns(); // the first read after the decision routes the rest
+    sim.coarse_fails = true;
+    for (clockid_t id : {CLOCK_MONOTONIC_COARSE, CLOCK_REALTIME_COARSE}) {
+        SCOPED_TRACE(id);
+        ts = {12345, 678};
+        EXPECT_NE(fastclock_gettime(id, &ts), 0);
+        EXPECT_EQ(ts.tv_sec, 12345);
+    }
+    sim.boot_fails = true;
+    ts = {12345, 678};
+    EXPECT_NE(fastclock_gettime(CLOCK_BOOTTIME, &ts), 0);
+    EXPECT_EQ(ts.tv_sec, 12345);
+    sim.coarse_fails = sim.boot_fails = false;
+    EXPECT_EQ(fastclock_gettime(CLOCK_MONOTONIC_COARSE, &ts), 0);
+    EXPECT_EQ(fastclock_gettime(CLOCK_BOOTTIME, &ts), 0);
 }
 
 // The kernel's routes answer as the vDSO does, -errno; -EPERM is -1 (a
