@@ -690,8 +690,11 @@ int fc_mode_switch_to_percpu(const char *why)
     return 1;
 }
 
-/* The decision found the counter in the kernel's filtered list of
- * clocksources: the kernel trusted it then (fc_mode_recheck_kernel_trust). */
+/* The decision found the kernel trusting the counter (fc_mode_recheck_kernel_trust):
+ * KERNEL_LISTED, in its filtered list of clocksources; KERNEL_USES, as its
+ * clocksource (listed too, in a list that may be unfiltered). */
+#define KERNEL_LISTED 1
+#define KERNEL_USES 2
 static _Atomic int kernel_listed_counter;
 
 int fc_mode_recheck_kernel_trust(void)
@@ -703,18 +706,34 @@ int fc_mode_recheck_kernel_trust(void)
     struct fc_clocksource_info cs;
     fc_clocksource_read(fc_seam.sysroot ? fc_seam.sysroot : "", &cs);
     errno = saved;
-    /* Unreadable now (a sandbox since): nothing learnt; an unfiltered list's
-     * silence says nothing either. */
-    if (cs.available_errno || fc_word_in_list(cs.available, FC_COUNTER_CLOCKSOURCE) ||
-        fc_clocksource_list_unfiltered(cs.available))
+    /* Unreadable now (a sandbox since): nothing learnt.  An unfiltered list
+     * (a tick not in one-shot mode) keeps a counter the kernel marked
+     * unstable, so its silence says nothing, and the sign is the kernel
+     * moving off the counter it used (its watchdog does, at once; so does
+     * an administrator's switch, which this cannot tell apart). */
+    if (cs.available_errno)
+        return 0;
+    int unfiltered = fc_clocksource_list_unfiltered(cs.available);
+    int left_list = !unfiltered && !fc_word_in_list(cs.available, FC_COUNTER_CLOCKSOURCE);
+    int moved_off = unfiltered && !cs.current_errno && cs.current[0] &&
+                    atomic_load_explicit(&kernel_listed_counter, memory_order_relaxed) == KERNEL_USES &&
+                    strcmp(cs.current, FC_COUNTER_CLOCKSOURCE) != 0;
+    if (!left_list && !moved_off)
         return 0;
     char why[256];
     struct fc_buf b;
     fc_buf_init(&b, why, sizeof why);
-    fc_buf_str(&b, "the kernel stopped trusting the " FC_COUNTER_NAME " while this process ran: "
-                   FC_COUNTER_CLOCKSOURCE " left the available clocksources (");
-    fc_buf_str(&b, cs.available);
-    fc_buf_str(&b, "), " FC_DISTRUST_HINT);
+    fc_buf_str(&b, "the kernel stopped trusting the " FC_COUNTER_NAME " while this process ran: ");
+    if (left_list) {
+        fc_buf_str(&b, FC_COUNTER_CLOCKSOURCE " left the available clocksources (");
+        fc_buf_str(&b, cs.available);
+        fc_buf_str(&b, "), " FC_DISTRUST_HINT);
+    } else {
+        fc_buf_str(&b, "it moved to ");
+        fc_buf_str(&b, cs.current);
+        fc_buf_str(&b, " (as its watchdog does from a counter it marks unstable, which its unfiltered list "
+                       "would still show; or someone switched it: the list cannot tell)");
+    }
     if (!fc_mode_switch_to_percpu(why))
         return 0; /* a reader holds the lock for a moment: the next check */
     atomic_store_explicit(&kernel_listed_counter, 0, memory_order_relaxed);
@@ -820,7 +839,7 @@ static void decide(void)
             return;
         }
     } else if (strcmp(cs.current, FC_COUNTER_CLOCKSOURCE) == 0) {
-        atomic_store_explicit(&kernel_listed_counter, 1, memory_order_relaxed);
+        atomic_store_explicit(&kernel_listed_counter, KERNEL_USES, memory_order_relaxed);
         trust = "the kernel uses it as its clocksource";
     } else if (fc_clocksource_list_unfiltered(cs.available)) {
         /* Listed by a list that lists everything (kernel.h): no sign of the
@@ -837,7 +856,7 @@ static void decide(void)
         }
         trust = "the kernel's opinion of the " FC_COUNTER_NAME " is unknown (its clocksource list is unfiltered)";
     } else {
-        atomic_store_explicit(&kernel_listed_counter, 1, memory_order_relaxed);
+        atomic_store_explicit(&kernel_listed_counter, KERNEL_LISTED, memory_order_relaxed);
         fc_buf_str(&tb, "the kernel lists it as a stable clocksource (it currently uses ");
         fc_buf_str(&tb, cs.current[0] ? cs.current : "an unknown clocksource");
         fc_buf_str(&tb, ")");

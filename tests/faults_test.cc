@@ -1356,6 +1356,42 @@ TEST_F(Faults, ACounterTheKernelDropsLaterLeavesTheGlobalLine)
     EXPECT_EQ(fc_test_recheck_kernel_trust(), 0) << "once";
 }
 
+// Where the list is unfiltered (a tick not in one-shot mode: jiffies listed)
+// the kernel keeps a counter it marked unstable listed, but its watchdog
+// moves it off that counter at once: a decision that trusted the counter as
+// the kernel's clocksource sees the move.  It stayed in mode tsc for good.
+TEST_F(Faults, ACounterTheKernelMovesOffUnderAnUnfilteredListLeavesTheGlobalLine)
+{
+    NEEDS_PERCPU();
+    use_sysroot(sysroot(CS, CS " " OTHER_CS " acpi_pm jiffies"));
+    install();
+    ASSERT_EQ(mode(), "tsc") << reason();
+    warm_up(200, 10e6);
+    int64_t before = fastclock_mono_ns();
+    EXPECT_EQ(fc_test_recheck_kernel_trust(), 0) << "still its clocksource";
+    std::string dir = root + "/sys/devices/system/clocksource/clocksource0";
+    std::ofstream(dir + "/current_clocksource") << OTHER_CS "\n";
+    EXPECT_EQ(fc_test_recheck_kernel_trust(), 1);
+    EXPECT_EQ(mode(), "tsc-percpu") << reason();
+    EXPECT_NE(reason().find("stopped trusting"), std::string::npos) << reason();
+    EXPECT_NE(reason().find("it moved to " OTHER_CS), std::string::npos) << reason();
+    EXPECT_GE(fastclock_mono_ns(), before);
+    EXPECT_EQ(fc_test_recheck_kernel_trust(), 0) << "once";
+}
+
+// A filtered list that still lists the counter: a move to another
+// clocksource is an administrator's choice, not distrust.
+TEST_F(Faults, ACounterStillListedWhileTheKernelUsesAnotherKeepsTheMode)
+{
+    use_sysroot(sysroot(CS, CS " " OTHER_CS " acpi_pm"));
+    install();
+    ASSERT_EQ(mode(), "tsc") << reason();
+    std::string dir = root + "/sys/devices/system/clocksource/clocksource0";
+    std::ofstream(dir + "/current_clocksource") << OTHER_CS "\n";
+    EXPECT_EQ(fc_test_recheck_kernel_trust(), 0);
+    EXPECT_EQ(mode(), "tsc") << reason();
+}
+
 // The seam for a test that runs fc_warp_check itself: no start-up check of
 // the library's own beside it.
 static struct fc_seam warp_test_seam()
