@@ -131,6 +131,7 @@ struct doctor_facts {
     double fc_counter_hz;
     int64_t fc_error_bound_ns;
     double fc_ns, fc_unordered_ns, fc_coarse_ns;
+    double fc_gettime_ns; /* fastclock_gettime(CLOCK_MONOTONIC): what clock_gettime costs under the shim */
 };
 
 /* Initialises every field to "unknown". */

@@ -247,6 +247,7 @@ static void load_measurements(struct doctor_facts *f, struct loader *l)
         if (get_double(l, "fastclock.ns_per_call", &d)) f->fc_ns = d;
         if (get_double(l, "fastclock.ns_per_call_unordered", &d)) f->fc_unordered_ns = d;
         if (get_double(l, "fastclock.ns_per_call_coarse", &d)) f->fc_coarse_ns = d;
+        if (get_double(l, "fastclock.ns_per_call_gettime", &d)) f->fc_gettime_ns = d;
     }
 }
 
@@ -472,6 +473,7 @@ int capture_write(const struct doctor_facts *f, const char *dir, char *err, size
         put_double(o, "fastclock.ns_per_call", f->fc_ns);
         put_double(o, "fastclock.ns_per_call_unordered", f->fc_unordered_ns);
         put_double(o, "fastclock.ns_per_call_coarse", f->fc_coarse_ns);
+        put_double(o, "fastclock.ns_per_call_gettime", f->fc_gettime_ns);
     }
     if (fclose(o) != 0) {
         snprintf(err, esize, "cannot write %s: %s", path, strerror(errno));

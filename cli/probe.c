@@ -56,7 +56,7 @@ void facts_init(struct doctor_facts *f)
     copy_str(f->daemons_err, sizeof f->daemons_err, "not scanned");
     copy_str(f->seccomp_err, sizeof f->seccomp_err, "not run");
     f->warp_cpu_a = f->warp_cpu_b = -1;
-    f->fc_ns = f->fc_unordered_ns = f->fc_coarse_ns = NAN;
+    f->fc_ns = f->fc_unordered_ns = f->fc_coarse_ns = f->fc_gettime_ns = NAN;
     f->fc_counter_hz = NAN;
     f->fc_error_bound_ns = -1;
     for (int i = 0; i < FACT_NCALLS; i++) {
