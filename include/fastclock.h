@@ -12,6 +12,16 @@
  *     *ordered* reads: a read that happens after another read (in the C11
  *     happens-before sense: same thread, or ordered by a lock, an atomic or
  *     a fork) never returns a smaller CLOCK_MONOTONIC value.
+ *     Across CPUs this rests on their counters being in step: the kernel
+ *     checks them when it brings a CPU up (unless it was told they are
+ *     reliable, as in many VMs), and the calibrator thread runs a
+ *     check_tsc_warp of its own at start-up (up to 4 CPU pairs, "tsc-percpu"
+ *     where they disagree by a nanosecond or more).  The lazy calibrator
+ *     (FASTCLOCK_CALIBRATOR=lazy, the preload shim's default), which starts
+ *     no thread, only compares its own samples as they land on different
+ *     CPUs and leaves mode "tsc" for a disagreement beyond 2 us: a smaller
+ *     warp that the kernel missed shows, there, as reads that go back by up
+ *     to its size (status max_warp_cycles is -1: no check ran).
  *   - The *_unordered() variants skip the counter fence.  They are monotonic
  *     within a thread only: the CPU may execute the counter read early, so a
  *     read ordered after another thread's read by a lock can come out earlier
