@@ -111,6 +111,9 @@ void fc_wall_enter_percpu(void)
  * value a thread last saw, to the nanosecond, would go unseen until the next
  * tick.)
  */
+/* A bracket this narrow needs no second try (three vDSO reads take ~60 ns). */
+#define FC_WALL_BRACKET_NS 1000
+
 int64_t fc_wall_refresh(enum fc_kind kind)
 {
     fc_gettime_fn f = atomic_load_explicit(&fc_wall_kernel, memory_order_relaxed);
@@ -134,11 +137,12 @@ int64_t fc_wall_refresh(enum fc_kind kind)
             continue; /* an update came in between */
         int64_t off = real - mono;
         if (kind == FC_TAI) {
-            int64_t secs = 0;
-            if (tai_ok) {
-                int64_t d = fc_ts_to_ns(&tai) - fc_ts_to_ns(&rt);
-                secs = (d >= 0 ? d + FC_NS_PER_SEC / 2 : d - FC_NS_PER_SEC / 2) / FC_NS_PER_SEC;
-            }
+            /* No fine pair: no TAI - UTC seconds to cache (0 would make TAI
+             * UTC until the next tick); the fine clocks below answer. */
+            if (!tai_ok)
+                break;
+            int64_t d = fc_ts_to_ns(&tai) - fc_ts_to_ns(&rt);
+            int64_t secs = (d >= 0 ? d + FC_NS_PER_SEC / 2 : d - FC_NS_PER_SEC / 2) / FC_NS_PER_SEC;
             c->tai_coarse = INT64_MIN;
             atomic_signal_fence(memory_order_seq_cst);
             c->tai_offset = off + secs * FC_NS_PER_SEC;
@@ -155,11 +159,20 @@ int64_t fc_wall_refresh(enum fc_kind kind)
     }
     /* The coarse clocks cannot be read (or kept moving): the fine ones,
      * bracketed, uncached -- and no coarse value to hold REALTIME at (one
-     * from before a step back would hold it there). */
+     * from before a step back would hold it there).  The narrowest of a few
+     * brackets: its half-width is this offset's error, and one preempted
+     * between its reads would put the offset off by half the preemption. */
     if (kind == FC_REAL)
         c->coarse_real = INT64_MIN;
-    int64_t m1 = fc_kernel_ns(CLOCK_MONOTONIC);
-    int64_t k = fc_kernel_ns(fc_kind_clock(kind));
-    int64_t m2 = fc_kernel_ns(CLOCK_MONOTONIC);
-    return k - (m1 + (m2 - m1) / 2);
+    int64_t best = 0, width = INT64_MAX;
+    for (int i = 0; i < 4 && width > FC_WALL_BRACKET_NS; i++) {
+        int64_t m1 = fc_kernel_ns(CLOCK_MONOTONIC);
+        int64_t k = fc_kernel_ns(fc_kind_clock(kind));
+        int64_t m2 = fc_kernel_ns(CLOCK_MONOTONIC);
+        if (width == INT64_MAX || (m1 != 0 && k != 0 && m2 >= m1 && m2 - m1 < width)) {
+            width = m1 != 0 && k != 0 && m2 >= m1 ? m2 - m1 : INT64_MAX - 1; /* a failed read: any other wins */
+            best = k - (m1 + (m2 - m1) / 2);
+        }
+    }
+    return best;
 }

@@ -843,6 +843,63 @@ TEST_F(Faults, TaiWhereTheKernelRefusesItFailsAsTheKernelDoes)
     EXPECT_NEAR(double(ts.tv_sec * 1000000000LL + ts.tv_nsec), double(sim_mono() + sim.real_off), 1e6);
 }
 
+// A tick's refresh of TAI's offset that cannot read the fine TAI/REALTIME
+// pair (the TAI - UTC seconds) answers from the fine clocks and caches
+// nothing: it cached 0 seconds, and TAI read as UTC, 37 s off, until the
+// next tick.
+TEST_F(Faults, ATaiRefreshWithoutItsFinePairIsNotCached)
+{
+    install();
+    fastclock_mono_ns();
+    struct fc_test_line l = {};
+    read_until_a_line(&l);
+    ASSERT_EQ(mode(), "tsc") << reason();
+    auto tai_err = [] {
+        struct timespec ts;
+        EXPECT_EQ(fastclock_gettime(CLOCK_TAI, &ts), 0);
+        return int64_t(ts.tv_sec) * 1000000000LL + ts.tv_nsec - (sim_mono() + sim.real_off + sim.tai_off);
+    };
+    EXPECT_LE(fctest::iabs(tai_err()), 1000000);
+    sim.tick += uint64_t(5e6 / sim.rate); // past the next 4 ms tick: the thread's TAI offset is refreshed
+    sim.real_fails = true;
+    EXPECT_LE(fctest::iabs(tai_err()), 1000000) << "the refresh's fine pair failed";
+    sim.real_fails = false;
+    EXPECT_LE(fctest::iabs(tai_err()), 1000000) << "in the same tick, the pair readable again";
+}
+
+// Where the coarse clocks cannot be read, REALTIME's offset comes from a
+// bracket of fine reads (MONOTONIC, REALTIME, MONOTONIC) on every read; one
+// preempted inside its bracket (here 200 us between its first two reads)
+// put the offset off by half the preemption.  The narrowest of a few
+// brackets is taken.
+static bool preempt_next_realtime;
+static int preempting_gettime(clockid_t id, timespec *ts)
+{
+    if (preempt_next_realtime && id == CLOCK_REALTIME) {
+        preempt_next_realtime = false;
+        sim.tick += uint64_t(200000 / sim.rate);
+    }
+    return sim_gettime(id, ts);
+}
+
+TEST_F(Faults, APreemptedWallOffsetBracketIsNotTaken)
+{
+    struct fc_seam seam = sim_seam();
+    seam.kernel_gettime = preempting_gettime;
+    sim.coarse_fails = true;
+    fc_test_reset(&seam);
+    fastclock_mono_ns();
+    struct fc_test_line l = {};
+    read_until_a_line(&l);
+    ASSERT_EQ(mode(), "tsc") << reason();
+    sim.kernel_cost = 0; // the simulated kernel's time stands still but for the preemption
+    preempt_next_realtime = true;
+    int64_t before = sim_mono() + sim.real_off; // the line's MONOTONIC is read first, then the offset
+    int64_t v = fastclock_real_ns();
+    EXPECT_FALSE(preempt_next_realtime) << "the read took no bracket";
+    EXPECT_LE(fctest::iabs(v - before), 20000) << "the offset of the preempted bracket (100 us off)";
+}
+
 // The status while the first line is still being written (here: asked by
 // a handler on the writer's thread, which cannot wait for it): the kernel
 // answers every read then, REALTIME's too, and each such read counts as a
