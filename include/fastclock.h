@@ -140,10 +140,11 @@ struct fastclock_status {
                                 decider stopped by a debugger or starved of CPU) */
     const char *reason;      /* one sentence: why this mode; valid for the process lifetime */
     const char *calibrator;  /* "thread", "lazy" (calibrated by readers) or "none" */
-    const char *counter;     /* how the default fine clocks read the time: "rdtscp" or
+    const char *counter;     /* how the default fine clocks read MONOTONIC: "rdtscp" or
                                 "lfence;rdtsc" (ordered), "rdtsc" (unordered), or "clock_gettime"
                                 first where the kernel's clock answers (some or all of them:
-                                the words after it say which) */
+                                the words after it say which).  The wall clocks read the same
+                                way where real_source is "line"; see real_source */
     double   counter_hz;     /* counter ticks per second of CLOCK_MONOTONIC (current estimate); in
                                 mode system, fastclock_ticks()' unit per second (1e9: ns) */
     uint64_t calibrations;   /* successful calibrations since start */
