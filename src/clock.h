@@ -23,6 +23,15 @@ FC_HIDDEN int fc_decision_wanted(void);
  * tsc or tsc-percpu, the thread running, nothing published): the coarse
  * reads hand over to its first tick (upkeep.c), the shim's too. */
 FC_HIDDEN int fc_coarse_ticker_coming(void);
+/* A clock id every Linux kernel has, whose NULL timespec is EFAULT without
+ * asking it (clock_gettime's gettime_null, the core's and the shim's): no
+ * system call, which a sandbox that relies on the vDSO may kill. */
+FC_INLINE int fc_clock_always_there(clockid_t id)
+{
+    return id == CLOCK_MONOTONIC || id == CLOCK_REALTIME || id == CLOCK_MONOTONIC_COARSE ||
+           id == CLOCK_REALTIME_COARSE || id == CLOCK_BOOTTIME;
+}
+
 /* Tests: forget the deferred decision (reads decide at once). */
 FC_HIDDEN void fc_clock_reset_for_tests(void);
 

@@ -900,6 +900,35 @@ TEST_F(Faults, APreemptedWallOffsetBracketIsNotTaken)
     EXPECT_LE(fctest::iabs(v - before), 20000) << "the offset of the preempted bracket (100 us off)";
 }
 
+// A NULL timespec for a clock every Linux has is EFAULT without a system
+// call: a sandbox whose filter kills clock_gettime (a vDSO never makes it)
+// killed the process on fastclock_gettime(CLOCK_MONOTONIC, NULL).  Other
+// ids still ask the kernel (EINVAL for one it does not have).
+static int null_asks;
+static int counting_null_gettime(clockid_t id, timespec *ts)
+{
+    null_asks += ts == nullptr;
+    return sim_gettime(id, ts);
+}
+
+TEST_F(Faults, ANullTimespecForAServedClockMakesNoKernelCall)
+{
+    struct fc_seam seam = sim_seam();
+    seam.kernel_gettime = counting_null_gettime;
+    fc_test_reset(&seam);
+    fastclock_mono_ns();
+    null_asks = 0;
+    for (clockid_t id : {CLOCK_MONOTONIC, CLOCK_REALTIME, CLOCK_MONOTONIC_COARSE, CLOCK_REALTIME_COARSE,
+                         CLOCK_BOOTTIME}) {
+        errno = 0;
+        EXPECT_EQ(fastclock_gettime(id, nullptr), -1) << id;
+        EXPECT_EQ(errno, EFAULT) << id;
+    }
+    EXPECT_EQ(null_asks, 0);
+    EXPECT_EQ(fastclock_gettime(CLOCK_MONOTONIC_RAW, nullptr), -1);
+    EXPECT_EQ(null_asks, 1) << "an id fastclock does not serve: the kernel's answer";
+}
+
 // The status while the first line is still being written (here: asked by
 // a handler on the writer's thread, which cannot wait for it): the kernel
 // answers every read then, REALTIME's too, and each such read counts as a
