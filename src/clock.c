@@ -1066,7 +1066,7 @@ static FC_COLD int gettimeofday_tz(struct timeval *tv, void *tz)
      * through the PLT, to the shim's copy where both are loaded. */
     fc_gettimeofday_fn w = atomic_load_explicit(&fc_wall_direct_tv, memory_order_relaxed);
     if (w != 0)
-        return w(tv, 0);
+        return fc_vdso_result(w(tv, 0)); /* no jump here: libc's convention, as the timezone's call */
     return gettimeofday_line(tv);
 }
 
