@@ -315,16 +315,23 @@ static void run_scaling(const struct bench_config *cfg, struct bench_result *r, 
         free(got);
         return;
     }
-    for (int round = 0; round < rounds; round++) {
-        for (int t = 0; t < r->nthreads; t++)
-            for (int k = 0; k < r->nscale; k++) {
+    int stuck = 0;
+    for (int round = 0; round < rounds && !stuck; round++) {
+        for (int t = 0; t < r->nthreads && !stuck; t++)
+            for (int k = 0; k < r->nscale && !stuck; k++) {
                 int c = k * r->nthreads + t;
                 struct scale_sample x;
-                if (src_scale(&r->src[r->scale_src[k]], r->threads[t], cpus, r->cpus, r->scale_run_ns, &x) == 0) {
+                int got_one = src_scale(&r->src[r->scale_src[k]], r->threads[t], cpus, r->cpus, r->scale_run_ns, &x);
+                if (got_one == 0) {
                     cps[c * rounds + got[c]] = x.calls_per_s;
                     npc[c * rounds + got[c]] = x.ns_per_call;
                     wall[c * rounds + got[c]] = x.wall_calls_per_s;
                     got[c]++;
+                } else if (got_one == SRC_SCALE_STUCK) {
+                    /* Every later point would wait as long: the rest is not measured. */
+                    fprintf(stderr, "fastclock bench: a thread-scaling worker never got its CPU in 2 s (a real-time "
+                                    "task busy there?): thread scaling stops here\n");
+                    stuck = 1;
                 }
             }
         progress("thread scaling round", round + 1, rounds, pc);

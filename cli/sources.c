@@ -457,18 +457,29 @@ void src_step(struct source *s, double window_ns, double ticks_hz)
 
 /* ---- thread scaling ----------------------------------------------------- */
 
+struct scale_run;
+
 struct scale_worker {
     pthread_t thread;
     struct source *src;
+    struct scale_run *run;
     int cpu;
     uint64_t chunk;
     double run_ns;
-    _Atomic int *ready;
-    _Atomic int *go;
     uint64_t calls;
     int64_t elapsed, cpu_ns;
     uint64_t acc;
 };
+
+/* On the heap, with the workers: a worker that never got its CPU (a
+ * real-time task busy there) is left behind with it, and may run later. */
+struct scale_run {
+    _Atomic int ready, go, abandoned;
+    struct scale_worker w[];
+};
+
+/* How long the workers may take to start, together. */
+#define SCALE_START_NS 2000000000LL
 
 static void *scale_main(void *arg)
 {
@@ -479,9 +490,11 @@ static void *scale_main(void *arg)
         CPU_SET(w->cpu, &set);
         pthread_setaffinity_np(pthread_self(), sizeof set, &set);
     }
-    atomic_fetch_add(w->ready, 1);
-    while (!atomic_load(w->go))
+    atomic_fetch_add(&w->run->ready, 1);
+    while (!atomic_load(&w->run->go))
         sched_yield();
+    if (atomic_load(&w->run->abandoned))
+        return NULL; /* the source may be gone by now */
     int64_t c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
     int64_t t0 = mono_raw_ns(), t1;
     do {
@@ -500,26 +513,35 @@ int src_scale(struct source *s, int threads, const int *cpus, int ncpus, double 
         return -1;
     if (s->n == 0)
         calibrate(s, 1e6);
-    struct scale_worker *w = calloc((size_t)threads, sizeof *w);
-    if (!w)
+    struct scale_run *r = calloc(1, sizeof *r + (size_t)threads * sizeof r->w[0]);
+    if (!r)
         return -1;
-    _Atomic int ready = 0, go = 0;
+    struct scale_worker *w = r->w;
     int started = 0;
     for (int i = 0; i < threads; i++) {
         w[i].src = s;
+        w[i].run = r;
         w[i].cpu = ncpus > 0 ? cpus[i % ncpus] : -1;
         /* Chunks of ~50 us keep the overshoot past run_ns small. */
         w[i].chunk = s->n / 20 ? s->n / 20 : 1;
         w[i].run_ns = run_ns;
-        w[i].ready = &ready;
-        w[i].go = &go;
         if (pthread_create(&w[i].thread, NULL, scale_main, &w[i]) != 0)
             break;
         started++;
     }
-    while (atomic_load(&ready) < started)
+    int64_t deadline = mono_raw_ns() + SCALE_START_NS;
+    while (atomic_load(&r->ready) < started && mono_raw_ns() < deadline)
         sched_yield();
-    atomic_store(&go, 1);
+    if (atomic_load(&r->ready) < started) {
+        /* A worker never started: this point is not measured, and the
+         * workers are left behind with their block, not waited for. */
+        atomic_store(&r->abandoned, 1);
+        atomic_store(&r->go, 1);
+        for (int i = 0; i < started; i++)
+            pthread_detach(w[i].thread);
+        return SRC_SCALE_STUCK;
+    }
+    atomic_store(&r->go, 1);
     for (int i = 0; i < started; i++)
         pthread_join(w[i].thread, NULL);
     int ok = started == threads;
@@ -533,7 +555,7 @@ int src_scale(struct source *s, int threads, const int *cpus, int ncpus, double 
         wall += (double)w[i].calls * 1e9 / (double)w[i].elapsed;
         per += (double)w[i].cpu_ns / (double)w[i].calls;
     }
-    free(w);
+    free(r);
     if (!ok)
         return -1;
     out->ns_per_call = per / threads;

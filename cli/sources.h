@@ -97,6 +97,9 @@ void src_step(struct source *s, double window_ns, double ticks_hz);
 struct scale_sample {
     double calls_per_s, ns_per_call, wall_calls_per_s;
 };
+/* src_scale's answer where a worker never got its CPU within 2 s (a
+ * real-time task busy there): the workers are left behind, unmeasured. */
+#define SRC_SCALE_STUCK (-2)
 int src_scale(struct source *s, int threads, const int *cpus, int ncpus, double run_ns, struct scale_sample *out);
 
 /* CPUs this process may run on (sched_getaffinity), at most max; returns the count. */
