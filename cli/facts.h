@@ -83,6 +83,10 @@ struct doctor_facts {
 
     /* Kernel command line. */
     int cmdline_err;
+    /* A timer erratum the kernel keys on the device tree or the CPU part
+     * (the library's fc_counter_erratum, from files: no kernel log needed). */
+    int counter_erratum;
+    char counter_erratum_why[320];
     char cmdline[4096];
     char p_clocksource[64];  /* "" if absent */
     char p_tsc[64];

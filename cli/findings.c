@@ -231,7 +231,7 @@ static void rule_clocksource_syscall(struct ctx *c, struct findings *o)
                    "provider for instance types with a stable TSC.",
                 c->coarse_advice);
         }
-    } else if (f->cs_vdso == VDSO_CAP_YES && f->klog.timer_erratum) {
+    } else if (f->cs_vdso == VDSO_CAP_YES && (f->klog.timer_erratum || f->counter_erratum)) {
         msg(x, "clock_gettime() enters the kernel%s and costs %s: the kernel works around a timer erratum on this "
                "CPU by trapping counter reads, so the vDSO cannot read %s itself.",
             how, c->mono_cost, cs);
@@ -581,6 +581,15 @@ static void rule_klog(struct ctx *c, struct findings *o)
 {
     const struct doctor_facts *f = c->f;
     const struct klog *k = &f->klog;
+    /* Known from the device tree or the CPU part where the log says nothing
+     * (unreadable: Debian's dmesg_restrict=1, or rotated away). */
+    if (f->counter_erratum && !(f->klog_readable && first_event(k, KLOG_TIMER_ERRATUM))) {
+        struct finding *x = add(o, SEV_WARNING, 80, "timer-erratum");
+        msg(x, "%s.", f->counter_erratum_why);
+        fix(x, "The clocks table shows whether clock_gettime enters the kernel here; if it does, read the clock less "
+               "often. %s",
+            c->coarse_advice);
+    }
     if (!f->klog_readable) {
         struct finding *x = add(o, SEV_INFO, 5, "kernel-log-unreadable");
         if (f->live) {

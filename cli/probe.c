@@ -192,6 +192,7 @@ void probe_files(struct doctor_facts *f, const char *root)
     cloud_detect(&f->dmi, f->cloud, sizeof f->cloud, f->cloud_evidence, sizeof f->cloud_evidence);
 
     scan_daemons(f, root);
+    f->counter_erratum = fc_counter_erratum(root, f->counter_erratum_why, sizeof f->counter_erratum_why);
 }
 
 /* ---- the running machine ------------------------------------------------ */

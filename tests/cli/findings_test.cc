@@ -533,6 +533,29 @@ TEST(Findings, Arm64TimerErratumExplainsTheSyscall)
     EXPECT_STREQ(l->f.invariant_source, "architecture (generic timer)");
 }
 
+// The same machine with its kernel log unreadable (Debian's
+// dmesg_restrict=1 for a non-root user): the erratum is still known, from
+// the CPU part in /proc/cpuinfo (Cortex-A73), as the library knows it.  It
+// was blamed on "a ptrace or seccomp tracer ... LD_PRELOAD wrapper", with
+// the advice to run the program elsewhere.
+TEST(Findings, Arm64TimerErratumIsKnownWithoutTheKernelLog)
+{
+    Loaded *l = run("arm64-erratum");
+    EXPECT_EQ(l->f.counter_erratum, 1) << "the capture's cpuinfo names a Cortex-A73";
+    l->f.klog_readable = 0;
+    memset(&l->f.klog, 0, sizeof l->f.klog);
+    findings_compute(&l->f, &l->fs);
+    const finding *x = l->get("clocksource-syscall");
+    ASSERT_NE(x, nullptr);
+    EXPECT_TRUE(has(x->message, "works around a timer erratum")) << x->message;
+    EXPECT_FALSE(has(x->message, "LD_PRELOAD")) << x->message;
+    const finding *e = l->get("timer-erratum");
+    ASSERT_NE(e, nullptr);
+    EXPECT_TRUE(has(e->message, "ARM erratum 858921 (Cortex-A73)")) << e->message;
+    // An x86 capture names no erratum.
+    EXPECT_EQ(run("kvm-tsc")->f.counter_erratum, 0);
+}
+
 TEST(Findings, NoVdsoPointsAtTheCommandLine)
 {
     Loaded *l = run("no-vdso");
