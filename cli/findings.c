@@ -738,13 +738,21 @@ static void rule_fastclock(struct ctx *c, struct findings *o)
         if (f->fc_forced)
             fix(x, "FASTCLOCK_MODE chose this mode, not the machine: unset it (or set it to auto) to let fastclock "
                    "decide from what the CPUs' counters do.");
-        else
+        else if (warp_found(f) || f->klog.warp_cycles > 0 || strstr(f->fc_reason, " disagree by "))
             fix(x, "Nothing to change in programs. The counters of this machine's CPUs disagree: %s",
                 f->hypervisor == TRI_YES
                     ? "a host that keeps its guests' TSCs in step (one TSC offset per VM, an invariant TSC) "
                       "gives fastclock one line again."
                     : "check the firmware's TSC settings (TSC_ADJUST writes, a BIOS option that resets the "
                       "counters per socket).");
+        else
+            /* No warp measured, here or by the kernel at boot: the kernel
+             * distrusts the TSC for another reason (its watchdog, often a
+             * false alarm on a VM; a boot parameter), which the findings
+             * above name -- the counters are not shown to disagree. */
+            fix(x, "Nothing to change in programs. No warp between the CPUs' counters was measured; fastclock "
+                   "follows the kernel, which does not list the TSC: see the findings above on why (tsc-unstable, "
+                   "the command line). Where the kernel trusts the TSC again, fastclock reads one line.");
     } else if (strncmp(f->fc_mode, "system", 6) == 0) {
         struct finding *x = add(o, SEV_INFO, 10, "fastclock-system");
         msg(x, "fastclock uses the kernel's clocks here: %s.", or_unknown(f->fc_reason));

@@ -350,6 +350,34 @@ TEST(Findings, PerCpuModeIsExplainedEitherWay)
     }
 }
 
+// tsc-percpu because the kernel dropped the TSC (here its watchdog, on a
+// VM: usually a false alarm), with no warp measured by the doctor, the
+// kernel at boot or the library: the fix does not say the counters
+// disagree, nor send the reader to the firmware or the host.
+TEST(Findings, PerCpuWithoutAMeasuredWarpDoesNotBlameTheCounters)
+{
+    Loaded *l = run("kvm-tsc");
+    snprintf(l->f.fc_mode, sizeof l->f.fc_mode, "tsc-percpu");
+    snprintf(l->f.fc_counter, sizeof l->f.fc_counter, "rdtscp");
+    snprintf(l->f.fc_reason, sizeof l->f.fc_reason,
+             "the kernel does not trust the TSC: tsc is not among the available clocksources (kvm-clock acpi_pm)");
+    l->f.warp_ran = 1;
+    l->f.warp_max_cycles = 0;
+    l->f.klog.warp_cycles = 0;
+    findings_compute(&l->f, &l->fs);
+    const finding *x = l->get("fastclock-percpu");
+    ASSERT_NE(x, nullptr);
+    EXPECT_FALSE(has(x->fix, "disagree")) << x->fix;
+    EXPECT_FALSE(has(x->fix, "one TSC offset per VM")) << x->fix;
+    EXPECT_TRUE(has(x->fix, "No warp between the CPUs' counters was measured")) << x->fix;
+    // The same with a warp the doctor measured: the counters are blamed.
+    l->f.warp_max_cycles = 5000;
+    findings_compute(&l->f, &l->fs);
+    x = l->get("fastclock-percpu");
+    ASSERT_NE(x, nullptr);
+    EXPECT_TRUE(has(x->fix, "disagree")) << x->fix;
+}
+
 // A mode FASTCLOCK_MODE forced is not the machine's doing: the finding says
 // so, and its fix is to unset the variable, not the firmware or the host.
 TEST(Findings, AForcedModeIsNotDiagnosedAsTheMachines)
