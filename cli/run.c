@@ -342,12 +342,19 @@ static void warn_if_not_preloadable(const char *cmd)
     /* On a nosuid mount neither the bits nor file capabilities take effect. */
     struct statvfs fs;
     int nosuid = statvfs(path, &fs) == 0 && (fs.f_flag & ST_NOSUID);
+    /* Under no_new_privs (systemd's NoNewPrivileges=, Docker's
+     * no-new-privileges) an exec gains nothing, and a script's bits are
+     * ignored: no secure mode either way. */
+    int gains = !nosuid && prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1;
     enum elf_kind kind = elf_kind(path);
-    if (!nosuid &&
-        (((st.st_mode & S_ISUID) && st.st_uid != geteuid()) || ((st.st_mode & S_ISGID) && st.st_gid != getegid())))
+    /* Secure mode where the exec changes the effective id, or makes it
+     * differ from the real one (the kernel's test). */
+    if (gains && kind != ELF_NONE &&
+        (((st.st_mode & S_ISUID) && (st.st_uid != geteuid() || st.st_uid != getuid())) ||
+         ((st.st_mode & S_ISGID) && (st.st_gid != getegid() || st.st_gid != getgid()))))
         fprintf(stderr, "fastclock run: warning: %s is set-user/group-ID; the dynamic loader ignores "
                         "LD_PRELOAD for it, so it runs on the kernel's clocks\n", path);
-    else if (!nosuid && secure_for_capabilities(path))
+    else if (gains && secure_for_capabilities(path))
         fprintf(stderr, "fastclock run: warning: %s has file capabilities; the dynamic loader ignores "
                         "LD_PRELOAD for it (secure mode), so it runs on the kernel's clocks\n", path);
     else if (kind == ELF_FOREIGN)

@@ -161,6 +161,18 @@ if [ $mount_known = 0 ]; then
 elif [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1; then
     if cp "$truebin" "$tmp/suid-true" && chown nobody "$tmp/suid-true" && chmod 4755 "$tmp/suid-true"; then
         expect_warning "a set-user-ID program runs" "set-user/group-ID" -- "$fc" run -- "$tmp/suid-true"
+        # No secure mode, so no warning: under no_new_privs (systemd's
+        # NoNewPrivileges=) the bit gains nothing, and a script's is ignored.
+        if command -v setpriv >/dev/null 2>&1; then
+            expect "a set-user-ID program under no_new_privs runs, without a warning" 0 "" -- \
+                setpriv --no-new-privs "$fc" run -- "$tmp/suid-true"
+            [ -s "$tmp/err" ] && bad "warned under no_new_privs: $(cat "$tmp/err")"
+        else
+            unchecked="$unchecked; no_new_privs (no setpriv)"
+        fi
+        printf '#!/bin/sh\nexit 0\n' >"$tmp/suid-script" && chown nobody "$tmp/suid-script" && chmod 4755 "$tmp/suid-script"
+        expect "a set-user-ID script runs, without a warning" 0 "" -- "$fc" run -- "$tmp/suid-script"
+        [ -s "$tmp/err" ] && bad "warned for a set-user-ID script: $(cat "$tmp/err")"
     else
         unchecked="$unchecked; set-user-ID warning (could not make a set-user-ID copy of true)"
     fi
