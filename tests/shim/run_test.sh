@@ -90,6 +90,9 @@ expect "an inherited FASTCLOCK_MODE the library would ignore" 125 "FASTCLOCK_MOD
 expect "an inherited FASTCLOCK_CALIBRATOR the library would ignore" 125 "FASTCLOCK_CALIBRATOR=x in the environment" -- env FASTCLOCK_CALIBRATOR=x "$fc" run -- true
 expect "an inherited FASTCLOCK_MODE as the library reads it (case, blanks)" 0 "" -- env "FASTCLOCK_MODE= TSC " "$fc" run -- true
 expect "--mode over an inherited bad FASTCLOCK_MODE" 0 "" -- env FASTCLOCK_MODE=bogus "$fc" run --mode tsc -- true
+expect "an inherited FASTCLOCK_UNORDERED the library would ignore" 125 "FASTCLOCK_UNORDERED=2 in the environment" -- env FASTCLOCK_UNORDERED=2 "$fc" run -- true
+expect "an inherited FASTCLOCK_UNORDERED as the library reads it" 0 "" -- env "FASTCLOCK_UNORDERED= Yes " "$fc" run -- true
+expect "--unordered over an inherited bad FASTCLOCK_UNORDERED" 0 "" -- env FASTCLOCK_UNORDERED=2 "$fc" run --unordered -- true
 expect "--mode tsc-percpu (FASTCLOCK_MODE's own spelling)" 0 "" -- "$fc" run --mode tsc-percpu -- sh -c 'echo "$FASTCLOCK_MODE"'
 grep -qx tsc-percpu "$tmp/out" && ok "--mode tsc-percpu reaches the command" || bad "--mode tsc-percpu: $(cat "$tmp/out")"
 expect "--help" 0 "" -- "$fc" run --help
