@@ -112,7 +112,12 @@ int64_t fastclock_real_coarse_ns(void);
  * ticks where it was "tsc" (kept after a later fall to "system") -- unless a
  * read that could not wait for the decision (a signal handler on the
  * deciding thread) fixed nanoseconds first.  Convert with
- * fastclock_ticks_to_ns, never by assuming the unit. */
+ * fastclock_ticks_to_ns, never by assuming the unit.  When mode "tsc" ends,
+ * ticks go on from MONOTONIC at the last rate, starting 1 ms plus the largest
+ * warp the warp check measured above the counter then: an interval across
+ * that switch is never negative where the CPUs' counters differed by less
+ * (a switch because the kernel dropped the TSC comes with no measurement),
+ * and reads up to that much long. */
 uint64_t fastclock_ticks(void);
 /* A difference of two fastclock_ticks() values, in nanoseconds. */
 int64_t fastclock_ticks_to_ns(uint64_t ticks);

@@ -456,9 +456,11 @@ static void synthesise_ticks(uint64_t base_t, int64_t base_mono, uint64_t tpn)
 }
 
 /* Ticks keep their unit when the mode leaves tsc: from here on they are
- * synthesised from MONOTONIC at the last rate, starting above any raw value
- * a thread may have read (the counter now, plus any warp between CPUs, plus
- * a millisecond for reads that raced this switch). */
+ * synthesised from MONOTONIC at the last rate, starting above the raw values
+ * threads may have read: the counter now, plus the largest warp the check
+ * measured (a lower bound of the real one; none where the kernel dropped the
+ * TSC unmeasured), plus a millisecond for reads that raced this switch and
+ * for warps below that.  A larger unmeasured warp is not covered (fastclock.h). */
 static void ticks_leave_raw(int64_t floor_ns, const struct moment *at)
 {
     if (atomic_load_explicit(&fc_ticks_in_ns, memory_order_relaxed) ||
