@@ -197,31 +197,33 @@ static long own_seccomp(long *filters, long *rss_kb)
     return n > 0 ? status_field(status, "\nSeccomp:") : -1;
 }
 
-/* prctl's answer (0 none, 1 strict, 2 filter): a kernel without seccomp
- * (EINVAL) has none; any other failure, unknown (-1). */
+/* prctl(PR_GET_SECCOMP): 0 none, 2 a filter (1, strict mode, kills it);
+ * -1 where it fails. */
 static long own_seccomp_mode(void)
 {
-    long m = prctl(PR_GET_SECCOMP, 0UL, 0UL, 0UL, 0UL);
-    return m >= 0 ? m : errno == EINVAL ? 0 : -1;
+    return prctl(PR_GET_SECCOMP, 0UL, 0UL, 0UL, 0UL);
 }
 
-int fc_kernel_adjtimex_kills(struct fc_adjtimex_memo *memo, long *filters_out)
+int fc_kernel_adjtimex_kills(struct fc_adjtimex_memo *memo, struct fc_seccomp_seen *seen)
 {
     int saved = errno;
     long filters, rss_kb;
     long mode = own_seccomp(&filters, &rss_kb);
-    /* No procfs to say: prctl tells whether there is a filter at all. */
-    if (mode < 0 && own_seccomp_mode() == 0)
-        mode = 0;
+    int prctl_answers = 0;
     /* No filter: the call answers or returns an error.  Strict mode:
-     * nothing but read, write, exit and sigreturn.  A filter: a child asked
-     * under as many filters answers (threads made after a filter share it),
-     * or a child is asked (a kernel before 5.9 gives no count: -1, which
+     * nothing but read, write, exit and sigreturn.  A filter, or no procfs
+     * to say: a child asked under as many filters answers (threads made
+     * after a filter share it), or a child is asked (a kernel before 5.9
+     * gives no count, nor does a missing procfs: -1, which
      * fc_kernel_seccomp_grew cannot compare). */
     int kills;
     if (mode == 0 || mode == 1) {
         kills = (int)mode;
         filters = 0;
+        /* With no filter, prctl's word on it is asked once now (it cannot
+         * be refused yet): a list traced from this process then has the
+         * call fc_kernel_seccomp_grew makes, at 170 ns, before each poll. */
+        prctl_answers = mode == 0 && own_seccomp_mode() == 0;
     } else {
         if (filters <= 0)
             filters = -1;
@@ -234,25 +236,34 @@ int fc_kernel_adjtimex_kills(struct fc_adjtimex_memo *memo, long *filters_out)
                 __atomic_store_n(&memo->word, filters << 1 | kills, __ATOMIC_RELAXED);
         }
     }
-    if (filters_out)
-        *filters_out = filters;
+    if (seen) {
+        seen->filters = filters;
+        seen->prctl_answers = prctl_answers;
+    }
     errno = saved;
     return kills;
 }
 
-int fc_kernel_seccomp_grew(long filters)
+int fc_kernel_seccomp_grew(const struct fc_seccomp_seen *seen)
 {
-    int saved = errno, grew;
-    if (filters == 0) {
-        grew = own_seccomp_mode() != 0; /* 170 ns, where a /proc read costs 6-10 us */
-    } else if (filters < 0) {
-        grew = 0; /* no count to compare (before Linux 5.9): not seen */
-    } else {
-        long now;
-        grew = own_seccomp(&now, NULL) != 2 || now != filters;
+    long filters = seen->filters;
+    if (filters < 0)
+        return 0; /* no count to compare (before Linux 5.9, no procfs): not seen */
+    int saved = errno;
+    /* No filter then, and prctl answered then: still none, in 170 ns.  Any
+     * other answer (a filter, or prctl refused) is looked at in /proc. */
+    if (filters == 0 && seen->prctl_answers && own_seccomp_mode() == 0) {
+        errno = saved;
+        return 0;
     }
+    /* The /proc read the first answer made (open, read, close; 6-10 us).
+     * Unreadable for a moment (descriptors exhausted): nothing new, the
+     * count kept. */
+    long now, mode = own_seccomp(&now, NULL);
     errno = saved;
-    return grew;
+    if (mode < 0)
+        return 0;
+    return filters == 0 ? mode != 0 : mode != 2 || now != filters;
 }
 
 void fc_clocksource_read(const char *root, struct fc_clocksource_info *cs)

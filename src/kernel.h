@@ -65,9 +65,9 @@ struct fc_adjtimex_memo {
  * SystemCallFilter=@system-service (it leaves out @clock, adjtimex's group)
  * or =~@clock without SystemCallErrorNumber=, a sandbox's allow-list.  A
  * filter is a thread's own (unless installed with TSYNC): the answer is the
- * calling thread's.  Read from its /proc status (Seccomp: 2, a filter;
- * where /proc cannot say, prctl(PR_GET_SECCOMP) says whether there is one)
- * and, under a filter, tried in a child that can harm nothing (a raw clone
+ * calling thread's.  Read from its /proc status (Seccomp: 2, a filter; a
+ * child asks too where the field is missing) and, under a filter, tried in
+ * a child that can harm nothing (a raw clone
  * of this thread, with its own copy of the memory, SIGSYS blocked in it,
  * not dumpable): 0.17 ms for a small process, 2.7 ms at 100 MB resident;
  * over 512 MB resident the child is not made (1).  A thread under as many
@@ -75,20 +75,27 @@ struct fc_adjtimex_memo {
  * (threads made after a filter was installed share it; not seen: two
  * threads that installed different filters, as many each).  0 with no
  * filter or where the call answers or returns an error; 1 also where no
- * child can be made to tell.  *filters: the count the answer holds for (0:
- * no filter; -1 a filter, not counted: Linux before 5.9 has no
- * Seccomp_filters:), which fc_kernel_seccomp_grew compares.  Async-signal-safe; errno kept; callers
+ * child can be made to tell.  *seen: what the answer holds for (the filter
+ * count, 0: none; -1 not counted: Linux before 5.9 has no Seccomp_filters:,
+ * or no procfs), which fc_kernel_seccomp_grew compares; with no filter,
+ * prctl(PR_GET_SECCOMP) is asked once, so that an allow-list traced from
+ * the process has the call the re-check makes.  Async-signal-safe; errno kept; callers
  * serialise (a static buffer). */
-int fc_kernel_adjtimex_kills(struct fc_adjtimex_memo *memo, long *filters);
+struct fc_seccomp_seen {
+    long filters;      /* the calling thread's seccomp filters then (0: none; -1 not counted) */
+    int prctl_answers; /* with none, prctl(PR_GET_SECCOMP) answered 0 then */
+};
+int fc_kernel_adjtimex_kills(struct fc_adjtimex_memo *memo, struct fc_seccomp_seen *seen);
 
-/* Whether the calling thread has more seccomp filters than `filters` (an
+/* Whether the calling thread has more seccomp filters than `seen` says (an
  * answer of fc_kernel_adjtimex_kills): one installed since, on this thread
  * or on every thread with TSYNC (libseccomp's way in a threaded process),
- * after the thread asked.  Where it had none, prctl(PR_GET_SECCOMP) says
- * (~170 ns); under filters, its /proc status (~6-10 us); not seen where
- * the count is not known (-1: Linux before 5.9).  Async-signal-safe;
- * errno kept; callers serialise. */
-int fc_kernel_seccomp_grew(long filters);
+ * after the thread asked.  With none then, prctl(PR_GET_SECCOMP) says
+ * (~170 ns, asked once then too); otherwise, or where prctl does not
+ * answer 0, its /proc status again (~6-10 us, the calls the first answer
+ * made).  Not seen where the count is not known (-1), nor while the status
+ * cannot be read.  Async-signal-safe; errno kept; callers serialise. */
+int fc_kernel_seccomp_grew(const struct fc_seccomp_seen *seen);
 
 /* strerror without locale or allocation (async-signal-safe). */
 const char *fc_errno_text(int e);

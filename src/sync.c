@@ -117,23 +117,23 @@ static int sync_poll_locked(int64_t now);
  * made after (the calibrator thread, made in the constructor, has none of
  * the filter main installs later), unless installed with TSYNC, on every
  * thread.  Asked by this thread's first poll; asked again where a filter
- * came since (adjtimex_filters: the count the answer holds for), before
+ * came since (adjtimex_seen: the filters the answer holds for), before
  * any poll of a thread that was answered yes; and in a fork child, which
  * may have installed a filter of its own.  (A "no" is final: filters are
  * never removed.) */
 static __thread signed char adjtimex_verdict __attribute__((tls_model("initial-exec")));
-static __thread long adjtimex_filters __attribute__((tls_model("initial-exec")));
+static __thread struct fc_seccomp_seen adjtimex_seen __attribute__((tls_model("initial-exec")));
 
 struct fc_adjtimex_verdict fc_sync_adjtimex_verdict(void)
 {
-    struct fc_adjtimex_verdict v = {adjtimex_verdict, adjtimex_filters};
+    struct fc_adjtimex_verdict v = {adjtimex_verdict, adjtimex_seen};
     return v;
 }
 
 void fc_sync_inherit_adjtimex_verdict(struct fc_adjtimex_verdict v)
 {
     adjtimex_verdict = (signed char)v.verdict;
-    adjtimex_filters = v.filters;
+    adjtimex_seen = v.seen;
 }
 
 /* With the poll token held, once per poll: may this poll call adjtimex? */
@@ -141,10 +141,10 @@ static int adjtimex_allowed(void)
 {
     if (fc_seam.adjtimex)
         return 1;
-    if (adjtimex_verdict > 0 && fc_kernel_seccomp_grew(adjtimex_filters))
+    if (adjtimex_verdict > 0 && fc_kernel_seccomp_grew(&adjtimex_seen))
         adjtimex_verdict = 0;
     if (adjtimex_verdict == 0)
-        adjtimex_verdict = fc_kernel_adjtimex_kills(&sync_state.adjtimex_memo, &adjtimex_filters) ? -1 : 1;
+        adjtimex_verdict = fc_kernel_adjtimex_kills(&sync_state.adjtimex_memo, &adjtimex_seen) ? -1 : 1;
     return adjtimex_verdict > 0;
 }
 
@@ -189,6 +189,7 @@ static int sync_poll_locked(int64_t now)
 {
     struct timex tx;
     memset(&tx, 0, sizeof tx);
+    int allowed = adjtimex_allowed();
     atomic_store_explicit(&sync_state.attempted_mono, now, memory_order_relaxed);
     /* REALTIME - MONOTONIC, before adjtimex: only a step moves it
      * (settimeofday, ADJ_SETOFFSET, a leap second; slewing moves both
@@ -200,9 +201,7 @@ static int sync_poll_locked(int64_t now)
     int64_t m1 = fc_kernel_ns(CLOCK_MONOTONIC), wall = fc_kernel_ns(CLOCK_REALTIME);
     int64_t m2 = fc_kernel_ns(CLOCK_MONOTONIC);
     int64_t wall_offset = m1 != 0 && wall != 0 && m2 >= m1 ? wall - m1 - (m2 - m1) / 2 : INT64_MIN;
-    int state = -1;
-    if (adjtimex_allowed())
-        state = kernel_adjtimex(&tx);
+    int state = allowed ? kernel_adjtimex(&tx) : -1;
     if (state < 0) {
         /* Refused (nothing seen; attempted_mono paces the next try): whether
          * a daemon disciplines the kernel is unknown now (-1; counted as

@@ -7,6 +7,8 @@
 
 #include <stdint.h>
 
+#include "kernel.h"
+
 struct fc_sync_snapshot {
     int known;             /* 0: never sampled (or adjtimex unavailable) */
     int synchronized;      /* 1: a time daemon disciplines the kernel (no STA_UNSYNC, no TIME_ERROR);
@@ -71,7 +73,7 @@ void fc_sync_reset_for_tests(void);
  * exactly its seccomp filters (calibrator.c's tours). */
 struct fc_adjtimex_verdict {
     int verdict;
-    long filters;
+    struct fc_seccomp_seen seen;
 };
 struct fc_adjtimex_verdict fc_sync_adjtimex_verdict(void);
 void fc_sync_inherit_adjtimex_verdict(struct fc_adjtimex_verdict v);
