@@ -234,7 +234,8 @@ static char *resolve_command(const char *cmd, char *buf, size_t size)
 #endif
 
 enum elf_kind {
-    ELF_NONE,    /* not an ELF executable or library (a script), or unreadable */
+    ELF_NONE,    /* not an ELF executable or library (a script) */
+    ELF_UNREADABLE, /* cannot be opened for reading (execute-only, mode 4711): may be either */
     ELF_FOREIGN, /* 32-bit, or for another machine or byte order (a binary run
                     through binfmt_misc and qemu): the loader cannot take the
                     shim into it, and skips LD_PRELOAD with an error of its own */
@@ -247,7 +248,7 @@ static enum elf_kind elf_kind(const char *path)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return ELF_NONE;
+        return ELF_UNREADABLE;
     /* e_type and e_machine follow e_ident in both classes: a header cut
      * short still says that much (the rest reads as zeros). */
     Elf64_Ehdr eh;
@@ -349,7 +350,7 @@ static void warn_if_not_preloadable(const char *cmd)
     enum elf_kind kind = elf_kind(path);
     /* Secure mode where the exec changes the effective id, or makes it
      * differ from the real one (the kernel's test). */
-    if (gains && kind != ELF_NONE &&
+    if (gains && kind != ELF_NONE && /* a script's bits are ignored; an unreadable file may be a program */
         (((st.st_mode & S_ISUID) && (st.st_uid != geteuid() || st.st_uid != getuid())) ||
          ((st.st_mode & S_ISGID) && (st.st_gid != getegid() || st.st_gid != getgid()))))
         fprintf(stderr, "fastclock run: warning: %s is set-user/group-ID; the dynamic loader ignores "
