@@ -751,8 +751,9 @@ static void rule_fastclock(struct ctx *c, struct findings *o)
              * false alarm on a VM; a boot parameter), which the findings
              * above name -- the counters are not shown to disagree. */
             fix(x, "Nothing to change in programs. No warp between the CPUs' counters was measured; fastclock "
-                   "follows the kernel, which does not list the TSC: see the findings above on why (tsc-unstable, "
-                   "the command line). Where the kernel trusts the TSC again, fastclock reads one line.");
+                   "follows the kernel, which stopped trusting the TSC (the reason says how): see the findings "
+                   "above on why (tsc-unstable, the command line). Where the kernel trusts the TSC again, fastclock "
+                   "reads one line.");
     } else if (strncmp(f->fc_mode, "system", 6) == 0) {
         struct finding *x = add(o, SEV_INFO, 10, "fastclock-system");
         msg(x, "fastclock uses the kernel's clocks here: %s.", or_unknown(f->fc_reason));
