@@ -148,6 +148,13 @@ static int adjtimex_allowed(void)
     return adjtimex_verdict > 0;
 }
 
+/* This thread's last poll that its own filter refused while another
+ * thread's answer was fresh (sync_poll_locked): its polls pace by it. */
+static __thread int64_t own_refusal_mono __attribute__((tls_model("initial-exec")));
+/* How fresh another thread's answer must be for a refusal that is this
+ * thread's own (its filter) to leave the process's state alone. */
+#define OWN_REFUSAL_GRACE_NS FC_NS_PER_SEC
+
 /* With the poll token held, where adjtimex_allowed() said yes. */
 static int kernel_adjtimex(struct timex *tx)
 {
@@ -189,7 +196,19 @@ static int sync_poll_locked(int64_t now)
 {
     struct timex tx;
     memset(&tx, 0, sizeof tx);
+    /* Refused by this thread's own filter (a seccomp filter is a thread's),
+     * while another thread answers: the process's state is that answer,
+     * which a refusal here says nothing about.  Marking it unknown (and
+     * pacing every poll by this one) flipped it back and forth, and a
+     * filtered thread reading at every millisecond kept the calibrator's
+     * polls from running.  Only where no answer is fresh (every thread is
+     * filtered) does it count, as ProtectClock's refusal does. */
     int allowed = adjtimex_allowed();
+    if (!allowed && atomic_load_explicit(&sync_state.known, memory_order_acquire) &&
+        now - atomic_load_explicit(&sync_state.sampled_mono, memory_order_acquire) < OWN_REFUSAL_GRACE_NS) {
+        own_refusal_mono = now;
+        return 0;
+    }
     atomic_store_explicit(&sync_state.attempted_mono, now, memory_order_relaxed);
     /* REALTIME - MONOTONIC, before adjtimex: only a step moves it
      * (settimeofday, ADJ_SETOFFSET, a leap second; slewing moves both
@@ -437,10 +456,13 @@ int fc_sync_wall_offset(int64_t *offset_ns)
     return *offset_ns != INT64_MIN && *offset_ns != 0;
 }
 
-/* The last poll, answered or refused (0: none yet): polls pace themselves by it. */
+/* The last poll, answered or refused (0: none yet): polls pace themselves
+ * by it -- and a thread by its own refusals, which the others' pacing
+ * does not see. */
 int64_t fc_sync_last_poll(void)
 {
-    return atomic_load_explicit(&sync_state.attempted_mono, memory_order_acquire);
+    int64_t last = atomic_load_explicit(&sync_state.attempted_mono, memory_order_acquire);
+    return own_refusal_mono > last ? own_refusal_mono : last;
 }
 
 void fc_sync_after_fork_child(void)

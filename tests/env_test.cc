@@ -245,6 +245,11 @@ TEST(Environment, AFilterAThreadInstallsLaterKillsNothing)
         EXPECT_EQ(field(r.out, "filter"), "installed") << calibrator << ": " << r.out;
         // Asked and answered before the filter: the kernel's state is known.
         EXPECT_NE(field(r.out, "kernel_synchronized"), "-1") << calibrator << ": " << r.out;
+        // And stays known while the filtered thread's own polls are refused:
+        // main's and the calibrator's answers stand (they flipped it to
+        // "unknown" at every refusal).
+        EXPECT_GT(std::stoi(field(r.out, "status_samples")), 10) << calibrator << ": " << r.out;
+        EXPECT_EQ(field(r.out, "synchronized_unknown_seen"), "0") << calibrator << ": " << r.out;
     }
 }
 

@@ -4,6 +4,7 @@
 #define _DEFAULT_SOURCE /* syscall(), for seccomp() with TSYNC */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,12 +41,16 @@ static int a_timerfd(void)
 /* The worker's reads, kept. */
 static volatile long sink;
 
+/* Set by the filtered reader when its reads are done. */
+static atomic_int filtered_done;
+
 static void *filtered_reader(void *arg)
 {
     struct sock_filter code[] = FC_TEST_FILTER_TWO_CALLS(__NR_adjtimex, __NR_clock_adjtime, SECCOMP_RET_KILL_PROCESS);
     struct sock_fprog prog = {(unsigned short)(sizeof code / sizeof code[0]), code};
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) {
         *(const char **)arg = "unavailable";
+        atomic_store(&filtered_done, 1);
         return NULL;
     }
     int64_t end = fastclock_mono_ns() + 100000000;
@@ -54,6 +59,7 @@ static void *filtered_reader(void *arg)
         sum += (long)(fastclock_real_ns() & 1);
     sink = sum;
     *(const char **)arg = "installed";
+    atomic_store(&filtered_done, 1);
     return NULL;
 }
 
@@ -138,9 +144,25 @@ int main(int argc, char **argv)
             sum += (long)(fastclock_mono_ns() & 1);
         const char *filter = "not run";
         pthread_t worker;
-        if (pthread_create(&worker, NULL, filtered_reader, &filter) != 0 || pthread_join(worker, NULL) != 0)
+        if (pthread_create(&worker, NULL, filtered_reader, &filter) != 0)
             return 6;
-        printf("filter=%s\n", filter);
+        /* Meanwhile this thread reads and asks the status every ms: the
+         * worker's refusals are its own, and the process's state stays the
+         * answer this thread and the calibrator get. */
+        int unknown_seen = 0, samples = 0;
+        while (!atomic_load(&filtered_done)) {
+            for (int i = 0; i < 100; i++)
+                sum += (long)(fastclock_mono_ns() & 1);
+            if (fastclock_status(&st) != 0)
+                return 4;
+            unknown_seen += st.kernel_synchronized == -1;
+            samples++;
+            struct timespec ms = {0, 1000000};
+            nanosleep(&ms, NULL);
+        }
+        if (pthread_join(worker, NULL) != 0)
+            return 6;
+        printf("filter=%s\nsynchronized_unknown_seen=%d\nstatus_samples=%d\n", filter, unknown_seen, samples);
     }
     if (argc > 1 && strcmp(argv[1], "filter-later-tsync") == 0) {
         /* As filter-later, but main installs the filter on every thread of
@@ -163,9 +185,10 @@ int main(int argc, char **argv)
             struct timespec ms5 = {0, 5000000};
             nanosleep(&ms5, NULL);
         }
-        /* Refused since: unknown, once a poll has run (the calibrator's
-         * every 10 ms, this thread's; up to 2 s on a starved machine). */
-        for (int i = 0; i < 200; i++) {
+        /* Refused since, by every thread: unknown, once a poll runs a
+         * second after the last answer (a refusal sooner is taken for the
+         * thread's own, sync.c); up to 3 s on a starved machine. */
+        for (int i = 0; i < 300; i++) {
             if (fastclock_status(&st) != 0)
                 return 4;
             if (st.kernel_synchronized == -1 || filter[0] != 'i')
