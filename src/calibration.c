@@ -366,6 +366,8 @@ static void publish_uncut_end(struct fc_latch *latch, uint64_t uncut)
     publish_spans(latch, fc_line_current(latch), cm, cm->soft_span, uncut > cm->soft_span ? uncut : cm->soft_span);
 }
 
+static int64_t line_ceiling(void);
+
 /*
  * A fork child.  A calibration on this very thread (fork from a signal
  * handler that interrupted it) goes on when the handler returns: its lock
@@ -377,12 +379,21 @@ static void publish_uncut_end(struct fc_latch *latch, uint64_t uncut)
  * a handler that forked between this thread's count and its try-lock,
  * while another thread held the lock, leaves it free in the child too.
  */
-void fc_cal_reset_in_child(void)
+int fc_cal_reset_in_child(int64_t *floor_ns)
 {
     if (publishing_here)
-        return; /* this thread's writer, inside its publication: it goes on */
+        return 0; /* this thread's writer, inside its publication: it goes on */
     uint64_t gone = atomic_load_explicit(&fallback.publishing, memory_order_relaxed);
-    if (gone) {
+    int lost_switch = 0;
+    if (gone == PUBLISHING_A_SWITCH) {
+        /* A switch off the global line that is gone: its hold is lowered
+         * and the ceiling taken again (the same: the hold kept fallbacks at
+         * it), for the caller to finish the switch on. */
+        int64_t v = line_ceiling(), noted = atomic_load_explicit(&fallback.noted, memory_order_relaxed);
+        *floor_ns = v > noted ? v : noted;
+        lost_switch = 1;
+        atomic_store_explicit(&fallback.publishing, 0, memory_order_relaxed);
+    } else if (gone) {
         /* A writer that is gone, inside its publication: if its new line is
          * visible, old-line reads made before it showed may lie past that
          * line's end.  The child's first line starts at or above this
@@ -402,6 +413,7 @@ void fc_cal_reset_in_child(void)
     }
     if (!fc_track_lock_is_mine(fc_global_track.lock))
         atomic_store_explicit(fc_global_track.lock, 0, memory_order_relaxed);
+    return lost_switch;
 }
 
 static int64_t abs64(int64_t v) { return v < 0 ? -v : v; }

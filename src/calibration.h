@@ -93,8 +93,12 @@ void fc_cal_unlock(void);
 int fc_cal_held_here(void);
 /* In a fork child: a lock another thread held is freed, and what its
  * calibration left half done is undone; this thread's own calibration
- * (fork from a handler that interrupted it) goes on. */
-void fc_cal_reset_in_child(void);
+ * (fork from a handler that interrupted it) goes on.  Returns 1 where the
+ * thread that is gone was leaving the global line (between
+ * fc_cal_global_ceiling and its _done: a warp, a fail-safe), with in
+ * *floor_ns the ceiling its readers and fallbacks may have reached; the
+ * caller (mode.c) finishes that switch, which the child has lost. */
+int fc_cal_reset_in_child(int64_t *floor_ns);
 /* A fork child in a new time namespace (mode.c fc_mode_after_timens_change,
  * under the lock): the MONOTONIC values fallbacks noted, the BOOTTIME offset
  * and the line are another timeline's; a blank line replaces it. */

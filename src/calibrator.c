@@ -627,10 +627,13 @@ static void fc_calibrator_after_fork_child(void)
     int tfd = atomic_exchange_explicit(&clock_set_tfd, -1, memory_order_relaxed);
     if (still_our_timer(tfd))
         close(tfd);
-    fc_cal_reset_in_child();
+    int64_t switch_floor = 0;
+    int lost_switch = fc_cal_reset_in_child(&switch_floor);
     fc_percpu_after_fork_child();
     fc_sync_after_fork_child();
     int new_timeline = fork_changes_timens && fc_mode_after_timens_change(fork_parent_t, fork_parent_mono);
+    if (lost_switch && !new_timeline)
+        fc_mode_after_lost_switch(switch_floor);
     fork_changes_timens = 0;
     fc_coarse_stop_ticking(!new_timeline); /* a no-op where nothing was served from memory */
     errno = saved;

@@ -673,6 +673,8 @@ static void switch_to_percpu_locked(const char *why)
         choose_percpu_kernel(0, &b); /* before the ceiling: it times reads, and fallbacks are held meanwhile */
     /* Readers of the global line got at most its ceiling: per-CPU reads start no lower. */
     int64_t ceiling = fc_cal_global_ceiling();
+    if (fc_seam.writer_step)
+        fc_seam.writer_step("switching"); /* (a test forks here, from another thread) */
     if (ok) {
         fc_percpu_set_floor(ceiling);
         fc_mode_enter(FC_MODE_PERCPU, msg, ceiling);
@@ -680,6 +682,20 @@ static void switch_to_percpu_locked(const char *why)
         fc_mode_enter(FC_MODE_SYSTEM, msg, ceiling);
     }
     fc_cal_global_ceiling_done();
+}
+
+void fc_mode_after_lost_switch(int64_t floor_ns)
+{
+    /* Still tsc: the switch had not reached its mode store.  Left so, the
+     * child's readers would build a first line again on a "no line" the
+     * switch may have published, below the floor its parent's reads reached. */
+    if (atomic_load_explicit(&fc_mode, memory_order_acquire) != FC_MODE_TSC || !fc_cal_trylock())
+        return;
+    fc_mode_enter(FC_MODE_SYSTEM,
+                  "this process was forked while another thread was moving it off the global line (a warp "
+                  "between CPUs, or the kernel's distrust): the kernel's clocks answer",
+                  floor_ns);
+    fc_cal_unlock();
 }
 
 /* The calibrator thread's warp check (it takes the lock itself). */

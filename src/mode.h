@@ -39,6 +39,10 @@ FC_HIDDEN void fc_first_line_now(void);
  * wakes the calibrator.  Modes only degrade: tsc -> tsc-percpu -> system.
  */
 FC_HIDDEN void fc_mode_enter(int mode, const char *reason, int64_t floor_ns);
+/* A fork child whose parent had another thread leaving the global line
+ * (calibration.c fc_cal_reset_in_child): that switch is finished here, to
+ * the kernel's clocks held at floor_ns (the child has no per-CPU set-up). */
+FC_HIDDEN void fc_mode_after_lost_switch(int64_t floor_ns);
 
 FC_HIDDEN const char *fc_get_reason(void);
 FC_HIDDEN int fc_mode_forced(void);

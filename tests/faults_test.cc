@@ -1218,6 +1218,53 @@ TEST_F(Faults, DistrustedButInvariantTscIsCalibratedPerCpu)
     EXPECT_NE(reason().find("rdtscp"), std::string::npos) << reason();
 }
 
+// Another thread forks while this one is leaving the global line (a warp
+// found): in the child the switch is lost with its thread.  The child must
+// not stay on the line its parent was leaving (its first reader would build
+// a new one, below what the parent's reads reached, where the switch had
+// published its floor), nor go below the ceiling: it finishes the switch to
+// the kernel's clocks, held there.  It stayed in mode tsc.
+static int lost_switch_child = -1;
+static void fork_while_switching(const char *where)
+{
+    if (std::strcmp(where, "switching") != 0 || lost_switch_child != -1)
+        return;
+    std::thread([] {
+        int64_t before_fork = fastclock_mono_ns();
+        pid_t pid = fork();
+        if (pid == 0) {
+            int fail = 0;
+            struct fastclock_status st;
+            fastclock_status(&st);
+            fail |= std::string(st.mode) == "tsc" ? 1 : 0;
+            int64_t prev = before_fork;
+            for (int i = 0; i < 200; i++) {
+                sim.tick += 26000; // 10 us
+                int64_t v = fastclock_mono_ns();
+                fail |= v < prev ? 2 : 0;
+                prev = v;
+            }
+            _exit(fail);
+        }
+        int status = 0;
+        waitpid(pid, &status, 0);
+        lost_switch_child = WIFEXITED(status) ? WEXITSTATUS(status) : 0x80;
+    }).join();
+}
+
+TEST_F(Faults, AForkWhileAnotherThreadLeavesTheGlobalLineFinishesTheSwitch)
+{
+    struct fc_seam seam = sim_seam();
+    seam.writer_step = fork_while_switching;
+    fc_test_reset(&seam);
+    warm_up(50, 1e6);
+    ASSERT_EQ(mode(), "tsc") << reason();
+    lost_switch_child = -1;
+    fc_test_switch_to_percpu("test: a warp between CPUs");
+    EXPECT_NE(mode(), "tsc") << reason();
+    EXPECT_EQ(lost_switch_child, 0) << "child: 1 still mode tsc, 2 a read went back";
+}
+
 // Mode tsc needs no rdtscp, but a warp found later asks for per-CPU lines,
 // which read it: on a CPU without it (a VM may hide it) the switch goes to
 // the kernel's clocks and says why, and rdtscp never runs (it would trap).
