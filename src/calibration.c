@@ -411,8 +411,15 @@ int fc_cal_reset_in_child(int64_t *floor_ns)
             }
         }
     }
-    if (!fc_track_lock_is_mine(fc_global_track.lock))
+    if (!fc_track_lock_is_mine(fc_global_track.lock)) {
+        /* Held by a thread that is gone (the fork handler's wait for it
+         * gave up): its history may be half shifted.  The next calibration
+         * starts it again from one sample, at the rate kept, from the line
+         * as it stands (BUILD_RESUMED). */
+        if (atomic_load_explicit(fc_global_track.lock, memory_order_relaxed))
+            fc_global_track.cs->n = 0;
         atomic_store_explicit(fc_global_track.lock, 0, memory_order_relaxed);
+    }
     return lost_switch;
 }
 
