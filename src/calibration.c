@@ -1323,8 +1323,9 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
     atomic_fetch_add_explicit(&stats.calibrations, 1, memory_order_relaxed);
     if (measured) {
         atomic_store_explicit(&stats.last_err_ns, measured_err, memory_order_relaxed);
-        if (abs64(measured_err) > atomic_load_explicit(&stats.max_err_ns, memory_order_relaxed))
-            atomic_store_explicit(&stats.max_err_ns, abs64(measured_err), memory_order_relaxed);
+        /* A compare-and-swap: per-CPU tracks publish under their own locks,
+         * at once, and a plain load and store could lose the larger. */
+        atomic_max64(&stats.max_err_ns, abs64(measured_err));
     }
     atomic_store_explicit(&stats.last_width_ns, (int64_t)((double)s->width * rate), memory_order_relaxed);
 }
