@@ -1339,8 +1339,9 @@ static void build_and_publish(const struct fc_track *t, const struct fc_sample *
  * fast span ends one poll interval (1 ms) after its last look; the reader
  * that gets there takes the lock and calls this: a look at the line (a
  * kernel read bracketed by two counter reads, up to three times:
- * look_at_line), one adjtimex poll (two system calls,
- * ~3.5 us in all in a KVM guest where adjtimex costs 1.6 us: 0.35% of a CPU
+ * look_at_line), one adjtimex poll (two adjtimex calls and prctl's word on
+ * seccomp, sync.c; the poll alone 2.4-2.8 us on the AMD guest; ~3.5 us in
+ * all in a KVM guest where adjtimex costs 1.6 us: 0.35% of a CPU
  * for a process that reads the clock all the time, nothing for one that
  * does not), then the same line republished with its fast span running to
  * the next poll.  The line's values do not change, so readers on either
