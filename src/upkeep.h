@@ -6,10 +6,14 @@
  * import each other.
  *
  * Writers: `running` only by calibrator.c; `coarse_wanted` set by any
- * reader, cleared by tests; fc_coarse's mono/real/floor_mono/stopped only
- * by the thread, through fc_coarse_publish and fc_coarse_stop_ticking
- * (upkeep.c); `handover` raised by readers before a first tick, closed by
- * that tick (or by the thread's stop); `direct` by the read paths.
+ * reader, cleared by tests; fc_coarse's mono/real by the thread
+ * (fc_coarse_publish), and with floor_mono/stopped by fc_coarse_stop_ticking
+ * (upkeep.c), which runs on the thread (mode system), in a fork child, in
+ * fc_calibrator_stop's caller and where a restarted thread fails to start;
+ * `handover` raised by readers before a first tick, closed by that tick (or
+ * by the thread's stop), reopened by fc_coarse_resume_ticking when a stopped
+ * thread starts again; `direct` by the read paths, by that restart, and by
+ * the shim's constructor (preload.c).  docs/architecture.md has the list.
  * Everything here is async-signal-safe.
  */
 #ifndef FC_UPKEEP_H
