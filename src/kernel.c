@@ -185,16 +185,22 @@ static int read_own_task_status(char *buf, size_t size)
  * it to one thread and a nested handler out; a signal handler's stack may
  * be small).  Whole: Seccomp: comes after Groups:, which a user in many
  * groups makes long. */
-static long own_seccomp(long *filters, long *rss_kb)
+static long own_seccomp(long *filters, long *rss_kb, int *err)
 {
     static char status[65536] FC_LARGE_BSS;
     int n = fc_read_text("", "/proc/thread-self/status", status, sizeof status);
     if (n < 0)
         n = read_own_task_status(status, sizeof status);
+    *err = n < 0 ? -n : 0;
     *filters = n > 0 ? status_field(status, "\nSeccomp_filters:") : -1;
     if (rss_kb)
         *rss_kb = n > 0 ? status_field(status, "\nVmRSS:") : -1;
-    return n > 0 ? status_field(status, "\nSeccomp:") : -1;
+    if (n <= 0)
+        return -1;
+    /* Readable, with no Seccomp: line: a kernel without seccomp (nothing
+     * can filter) -- or before 3.8, which had filters but not the line. */
+    long mode = status_field(status, "\nSeccomp:");
+    return mode >= 0 || strstr(status, "\nSeccomp:") ? mode : 0;
 }
 
 /* prctl(PR_GET_SECCOMP): 0 none, 2 a filter (1, strict mode, kills it);
@@ -208,7 +214,8 @@ int fc_kernel_adjtimex_kills(struct fc_adjtimex_memo *memo, struct fc_seccomp_se
 {
     int saved = errno;
     long filters, rss_kb;
-    long mode = own_seccomp(&filters, &rss_kb);
+    int err;
+    long mode = own_seccomp(&filters, &rss_kb, &err);
     int prctl_answers = 0;
     /* No filter: the call answers or returns an error.  Strict mode:
      * nothing but read, write, exit and sigreturn.  A filter, or no procfs
@@ -223,7 +230,12 @@ int fc_kernel_adjtimex_kills(struct fc_adjtimex_memo *memo, struct fc_seccomp_se
         /* With no filter, prctl's word on it is asked once now (it cannot
          * be refused yet): a list traced from this process then has the
          * call fc_kernel_seccomp_grew makes, at 170 ns, before each poll. */
-        prctl_answers = mode == 0 && own_seccomp_mode() == 0;
+        if (mode == 0) {
+            long p = own_seccomp_mode();
+            prctl_answers = p == 0;
+            if (p < 0 && errno == EINVAL)
+                filters = -1; /* a kernel without seccomp: no filter can come, nothing to re-check */
+        }
     } else {
         if (filters <= 0)
             filters = -1;
@@ -250,19 +262,23 @@ int fc_kernel_seccomp_grew(const struct fc_seccomp_seen *seen)
     if (filters < 0)
         return 0; /* no count to compare (before Linux 5.9, no procfs): not seen */
     int saved = errno;
-    /* No filter then, and prctl answered then: still none, in 170 ns.  Any
-     * other answer (a filter, or prctl refused) is looked at in /proc. */
-    if (filters == 0 && seen->prctl_answers && own_seccomp_mode() == 0) {
+    /* No filter then, and prctl answered then: its word now, 170 ns.  Any
+     * other answer (a filter, or prctl refused) is a change, asked again
+     * from the start -- not left to /proc, which a chroot may have taken
+     * away (a failed read would then let adjtimex run under the filter). */
+    if (filters == 0 && seen->prctl_answers) {
+        int grew = own_seccomp_mode() != 0;
         errno = saved;
-        return 0;
+        return grew;
     }
     /* The /proc read the first answer made (open, read, close; 6-10 us).
-     * Unreadable for a moment (descriptors exhausted): nothing new, the
-     * count kept. */
-    long now, mode = own_seccomp(&now, NULL);
+     * Unreadable for want of descriptors or memory, for a moment: nothing
+     * new, the count kept; gone (a chroot): asked again. */
+    int err;
+    long now, mode = own_seccomp(&now, NULL, &err);
     errno = saved;
     if (mode < 0)
-        return 0;
+        return !(err == EMFILE || err == ENFILE || err == ENOMEM);
     return filters == 0 ? mode != 0 : mode != 2 || now != filters;
 }
 
