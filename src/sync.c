@@ -75,6 +75,7 @@ static struct {
     _Atomic long ss_offset;            /* adjtime(3)'s slew still to run (0: none) */
     _Atomic int status;
     _Atomic int64_t sampled_mono;
+    _Atomic uintptr_t answered_by; /* the poll token of the thread whose poll was answered last */
     _Atomic int64_t sampled_phase_ns; /* REALTIME's place in its second at the poll (tx.time) */
     _Atomic int64_t steering_until;
     /* Changes of the kernel's rate settings, counted, so that no poll can
@@ -155,6 +156,18 @@ static __thread int64_t own_refusal_mono __attribute__((tls_model("initial-exec"
  * thread's own (its filter) to leave the process's state alone. */
 #define OWN_REFUSAL_GRACE_NS FC_NS_PER_SEC
 
+static uintptr_t my_token(void);
+
+/* Another thread's poll was answered less than OWN_REFUSAL_GRACE_NS ago (a
+ * refusal after this thread's own answer is a change for this thread: a
+ * filter it installed since, one on every thread). */
+static int answered_lately(int64_t now)
+{
+    return atomic_load_explicit(&sync_state.known, memory_order_acquire) &&
+           atomic_load_explicit(&sync_state.answered_by, memory_order_relaxed) != my_token() &&
+           now - atomic_load_explicit(&sync_state.sampled_mono, memory_order_acquire) < OWN_REFUSAL_GRACE_NS;
+}
+
 /* With the poll token held, where adjtimex_allowed() said yes. */
 static int kernel_adjtimex(struct timex *tx)
 {
@@ -196,20 +209,19 @@ static int sync_poll_locked(int64_t now)
 {
     struct timex tx;
     memset(&tx, 0, sizeof tx);
-    /* Refused by this thread's own filter (a seccomp filter is a thread's),
-     * while another thread answers: the process's state is that answer,
-     * which a refusal here says nothing about.  Marking it unknown (and
-     * pacing every poll by this one) flipped it back and forth, and a
-     * filtered thread reading at every millisecond kept the calibrator's
-     * polls from running.  Only where no answer is fresh (every thread is
-     * filtered) does it count, as ProtectClock's refusal does. */
+    /* Refused while another thread is answered (a filter of this thread's
+     * own, that kills or refuses: a seccomp filter is a thread's): the
+     * process's state is that answer, which a refusal here says nothing
+     * about.  Marking it unknown (and pacing every poll by this one)
+     * flipped it back and forth, and a filtered thread reading at every
+     * millisecond kept the calibrator's polls from running.  Only where no
+     * answer is fresh (every thread refused: TSYNC, ProtectClock) does a
+     * refusal count. */
     int allowed = adjtimex_allowed();
-    if (!allowed && atomic_load_explicit(&sync_state.known, memory_order_acquire) &&
-        now - atomic_load_explicit(&sync_state.sampled_mono, memory_order_acquire) < OWN_REFUSAL_GRACE_NS) {
+    if (!allowed && answered_lately(now)) {
         own_refusal_mono = now;
         return 0;
     }
-    atomic_store_explicit(&sync_state.attempted_mono, now, memory_order_relaxed);
     /* REALTIME - MONOTONIC, before adjtimex: only a step moves it
      * (settimeofday, ADJ_SETOFFSET, a leap second; slewing moves both
      * clocks alike), and a step resets the kernel's maxerror to 16 s and
@@ -221,6 +233,11 @@ static int sync_poll_locked(int64_t now)
     int64_t m2 = fc_kernel_ns(CLOCK_MONOTONIC);
     int64_t wall_offset = m1 != 0 && wall != 0 && m2 >= m1 ? wall - m1 - (m2 - m1) / 2 : INT64_MIN;
     int state = allowed ? kernel_adjtimex(&tx) : -1;
+    if (state < 0 && answered_lately(now)) {
+        own_refusal_mono = now; /* refused by a filter that returns an error: as above */
+        return 0;
+    }
+    atomic_store_explicit(&sync_state.attempted_mono, now, memory_order_relaxed);
     if (state < 0) {
         /* Refused (nothing seen; attempted_mono paces the next try): whether
          * a daemon disciplines the kernel is unknown now (-1; counted as
@@ -295,6 +312,7 @@ static int sync_poll_locked(int64_t now)
     }
     /* Stored after the state it goes with, released (fc_sync_wall_offset). */
     atomic_store_explicit(&sync_state.wall_offset_ns, wall_offset, memory_order_release);
+    atomic_store_explicit(&sync_state.answered_by, my_token(), memory_order_relaxed);
     atomic_store_explicit(&sync_state.sampled_mono, now, memory_order_release);
     atomic_store_explicit(&sync_state.known, 1, memory_order_release);
     return changed;
@@ -475,6 +493,7 @@ void fc_sync_after_fork_child(void)
      * left the old settings, and the child's own poll finds it.) */
     /* The child may install a seccomp filter of its own before it polls. */
     adjtimex_verdict = 0; /* the child's one thread: the one that forked */
+    own_refusal_mono = 0;
     __atomic_store_n(&sync_state.adjtimex_memo.word, 0, __ATOMIC_RELAXED);
     uintptr_t owner = atomic_load_explicit(&sync_state.polling, memory_order_relaxed);
     if (owner == 0 || owner == my_token())
@@ -489,9 +508,11 @@ void fc_sync_forget(void)
     /* a poll this thread is in (fork from a handler) goes on */
     if (atomic_load_explicit(&sync_state.polling, memory_order_relaxed) != my_token())
         memset(&sync_state, 0, sizeof sync_state);
+    own_refusal_mono = 0; /* another timeline's time: it would pace this thread's polls */
 }
 
 void fc_sync_reset_for_tests(void)
 {
     memset(&sync_state, 0, sizeof sync_state);
+    own_refusal_mono = 0;
 }

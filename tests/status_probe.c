@@ -44,9 +44,12 @@ static volatile long sink;
 /* Set by the filtered reader when its reads are done. */
 static atomic_int filtered_done;
 
+/* What the worker's filter does for adjtimex (filter-later-errno: refuse). */
+static unsigned filtered_action = SECCOMP_RET_KILL_PROCESS;
+
 static void *filtered_reader(void *arg)
 {
-    struct sock_filter code[] = FC_TEST_FILTER_TWO_CALLS(__NR_adjtimex, __NR_clock_adjtime, SECCOMP_RET_KILL_PROCESS);
+    struct sock_filter code[] = FC_TEST_FILTER_TWO_CALLS(__NR_adjtimex, __NR_clock_adjtime, filtered_action);
     struct sock_fprog prog = {(unsigned short)(sizeof code / sizeof code[0]), code};
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) {
         *(const char **)arg = "unavailable";
@@ -134,7 +137,9 @@ int main(int argc, char **argv)
         printf("timerfd_closed=%d\nchild_errno=%s\n", closed,
                WIFEXITED(status) && WEXITSTATUS(status) == 0 ? "unchanged" : "changed");
     }
-    if (argc > 1 && strcmp(argv[1], "filter-later") == 0) {
+    if (argc > 1 && strcmp(argv[1], "filter-later-errno") == 0)
+        filtered_action = SECCOMP_RET_ERRNO | EPERM;
+    if (argc > 1 && strncmp(argv[1], "filter-later", 12) == 0 && strcmp(argv[1], "filter-later-tsync") != 0) {
         /* The process has polled adjtimex by now (the calibrator thread
          * every 10 ms, this thread's reads every ms): asked and answered
          * without a filter.  A thread that installs one later asks again. */
