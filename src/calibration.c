@@ -366,7 +366,7 @@ static void publish_uncut_end(struct fc_latch *latch, uint64_t uncut)
     publish_spans(latch, fc_line_current(latch), cm, cm->soft_span, uncut > cm->soft_span ? uncut : cm->soft_span);
 }
 
-static int64_t line_ceiling(void);
+static int64_t child_ceiling(void);
 
 /*
  * A fork child.  A calibration on this very thread (fork from a signal
@@ -389,7 +389,7 @@ int fc_cal_reset_in_child(int64_t *floor_ns)
         /* A switch off the global line that is gone: its hold is lowered
          * and the ceiling taken again (the same: the hold kept fallbacks at
          * it), for the caller to finish the switch on. */
-        int64_t v = line_ceiling(), noted = atomic_load_explicit(&fallback.noted, memory_order_relaxed);
+        int64_t v = child_ceiling(), noted = atomic_load_explicit(&fallback.noted, memory_order_relaxed);
         *floor_ns = v > noted ? v : noted;
         lost_switch = 1;
         atomic_store_explicit(&fallback.publishing, 0, memory_order_relaxed);
@@ -760,6 +760,25 @@ static int64_t line_ceiling(void)
         }
         v = fixed_to_ns(line_fixed(&old, (int64_t)(cut - old.base_tsc))) + 1;
     }
+    return v > cm->floor_ns ? v : cm->floor_ns;
+}
+
+/* In a fork child, for a switch whose thread is gone: the line's value
+ * where the counter is now, plus a reader's speculation window, within
+ * the uncut end -- no read before the fork went further (fallbacks, which
+ * may return the kernel's value, are in fallback.noted).  Not
+ * line_ceiling's fence: where the gone thread had cut the line, it gives
+ * the uncut end, up to a span ahead of every read, and the child's clock
+ * would stand there. */
+static int64_t child_ceiling(void)
+{
+    const struct fc_line *cur = fc_line_current(&fc_latch);
+    const struct fc_meta *cm = fc_meta_current(&fc_latch);
+    if (cur->mult == 0 || (int64_t)(fc_now_counter(1) - cur->base_tsc) < 0)
+        return line_ceiling(); /* no line, or the counter behind it: no fence there */
+    const uint64_t end = cur->base_tsc + meta_end_span(cm);
+    uint64_t at = surely_seen(fc_now_counter(1), end, line_rate(cur));
+    int64_t v = fixed_to_ns(line_fixed(cur, (int64_t)(at - cur->base_tsc))) + 1;
     return v > cm->floor_ns ? v : cm->floor_ns;
 }
 

@@ -1265,6 +1265,51 @@ TEST_F(Faults, AForkWhileAnotherThreadLeavesTheGlobalLineFinishesTheSwitch)
     EXPECT_EQ(lost_switch_child, 0) << "child: 1 still mode tsc, 2 a read went back";
 }
 
+// The same fork, with the switching thread stopped between its cut of the
+// line and bringing the uncut end down to it ("fenced"): the child's floor
+// is where reads can have got to (the counter now), not the uncut end, up
+// to a span ahead, where its clock would stand until the kernel got there.
+static int64_t lost_cut_child_ahead = -1;
+static bool fork_at_fenced = false;
+static void fork_while_fenced(const char *where)
+{
+    if (!fork_at_fenced || std::strcmp(where, "fenced") != 0)
+        return;
+    fork_at_fenced = false;
+    std::thread([] {
+        int fds[2];
+        if (pipe(fds) != 0)
+            return;
+        pid_t pid = fork();
+        if (pid == 0) {
+            int64_t ahead = fastclock_mono_ns() - sim_mono();
+            (void)!write(fds[1], &ahead, sizeof ahead);
+            _exit(0);
+        }
+        int status = 0;
+        waitpid(pid, &status, 0);
+        if (read(fds[0], &lost_cut_child_ahead, sizeof lost_cut_child_ahead) != sizeof lost_cut_child_ahead)
+            lost_cut_child_ahead = -2;
+        close(fds[0]);
+        close(fds[1]);
+    }).join();
+}
+
+TEST_F(Faults, AForkWhileAnotherThreadHasCutTheLineFloorsTheChildWhereReadsGot)
+{
+    struct fc_seam seam = sim_seam();
+    seam.writer_step = fork_while_fenced;
+    fc_test_reset(&seam);
+    warm_up(50, 1e6);
+    ASSERT_EQ(mode(), "tsc") << reason();
+    lost_cut_child_ahead = -1;
+    fork_at_fenced = true;
+    fc_test_switch_to_percpu("test: a warp between CPUs");
+    ASSERT_GE(lost_cut_child_ahead, 0) << "the child did not report (-1: no fork at the step)";
+    auto st = status_now();
+    EXPECT_LE(lost_cut_child_ahead, 200000 + st.error_bound_ns) << "the child's first read, ns ahead of the kernel";
+}
+
 // Mode tsc needs no rdtscp, but a warp found later asks for per-CPU lines,
 // which read it: on a CPU without it (a VM may hide it) the switch goes to
 // the kernel's clocks and says why, and rdtscp never runs (it would trap).
