@@ -133,7 +133,8 @@ int64_t fastclock_ticks_to_ns(uint64_t ticks);
  * call) rather than -1 with errno set: those calls jump straight into the
  * vDSO, as the cheapest route must.  So do the _COARSE ids in mode system
  * (the kernel's coarse clock directly), and every served id on a kernel
- * without a vDSO (vdso=0), whose system call answers the same way. */
+ * without a vDSO (vdso=0), whose system call answers the same way (and
+ * there sets errno too). */
 int fastclock_gettime(clockid_t id, struct timespec *ts);
 /* gettimeofday(2) semantics; a non-NULL tz is filled by the kernel, tv as
  * without one (so calls with and without tz keep their order).  Where the
