@@ -195,12 +195,9 @@ static long own_seccomp(long *filters, long *rss_kb, int *err)
     *filters = n > 0 ? status_field(status, "\nSeccomp_filters:") : -1;
     if (rss_kb)
         *rss_kb = n > 0 ? status_field(status, "\nVmRSS:") : -1;
-    if (n <= 0)
-        return -1;
-    /* Readable, with no Seccomp: line: a kernel without seccomp (nothing
-     * can filter) -- or before 3.8, which had filters but not the line. */
-    long mode = status_field(status, "\nSeccomp:");
-    return mode >= 0 || strstr(status, "\nSeccomp:") ? mode : 0;
+    /* No Seccomp: line (a kernel without seccomp, an emulator's status, a
+     * read cut short by a long Groups:): unknown, as unreadable. */
+    return n > 0 ? status_field(status, "\nSeccomp:") : -1;
 }
 
 /* prctl(PR_GET_SECCOMP): 0 none, 2 a filter (1, strict mode, kills it);
@@ -217,27 +214,32 @@ int fc_kernel_adjtimex_kills(struct fc_adjtimex_memo *memo, struct fc_seccomp_se
     int err;
     long mode = own_seccomp(&filters, &rss_kb, &err);
     int prctl_answers = 0;
-    /* No filter: the call answers or returns an error.  Strict mode:
-     * nothing but read, write, exit and sigreturn.  A filter, or no procfs
-     * to say: a child asked under as many filters answers (threads made
-     * after a filter share it), or a child is asked (a kernel before 5.9
-     * gives no count, nor does a missing procfs: -1, which
-     * fc_kernel_seccomp_grew cannot compare). */
+    /* With no filter, or where /proc cannot say, prctl's word is asked once
+     * now: a list traced from this process then has the call
+     * fc_kernel_seccomp_grew makes, at 170 ns, before each poll.  It says
+     * none where the status cannot (unreadable: a chroot; no Seccomp: line),
+     * and a filter overrules a status that says none.  EINVAL: a kernel
+     * without seccomp, where no filter can come. */
+    long p = mode <= 0 ? own_seccomp_mode() : -1;
+    int no_seccomp = mode <= 0 && p < 0 && errno == EINVAL;
     int kills;
-    if (mode == 0 || mode == 1) {
-        kills = (int)mode;
+    if (no_seccomp) {
+        kills = 0;
+        filters = -1; /* nothing to re-check */
+    } else if (mode == 1) {
+        kills = 1; /* strict mode: nothing but read, write, exit and sigreturn */
         filters = 0;
-        /* With no filter, prctl's word on it is asked once now (it cannot
-         * be refused yet): a list traced from this process then has the
-         * call fc_kernel_seccomp_grew makes, at 170 ns, before each poll. */
-        if (mode == 0) {
-            long p = own_seccomp_mode();
-            prctl_answers = p == 0;
-            if (p < 0 && errno == EINVAL)
-                filters = -1; /* a kernel without seccomp: no filter can come, nothing to re-check */
-        }
+    } else if (mode <= 0 && p == 0) {
+        kills = 0; /* no filter: the call answers or returns an error */
+        filters = 0;
+        prctl_answers = 1;
     } else {
-        if (filters <= 0)
+        /* A filter, or nobody can say: a child asked under as many filters
+         * answers (threads made after a filter share it), or a child is
+         * asked.  Not counted (a kernel before 5.9; a filter prctl saw and
+         * the status did not): -1, which fc_kernel_seccomp_grew cannot
+         * compare. */
+        if (mode != 2 || filters <= 0)
             filters = -1;
         long asked = filters > 0 && memo ? __atomic_load_n(&memo->word, __ATOMIC_RELAXED) : 0;
         if (asked != 0 && asked >> 1 == filters) {

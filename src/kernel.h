@@ -87,14 +87,18 @@ struct fc_seccomp_seen {
 };
 int fc_kernel_adjtimex_kills(struct fc_adjtimex_memo *memo, struct fc_seccomp_seen *seen);
 
-/* Whether the calling thread has more seccomp filters than `seen` says (an
- * answer of fc_kernel_adjtimex_kills): one installed since, on this thread
- * or on every thread with TSYNC (libseccomp's way in a threaded process),
- * after the thread asked.  With none then, prctl(PR_GET_SECCOMP) says
- * (~170 ns, asked once then too); otherwise, or where prctl does not
- * answer 0, its /proc status again (~6-10 us, the calls the first answer
- * made).  Not seen where the count is not known (-1), nor while the status
- * cannot be read.  Async-signal-safe; errno kept; callers serialise. */
+/* Whether the calling thread may have more seccomp filters than `seen` says
+ * (an answer of fc_kernel_adjtimex_kills): one installed since, on this
+ * thread or on every thread with TSYNC (libseccomp's way in a threaded
+ * process), after the thread asked.  With none then, prctl(PR_GET_SECCOMP)
+ * says (~170 ns, asked once then too): any answer but 0 is a change.
+ * Under filters, its /proc status again (~6-10 us, the calls the first
+ * answer made): a changed count, or a status that cannot be read (but for
+ * want of descriptors or memory, a moment's), is a change.  Not seen where
+ * the count is not known (-1: Linux before 5.9, a filter only prctl saw).
+ * These are the calls the re-check adds to a poll: a filter that kills
+ * prctl or openat (but not adjtimex) installed later would now kill the
+ * poll.  Async-signal-safe; errno kept; callers serialise. */
 int fc_kernel_seccomp_grew(const struct fc_seccomp_seen *seen);
 
 /* strerror without locale or allocation (async-signal-safe). */
