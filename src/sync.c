@@ -75,7 +75,7 @@ static struct {
     _Atomic long ss_offset;            /* adjtime(3)'s slew still to run (0: none) */
     _Atomic int status;
     _Atomic int64_t sampled_mono;
-    _Atomic uintptr_t answered_by; /* the poll token of the thread whose poll was answered last */
+    _Atomic uint64_t answered_by; /* the serial (my_serial) of the thread whose poll was answered last */
     _Atomic int64_t sampled_phase_ns; /* REALTIME's place in its second at the poll (tx.time) */
     _Atomic int64_t steering_until;
     /* Changes of the kernel's rate settings, counted, so that no poll can
@@ -96,9 +96,6 @@ static struct {
      * must not hide it while the kernel still phases it in. */
     _Atomic double largest_change;
     _Atomic int64_t largest_change_mono;
-    /* The last attempt, answered or refused (a seccomp filter, systemd's
-     * ProtectClock): polls back off from it either way. */
-    _Atomic int64_t attempted_mono;
     /* The kernel's REALTIME - MONOTONIC, taken just before the poll's
      * adjtimex (INT64_MIN: not taken): see fc_sync_wall_offset.  One word,
      * stored last with release, so that its value and the state it came
@@ -156,7 +153,16 @@ static __thread int64_t own_refusal_mono __attribute__((tls_model("initial-exec"
  * thread's own (its filter) to leave the process's state alone. */
 #define OWN_REFUSAL_GRACE_NS FC_NS_PER_SEC
 
-static uintptr_t my_token(void);
+/* A number of this thread's own, never another's (a thread's address may
+ * be a dead thread's: glibc reuses stacks); 0 until first asked. */
+static _Atomic uint64_t serials;
+static __thread uint64_t serial __attribute__((tls_model("initial-exec")));
+static uint64_t my_serial(void)
+{
+    if (serial == 0)
+        serial = atomic_fetch_add_explicit(&serials, 1, memory_order_relaxed) + 1;
+    return serial;
+}
 
 /* Another thread's poll was answered less than OWN_REFUSAL_GRACE_NS ago (a
  * refusal after this thread's own answer is a change for this thread: a
@@ -164,7 +170,7 @@ static uintptr_t my_token(void);
 static int answered_lately(int64_t now)
 {
     return atomic_load_explicit(&sync_state.known, memory_order_acquire) &&
-           atomic_load_explicit(&sync_state.answered_by, memory_order_relaxed) != my_token() &&
+           atomic_load_explicit(&sync_state.answered_by, memory_order_relaxed) != my_serial() &&
            now - atomic_load_explicit(&sync_state.sampled_mono, memory_order_acquire) < OWN_REFUSAL_GRACE_NS;
 }
 
@@ -237,9 +243,9 @@ static int sync_poll_locked(int64_t now)
         own_refusal_mono = now; /* refused by a filter that returns an error: as above */
         return 0;
     }
-    atomic_store_explicit(&sync_state.attempted_mono, now, memory_order_relaxed);
     if (state < 0) {
-        /* Refused (nothing seen; attempted_mono paces the next try): whether
+        own_refusal_mono = now; /* this thread's next poll paces by it */
+        /* Refused (nothing seen): whether
          * a daemon disciplines the kernel is unknown now (-1; counted as
          * steering, the cautious side).  maxerror ages on from the last
          * answer. */
@@ -312,7 +318,7 @@ static int sync_poll_locked(int64_t now)
     }
     /* Stored after the state it goes with, released (fc_sync_wall_offset). */
     atomic_store_explicit(&sync_state.wall_offset_ns, wall_offset, memory_order_release);
-    atomic_store_explicit(&sync_state.answered_by, my_token(), memory_order_relaxed);
+    atomic_store_explicit(&sync_state.answered_by, my_serial(), memory_order_relaxed);
     atomic_store_explicit(&sync_state.sampled_mono, now, memory_order_release);
     atomic_store_explicit(&sync_state.known, 1, memory_order_release);
     return changed;
@@ -474,12 +480,14 @@ int fc_sync_wall_offset(int64_t *offset_ns)
     return *offset_ns != INT64_MIN && *offset_ns != 0;
 }
 
-/* The last poll, answered or refused (0: none yet): polls pace themselves
- * by it -- and a thread by its own refusals, which the others' pacing
- * does not see. */
+/* The last answered poll, any thread's, or this thread's own last refused
+ * one, the later (0: none yet): polls pace themselves by it.  Not another
+ * thread's refusal: a thread under a filter of its own, polling at every
+ * millisecond of its reading, would hold back the polls of the calibrator
+ * thread, which is answered. */
 int64_t fc_sync_last_poll(void)
 {
-    int64_t last = atomic_load_explicit(&sync_state.attempted_mono, memory_order_acquire);
+    int64_t last = atomic_load_explicit(&sync_state.sampled_mono, memory_order_acquire);
     return own_refusal_mono > last ? own_refusal_mono : last;
 }
 

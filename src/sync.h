@@ -59,8 +59,8 @@ double fc_sync_unseen_rate(long tick_us);
  * the cached state predates the step.  Read it before fc_sync_get.  0
  * while no poll measured it. */
 int fc_sync_wall_offset(int64_t *offset_ns);
-/* When the last poll ran (0: never), or this thread's own last refused
- * one, the later: polls pace themselves by it (sync.c). */
+/* When the last answered poll ran, or this thread's own last refused one,
+ * the later (0: neither): polls pace themselves by it (sync.c). */
 int64_t fc_sync_last_poll(void);
 void fc_sync_after_fork_child(void);
 /* A fork child in a new time namespace: the polls' MONOTONIC times are

@@ -282,6 +282,29 @@ TEST(Environment, AFilterInstalledOnEveryThreadLaterKillsNothing)
     }
 }
 
+// main reads, its polls answered, then installs on itself alone a filter
+// that kills for adjtimex and reads on.  Its refusals are its own (they
+// count: it was the last answered), but they must not hold back the
+// calibrator thread's polls, which are answered: main polling at every
+// millisecond of reading paced them away, and the process's state stayed
+// "unknown" for good.
+TEST(Environment, AReaderThatFiltersItselfHoldsBackNoOtherThreadsPolls)
+{
+    for (const char *calibrator : {"thread", "lazy"}) {
+        ProbeRun r =
+            probe({"FASTCLOCK_MODE=tsc", std::string("FASTCLOCK_CALIBRATOR=") + calibrator}, "filter-main-later");
+        EXPECT_TRUE(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0)
+            << calibrator << ": status " << r.status
+            << (WIFSIGNALED(r.status) ? " (killed by signal " + std::to_string(WTERMSIG(r.status)) + ")" : "") << "\n"
+            << r.err;
+        if (field(r.out, "filter") == "unavailable")
+            GTEST_SKIP() << "no seccomp filter can be installed here (prctl PR_SET_SECCOMP refused: "
+                            "a kernel without CONFIG_SECCOMP_FILTER, or qemu-user, which does not emulate it)";
+        EXPECT_GT(std::stoi(field(r.out, "status_samples")), 200) << calibrator << ": " << r.out;
+        EXPECT_EQ(field(r.out, "synchronized_unknown_late"), "0") << calibrator << ": " << r.out;
+    }
+}
+
 // A program whose filter allows what glibc calls, and so not the getcpu
 // system call (glibc answers sched_getcpu from rseq or the vDSO): the
 // per-CPU lines' set-up, which asks the kernel which CPU runs it to check

@@ -66,6 +66,23 @@ static void *filtered_reader(void *arg)
     return NULL;
 }
 
+/* filter-main-later's second reader: waits for main's filter, then reads
+ * until told to stop. */
+static atomic_int unfiltered_go, unfiltered_stop;
+static void *unfiltered_reader(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&unfiltered_go)) {
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
+    long s = 0;
+    while (!atomic_load(&unfiltered_stop))
+        s += (long)(fastclock_mono_ns() & 1);
+    sink = s;
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     /* Before anything else runs in main: what the library's constructor left. */
@@ -168,6 +185,45 @@ int main(int argc, char **argv)
         if (pthread_join(worker, NULL) != 0)
             return 6;
         printf("filter=%s\nsynchronized_unknown_seen=%d\nstatus_samples=%d\n", filter, unknown_seen, samples);
+    }
+    if (argc > 1 && strcmp(argv[1], "filter-main-later") == 0) {
+        /* main reads (its polls answered, last), then installs a filter
+         * that kills for adjtimex on itself alone (no TSYNC) and reads on
+         * for 300 ms, asking the status every ms; meanwhile a thread made
+         * before the filter (so without it) starts reading.  main's
+         * refusals must not hold back that thread's polls (nor the
+         * calibrator thread's), which are answered. */
+        pthread_t other;
+        if (pthread_create(&other, NULL, unfiltered_reader, NULL) != 0)
+            return 6;
+        struct timespec nap = {0, 50000000};
+        nanosleep(&nap, NULL);
+        for (int i = 0; i < 1000; i++)
+            sum += (long)(fastclock_real_ns() & 1);
+        int64_t lo, hi;
+        fastclock_real_bounded(&lo, &hi);
+        struct sock_filter code[] =
+            FC_TEST_FILTER_TWO_CALLS(__NR_adjtimex, __NR_clock_adjtime, SECCOMP_RET_KILL_PROCESS);
+        struct sock_fprog prog = {(unsigned short)(sizeof code / sizeof code[0]), code};
+        const char *filter = "installed";
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
+            filter = "unavailable";
+        atomic_store(&unfiltered_go, 1);
+        int unknown_late = 0, samples = 0;
+        for (int i = 0; i < 300 && filter[0] == 'i'; i++) {
+            for (int j = 0; j < 100; j++)
+                sum += (long)(fastclock_mono_ns() & 1);
+            if (fastclock_status(&st) != 0)
+                return 4;
+            samples++;
+            unknown_late += i >= 200 && st.kernel_synchronized == -1; /* the last 100 ms */
+            struct timespec ms = {0, 1000000};
+            nanosleep(&ms, NULL);
+        }
+        atomic_store(&unfiltered_stop, 1);
+        if (pthread_join(other, NULL) != 0)
+            return 6;
+        printf("filter=%s\nsynchronized_unknown_late=%d\nstatus_samples=%d\n", filter, unknown_late, samples);
     }
     if (argc > 1 && strcmp(argv[1], "filter-later-tsync") == 0) {
         /* As filter-later, but main installs the filter on every thread of
