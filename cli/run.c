@@ -447,11 +447,7 @@ int cmd_run(int argc, char **argv)
      * library reads (any other it reports and ignores, running ordered). */
     const char *u = getenv("FASTCLOCK_UNORDERED");
     if (!unordered && u) {
-        static const char *const words[] = {"0", "1", "no", "false", "yes", "true", ""};
-        int known = 0;
-        for (size_t k = 0; k < sizeof words / sizeof words[0]; k++)
-            known |= fc_env_word(u, words[k]);
-        if (!known) {
+        if (fc_env_flag(u) < 0) {
             char shown[48];
             fprintf(stderr, "fastclock run: FASTCLOCK_UNORDERED=%s in the environment: it needs 0 or 1 (also "
                             "no/false, yes/true; or use --unordered)\n",

@@ -273,6 +273,15 @@ int fc_env_word(const char *a, const char *b)
     return *a == 0;
 }
 
+int fc_env_flag(const char *v)
+{
+    if (fc_env_word(v, "") || fc_env_word(v, "0") || fc_env_word(v, "no") || fc_env_word(v, "false"))
+        return 0;
+    if (fc_env_word(v, "1") || fc_env_word(v, "yes") || fc_env_word(v, "true"))
+        return 1;
+    return -1;
+}
+
 /* What FASTCLOCK_MODE's value v asks for; -1 for a value that names no
  * mode (NULL or blank: auto). */
 static enum fc_mode_pref mode_env_pref(const char *v)

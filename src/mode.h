@@ -127,6 +127,9 @@ FC_HIDDEN void fc_env_ignored(const char *name, const char *v, const char *rule)
 /* A FASTCLOCK_* value v is the word (lower-case), ignoring ASCII case and
  * blanks around it. */
 FC_HIDDEN int fc_env_word(const char *v, const char *word);
+/* A FASTCLOCK_* on/off value (FASTCLOCK_UNORDERED): 0 for 0/no/false or
+ * blank, 1 for 1/yes/true (fc_env_word's way), -1 for any other word. */
+FC_HIDDEN int fc_env_flag(const char *v);
 /* Preload shim: prefer lazy calibration unless FASTCLOCK_CALIBRATOR says
  * otherwise (weak default in defaults.c, strong override in preload.c). */
 FC_HIDDEN extern const int fc_default_lazy;

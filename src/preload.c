@@ -551,10 +551,9 @@ int __wrap_timespec_get(struct timespec *ts, int base)
 static int env_flag(const char *name)
 {
     const char *v = secure_getenv(name);
-    if (!v || fc_env_word(v, "") || fc_env_word(v, "0") || fc_env_word(v, "no") || fc_env_word(v, "false"))
-        return 0;
-    if (fc_env_word(v, "1") || fc_env_word(v, "yes") || fc_env_word(v, "true"))
-        return 1;
+    int flag = v ? fc_env_flag(v) : 0;
+    if (flag >= 0)
+        return flag;
     fc_env_ignored(name, v, "it must be 0 or 1");
     return 0;
 }
