@@ -110,6 +110,9 @@ static void probe_child(void)
     if (syscall(SYS_rt_sigprocmask, SIG_BLOCK, &sigsys, NULL, _NSIG / 8) != 0 ||
         syscall(SYS_prctl, PR_SET_DUMPABLE, 0UL, 0UL, 0UL, 0UL) != 0)
         syscall(SYS_exit_group, 1);
+    /* The call the parent makes next where /proc could not say (and that
+     * fc_kernel_seccomp_grew makes before each poll): tried here first. */
+    syscall(SYS_prctl, PR_GET_SECCOMP, 0UL, 0UL, 0UL, 0UL);
     memset(&tx, 0, sizeof tx);
     adjtimex(&tx);
     memset(&tx, 0, sizeof tx);
@@ -214,31 +217,36 @@ int fc_kernel_adjtimex_kills(struct fc_adjtimex_memo *memo, struct fc_seccomp_se
     int err;
     long mode = own_seccomp(&filters, &rss_kb, &err);
     int prctl_answers = 0;
-    /* With no filter, or where /proc cannot say, prctl's word is asked once
-     * now: a list traced from this process then has the call
-     * fc_kernel_seccomp_grew makes, at 170 ns, before each poll.  It says
-     * none where the status cannot (unreadable: a chroot; no Seccomp: line),
-     * and a filter overrules a status that says none.  EINVAL: a kernel
-     * without seccomp, where no filter can come. */
-    long p = mode <= 0 ? own_seccomp_mode() : -1;
-    int no_seccomp = mode <= 0 && p < 0 && errno == EINVAL;
     int kills;
-    if (no_seccomp) {
-        kills = 0;
-        filters = -1; /* nothing to re-check */
-    } else if (mode == 1) {
+    if (mode == 1) {
         kills = 1; /* strict mode: nothing but read, write, exit and sigreturn */
         filters = 0;
-    } else if (mode <= 0 && p == 0) {
-        kills = 0; /* no filter: the call answers or returns an error */
+    } else if (mode < 0) {
+        /* /proc cannot say (a chroot without it, no Seccomp: line): a child
+         * asks first -- adjtimex, and prctl, which it calls too.  Where both
+         * are safe, prctl's word here: 0, no filter (re-checked by prctl
+         * before each poll); a filter, or EINVAL (a kernel without
+         * seccomp, or a filter's answer): not counted, not re-checked. */
+        kills = adjtimex_kills_a_child(rss_kb);
+        filters = -1;
+        if (!kills && own_seccomp_mode() == 0) {
+            filters = 0;
+            prctl_answers = 1;
+        }
+    } else if (mode == 0 && own_seccomp_mode() == 0) {
+        /* No filter: the call answers or returns an error.  prctl's word is
+         * asked once now, when nothing can refuse it: a list traced from
+         * this process then has the call fc_kernel_seccomp_grew makes, at
+         * 170 ns, before each poll. */
+        kills = 0;
         filters = 0;
         prctl_answers = 1;
     } else {
-        /* A filter, or nobody can say: a child asked under as many filters
-         * answers (threads made after a filter share it), or a child is
-         * asked.  Not counted (a kernel before 5.9; a filter prctl saw and
-         * the status did not): -1, which fc_kernel_seccomp_grew cannot
-         * compare. */
+        /* A filter (the status's, or one prctl sees that the status did
+         * not): a child asked under as many filters answers (threads made
+         * after a filter share it), or a child is asked.  Not counted (a
+         * kernel before 5.9; a filter only prctl saw): -1, which
+         * fc_kernel_seccomp_grew cannot compare. */
         if (mode != 2 || filters <= 0)
             filters = -1;
         long asked = filters > 0 && memo ? __atomic_load_n(&memo->word, __ATOMIC_RELAXED) : 0;
