@@ -1094,7 +1094,9 @@ FC_API int fastclock_gettimeofday(struct timeval *tv, void *tz)
 static void fresh_sync(int64_t mono_now, struct fc_sync_snapshot *ks)
 {
     fc_sync_get(mono_now, ks);
-    if (!ks->known || ks->age_ns > FC_NS_PER_SEC) {
+    /* Paced as any poll: where adjtimex is refused for good (ProtectClock)
+     * the state is never known, and every status or bounded read polled. */
+    if ((!ks->known || ks->age_ns > FC_NS_PER_SEC) && mono_now - fc_sync_last_poll() >= 1000000) {
         fc_sync_poll(mono_now);
         fc_sync_get(mono_now, ks);
     }

@@ -146,9 +146,11 @@ static int adjtimex_allowed(void)
     return adjtimex_verdict > 0;
 }
 
-/* This thread's last poll that its own filter refused while another
- * thread's answer was fresh (sync_poll_locked): its polls pace by it. */
+/* This thread's last refused poll (sync_poll_locked): its polls pace by it. */
 static __thread int64_t own_refusal_mono __attribute__((tls_model("initial-exec")));
+/* The last refusal that counted (every thread refused: ProtectClock, a
+ * TSYNC filter), any thread's: refused threads pace by it too, as one. */
+static _Atomic int64_t counted_refusal_mono;
 /* How fresh another thread's answer must be for a refusal that is this
  * thread's own (its filter) to leave the process's state alone. */
 #define OWN_REFUSAL_GRACE_NS FC_NS_PER_SEC
@@ -245,6 +247,7 @@ static int sync_poll_locked(int64_t now)
     }
     if (state < 0) {
         own_refusal_mono = now; /* this thread's next poll paces by it */
+        atomic_store_explicit(&counted_refusal_mono, now, memory_order_relaxed);
         /* Refused (nothing seen): whether
          * a daemon disciplines the kernel is unknown now (-1; counted as
          * steering, the cautious side).  maxerror ages on from the last
@@ -488,7 +491,17 @@ int fc_sync_wall_offset(int64_t *offset_ns)
 int64_t fc_sync_last_poll(void)
 {
     int64_t last = atomic_load_explicit(&sync_state.sampled_mono, memory_order_acquire);
-    return own_refusal_mono > last ? own_refusal_mono : last;
+    if (own_refusal_mono != 0) {
+        /* A refused thread: by its own refusals and the others' that
+         * counted, so that threads all refused poll about once a ms
+         * together, not each. */
+        int64_t counted = atomic_load_explicit(&counted_refusal_mono, memory_order_relaxed);
+        if (own_refusal_mono > last)
+            last = own_refusal_mono;
+        if (counted > last)
+            last = counted;
+    }
+    return last;
 }
 
 void fc_sync_after_fork_child(void)
@@ -517,10 +530,12 @@ void fc_sync_forget(void)
     if (atomic_load_explicit(&sync_state.polling, memory_order_relaxed) != my_token())
         memset(&sync_state, 0, sizeof sync_state);
     own_refusal_mono = 0; /* another timeline's time: it would pace this thread's polls */
+    atomic_store_explicit(&counted_refusal_mono, 0, memory_order_relaxed);
 }
 
 void fc_sync_reset_for_tests(void)
 {
     memset(&sync_state, 0, sizeof sync_state);
     own_refusal_mono = 0;
+    atomic_store(&counted_refusal_mono, 0);
 }
