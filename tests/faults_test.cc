@@ -670,6 +670,26 @@ TEST_F(Faults, RefusedAdjtimexIsChargedAndLeavesErrnoAlone)
     EXPECT_LE(calls, 2 * 400 + 50) << "readers poll a refused adjtimex far more than once a millisecond";
 }
 
+// Where adjtimex is refused for good (ProtectClock) the kernel's state is
+// never known, and fastclock_real_bounded and fastclock_status polled it on
+// every call.  They pace their polls as readers do: about once a ms.
+TEST_F(Faults, BoundedReadsPollARefusedAdjtimexOnceAMillisecond)
+{
+    sim.adjtimex_refused = true;
+    install();
+    ASSERT_EQ(mode(), "tsc");
+    warm_up(200, 1e6);
+    long calls_before = sim.adjtimex_calls;
+    int64_t lo, hi;
+    for (int i = 0; i < 10000; i++) { // 100 ms, a bounded read every 10 us
+        sim_advance_ns(10e3);
+        ASSERT_GE(fastclock_real_bounded(&lo, &hi), 0);
+    }
+    long calls = sim.adjtimex_calls - calls_before;
+    EXPECT_LE(calls, 2 * 100 + 20) << "a poll for every bounded read";
+    EXPECT_GE(calls, 50) << "no poll at all";
+}
+
 // adjtime(3) starting a slew moves the kernel's rate by 500 ppm at once: a
 // rate change like a frequency setting, which the bound must cover.
 TEST_F(Faults, AdjtimeSlewStartIsARateChange)
