@@ -1204,7 +1204,11 @@ FC_API int fastclock_real_bounded(int64_t *earliest_ns, int64_t *latest_ns)
      * not show yet -- poll now. */
     int unseen_step = 0;
     if (ks.known && wall_known && stepped_since(real, mono, wall_offset, real_kernels, mode)) {
-        fc_sync_poll(mono);
+        /* Paced: where every poll is refused since, the offset never
+         * refreshes, and every bounded read would poll (the step stays
+         * unseen, below, and the bound 16 s). */
+        if (mono - fc_sync_last_poll() >= 1000000)
+            fc_sync_poll(mono);
         /* The poll may not have seen the kernel after the step: refused (a
          * filter installed since the last answer), or another thread's poll
          * still under way.  Then the offset is the old one, and the state

@@ -688,6 +688,24 @@ TEST_F(Faults, BoundedReadsPollARefusedAdjtimexOnceAMillisecond)
     long calls = sim.adjtimex_calls - calls_before;
     EXPECT_LE(calls, 2 * 100 + 20) << "a poll for every bounded read";
     EXPECT_GE(calls, 50) << "no poll at all";
+
+    // Answered first, then refused (a filter on every thread), then the
+    // clock is stepped: the offset can never be refreshed, and each bounded
+    // read saw the step again and polled for it.
+    sim.adjtimex_refused = false;
+    install();
+    warm_up(200, 1e6);
+    ASSERT_EQ(fastclock_real_bounded(&lo, &hi) >= 0, true);
+    sim.adjtimex_refused = true;
+    sim.real_off += 5000000000LL; // date -s, 5 s on
+    calls_before = sim.adjtimex_calls;
+    for (int i = 0; i < 10000; i++) {
+        sim_advance_ns(10e3);
+        ASSERT_GE(fastclock_real_bounded(&lo, &hi), 0);
+    }
+    EXPECT_GE(hi - lo, 2LL * 15 * 1000000000LL) << "the unseen step: 16 s either way";
+    calls = sim.adjtimex_calls - calls_before;
+    EXPECT_LE(calls, 2 * 100 + 20) << "a poll for every bounded read after the step";
 }
 
 // adjtime(3) starting a slew moves the kernel's rate by 500 ppm at once: a
