@@ -101,6 +101,10 @@ static long status_field(const char *status, const char *name)
  * runs) and its copy of the memory made not dumpable (a kill leaves no
  * core of it, whatever core_pattern says); either refused, it reports
  * "cannot tell". */
+/* Set by the caller (under the poll token) before the clone: the child,
+ * with its own copy of the memory, reads it. */
+static int probe_tries_prctl;
+
 static void probe_child(void)
 {
     sigset_t sigsys;
@@ -110,9 +114,12 @@ static void probe_child(void)
     if (syscall(SYS_rt_sigprocmask, SIG_BLOCK, &sigsys, NULL, _NSIG / 8) != 0 ||
         syscall(SYS_prctl, PR_SET_DUMPABLE, 0UL, 0UL, 0UL, 0UL) != 0)
         syscall(SYS_exit_group, 1);
-    /* The call the parent makes next where /proc could not say (and that
-     * fc_kernel_seccomp_grew makes before each poll): tried here first. */
-    syscall(SYS_prctl, PR_GET_SECCOMP, 0UL, 0UL, 0UL, 0UL);
+    /* Where /proc could not say, the call the parent makes next (and
+     * fc_kernel_seccomp_grew before each poll): tried here first.  Only
+     * there: elsewhere the parent never makes it under a filter, and an
+     * allow-list without it would make adjtimex look refused. */
+    if (probe_tries_prctl)
+        syscall(SYS_prctl, PR_GET_SECCOMP, 0UL, 0UL, 0UL, 0UL);
     memset(&tx, 0, sizeof tx);
     adjtimex(&tx);
     memset(&tx, 0, sizeof tx);
@@ -227,7 +234,9 @@ int fc_kernel_adjtimex_kills(struct fc_adjtimex_memo *memo, struct fc_seccomp_se
          * are safe, prctl's word here: 0, no filter (re-checked by prctl
          * before each poll); a filter, or EINVAL (a kernel without
          * seccomp, or a filter's answer): not counted, not re-checked. */
+        probe_tries_prctl = 1;
         kills = adjtimex_kills_a_child(rss_kb);
+        probe_tries_prctl = 0;
         filters = -1;
         if (!kills && own_seccomp_mode() == 0) {
             filters = 0;

@@ -484,10 +484,12 @@ int fc_sync_wall_offset(int64_t *offset_ns)
 }
 
 /* The last answered poll, any thread's, or this thread's own last refused
- * one, the later (0: none yet): polls pace themselves by it.  Not another
- * thread's refusal: a thread under a filter of its own, polling at every
- * millisecond of its reading, would hold back the polls of the calibrator
- * thread, which is answered. */
+ * one, the later (0: none yet): polls pace themselves by it.  A thread
+ * that is answered never paces by another thread's refusal (one under a
+ * filter of its own, polling at every millisecond of its reading, would
+ * hold back the calibrator thread's polls); a refused thread also paces by
+ * the last refusal that counted, so that threads all refused poll about
+ * once a ms together. */
 int64_t fc_sync_last_poll(void)
 {
     int64_t last = atomic_load_explicit(&sync_state.sampled_mono, memory_order_acquire);
