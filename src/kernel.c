@@ -95,16 +95,16 @@ static long status_field(const char *status, const char *name)
     return v;
 }
 
+/* Set by the caller (under the poll token) before the clone: the child,
+ * with its own copy of the memory, reads it. */
+static int probe_tries_prctl;
+
 /* The child: the calls sync.c makes, through the same wrapper (glibc's
  * makes clock_adjtime, another C library's adjtimex).  First SIGSYS
  * blocked (a filter that traps then kills it: no handler of the host's
  * runs) and its copy of the memory made not dumpable (a kill leaves no
  * core of it, whatever core_pattern says); either refused, it reports
  * "cannot tell". */
-/* Set by the caller (under the poll token) before the clone: the child,
- * with its own copy of the memory, reads it. */
-static int probe_tries_prctl;
-
 static void probe_child(void)
 {
     sigset_t sigsys;
