@@ -82,10 +82,10 @@ static struct {
      * swallow one another reader needs to see (calibration restarts its
      * history on any new generation). */
     _Atomic uint64_t generation;
-    /* One poll at a time (a try-lock; others skip): the poller's token,
-     * the address of its thread's poll_token (0: none), so that a fork
-     * child and a handler nested in a poll can tell whose it is. */
-    _Atomic uintptr_t polling;
+    /* One poll at a time (a try-lock; others skip): the poller's serial
+     * (my_serial; 0: none), so that a fork child and a handler nested in a
+     * poll can tell whose it is. */
+    _Atomic uint64_t polling;
     /* Set by a poll that found a change, from its last_change to its
      * generation: a fork child whose poller is gone counts that change. */
     _Atomic int change_uncounted;
@@ -156,14 +156,20 @@ static _Atomic int64_t counted_refusal_mono;
 #define OWN_REFUSAL_GRACE_NS FC_NS_PER_SEC
 
 /* A number of this thread's own, never another's (a thread's address may
- * be a dead thread's: glibc reuses stacks); 0 until first asked. */
+ * be a dead thread's: glibc reuses stacks), kept by a fork child's thread;
+ * 0 until first asked.  Taken with a compare-and-swap: a handler that
+ * interrupts the first ask takes it first, and the ask then keeps that. */
 static _Atomic uint64_t serials;
-static __thread uint64_t serial __attribute__((tls_model("initial-exec")));
+static __thread _Atomic uint64_t serial __attribute__((tls_model("initial-exec")));
 static uint64_t my_serial(void)
 {
-    if (serial == 0)
-        serial = atomic_fetch_add_explicit(&serials, 1, memory_order_relaxed) + 1;
-    return serial;
+    uint64_t s = atomic_load_explicit(&serial, memory_order_relaxed);
+    if (s == 0) {
+        uint64_t mine = atomic_fetch_add_explicit(&serials, 1, memory_order_relaxed) + 1;
+        if (atomic_compare_exchange_strong_explicit(&serial, &s, mine, memory_order_relaxed, memory_order_relaxed))
+            s = mine;
+    }
+    return s;
 }
 
 /* Another thread's poll was answered less than OWN_REFUSAL_GRACE_NS ago (a
@@ -190,22 +196,16 @@ static int kernel_adjtimex(struct timex *tx)
  * changes back and forth, with sampled_mono going back.  A poll that finds
  * another running skips: that one's result is as fresh as its own would be.
  */
-/* This thread's poll token: its address is unique among live threads and
- * stays this thread's in a fork child. */
-static __thread char poll_token __attribute__((tls_model("initial-exec")));
-
-static uintptr_t my_token(void) { return (uintptr_t)&poll_token; }
-
 int fc_sync_poll(int64_t now)
 {
     /* Looked at before the try: a waiting caller must not take the line
      * away from the poller it waits for. */
-    uintptr_t owner = atomic_load_explicit(&sync_state.polling, memory_order_relaxed);
+    uint64_t owner = atomic_load_explicit(&sync_state.polling, memory_order_relaxed);
     if (owner == 0) /* a failed try leaves the owner in `owner` */
-        atomic_compare_exchange_strong_explicit(&sync_state.polling, &owner, my_token(), memory_order_acquire,
+        atomic_compare_exchange_strong_explicit(&sync_state.polling, &owner, my_serial(), memory_order_acquire,
                                                 memory_order_relaxed);
     if (owner != 0)
-        return owner == my_token() ? FC_SYNC_POLL_MINE : FC_SYNC_POLL_BUSY;
+        return owner == my_serial() ? FC_SYNC_POLL_MINE : FC_SYNC_POLL_BUSY;
     int saved = errno; /* a refused adjtimex must not show through a successful read */
     int changed = sync_poll_locked(now);
     errno = saved;
@@ -518,8 +518,8 @@ void fc_sync_after_fork_child(void)
     adjtimex_verdict = 0; /* the child's one thread: the one that forked */
     own_refusal_mono = 0;
     __atomic_store_n(&sync_state.adjtimex_memo.word, 0, __ATOMIC_RELAXED);
-    uintptr_t owner = atomic_load_explicit(&sync_state.polling, memory_order_relaxed);
-    if (owner == 0 || owner == my_token())
+    uint64_t owner = atomic_load_explicit(&sync_state.polling, memory_order_relaxed);
+    if (owner == 0 || owner == my_serial())
         return;
     if (atomic_exchange_explicit(&sync_state.change_uncounted, 0, memory_order_relaxed))
         atomic_fetch_add_explicit(&sync_state.generation, 1, memory_order_relaxed);
@@ -529,7 +529,7 @@ void fc_sync_after_fork_child(void)
 void fc_sync_forget(void)
 {
     /* a poll this thread is in (fork from a handler) goes on */
-    if (atomic_load_explicit(&sync_state.polling, memory_order_relaxed) != my_token())
+    if (atomic_load_explicit(&sync_state.polling, memory_order_relaxed) != my_serial())
         memset(&sync_state, 0, sizeof sync_state);
     own_refusal_mono = 0; /* another timeline's time: it would pace this thread's polls */
     atomic_store_explicit(&counted_refusal_mono, 0, memory_order_relaxed);
