@@ -191,7 +191,8 @@ static int read_own_task_status(char *buf, size_t size)
 
 /* The calling thread's seccomp state from its /proc status: the mode
  * (0 none, 1 strict, 2 filter; -1 unreadable) and, under a filter, how many
- * (-1 unknown).  Static buffer: callers serialise (sync.c's poll token keeps
+ * (-1 unknown); in *err (if asked) why it could not be read.  Static
+ * buffer: callers serialise (sync.c's poll token keeps
  * it to one thread and a nested handler out; a signal handler's stack may
  * be small).  Whole: Seccomp: comes after Groups:, which a user in many
  * groups makes long. */
@@ -201,7 +202,8 @@ static long own_seccomp(long *filters, long *rss_kb, int *err)
     int n = fc_read_text("", "/proc/thread-self/status", status, sizeof status);
     if (n < 0)
         n = read_own_task_status(status, sizeof status);
-    *err = n < 0 ? -n : 0;
+    if (err)
+        *err = n < 0 ? -n : 0;
     *filters = n > 0 ? status_field(status, "\nSeccomp_filters:") : -1;
     if (rss_kb)
         *rss_kb = n > 0 ? status_field(status, "\nVmRSS:") : -1;
@@ -221,8 +223,7 @@ int fc_kernel_adjtimex_kills(struct fc_adjtimex_memo *memo, struct fc_seccomp_se
 {
     int saved = errno;
     long filters, rss_kb;
-    int err;
-    long mode = own_seccomp(&filters, &rss_kb, &err);
+    long mode = own_seccomp(&filters, &rss_kb, NULL);
     int prctl_answers = 0;
     int kills;
     if (mode == 1) {

@@ -169,8 +169,10 @@ int64_t fc_wall_refresh(enum fc_kind kind)
         int64_t m1 = fc_kernel_ns(CLOCK_MONOTONIC);
         int64_t k = fc_kernel_ns(fc_kind_clock(kind));
         int64_t m2 = fc_kernel_ns(CLOCK_MONOTONIC);
-        if (width == INT64_MAX || (m1 != 0 && k != 0 && m2 >= m1 && m2 - m1 < width)) {
-            width = m1 != 0 && k != 0 && m2 >= m1 ? m2 - m1 : INT64_MAX - 1; /* a failed read: any other wins */
+        /* A failed read (0) makes the widest bracket: any other wins. */
+        int64_t w = m1 != 0 && k != 0 && m2 >= m1 ? m2 - m1 : INT64_MAX - 1;
+        if (w < width) {
+            width = w;
             best = k - (m1 + (m2 - m1) / 2);
         }
     }
