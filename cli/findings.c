@@ -653,6 +653,14 @@ static void rule_counter_resolution(struct ctx *c, struct findings *o)
 
 /* ---- fastclock ------------------------------------------------------------ */
 
+static double gain_over(double libc_ns, double fc_ns)
+{
+    return fc_ns > 0 && !isnan(libc_ns) ? libc_ns / fc_ns : NAN;
+}
+
+double findings_link_gain(const struct doctor_facts *f) { return gain_over(f->call[1].libc_ns, f->fc_ns); }
+double findings_run_gain(const struct doctor_facts *f) { return gain_over(f->call[1].libc_ns, f->fc_gettime_ns); }
+
 /* What `fastclock run` gives a program: clock_gettime through the shim costs
  * what fastclock_gettime does, not fastclock_mono_ns (measured apart: its
  * timespec split, and the call's clock id).  Writes the advice into buf:
@@ -660,7 +668,7 @@ static void rule_counter_resolution(struct ctx *c, struct findings *o)
 static void advise_fastclock(const struct ctx *c, char *buf, size_t size)
 {
     const struct doctor_facts *f = c->f;
-    double run_ratio = f->fc_gettime_ns > 0 && !isnan(c->mono_ns) ? c->mono_ns / f->fc_gettime_ns : NAN;
+    double run_ratio = findings_run_gain(f);
     char gt[32];
     format_ns(gt, sizeof gt, f->fc_gettime_ns);
     if (!isnan(run_ratio) && run_ratio >= FINDINGS_GAIN_RATIO)
@@ -683,7 +691,7 @@ static void rule_fastclock(struct ctx *c, struct findings *o)
     if (!f->fc_known)
         return;
     if (strcmp(f->fc_mode, "tsc") == 0 && !isnan(f->fc_ns) && !isnan(c->mono_ns) && f->fc_ns > 0) {
-        double ratio = c->mono_ns / f->fc_ns;
+        double ratio = findings_link_gain(f);
         char fc[32], un[32] = "?";
         format_ns(fc, sizeof fc, f->fc_ns);
         if (!isnan(f->fc_unordered_ns))

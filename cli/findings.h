@@ -22,6 +22,13 @@ struct finding {
  * (nearer 1 is noise on a shared machine); as far below 1, a loss. */
 #define FINDINGS_GAIN_RATIO 1.05
 
+/* libc's clock_gettime(CLOCK_MONOTONIC) over fastclock's in this run (NAN
+ * where either was not measured): linking and calling fastclock_mono_ns,
+ * and `fastclock run`, under which clock_gettime costs what
+ * fastclock_gettime does.  The finding and the verdict both ask these. */
+double findings_link_gain(const struct doctor_facts *f);
+double findings_run_gain(const struct doctor_facts *f);
+
 struct findings {
     int n;
     struct finding f[MAX_FINDINGS];

@@ -62,8 +62,7 @@ void report_verdict(const struct doctor_facts *f, const struct findings *fs, cha
         }
     /* As the finding says: `fastclock run` where clock_gettime through it
      * gains (fastclock_gettime), else linking where fastclock_mono_ns does. */
-    double run = f->fc_gettime_ns > 0 ? f->call[1].libc_ns / f->fc_gettime_ns : NAN;
-    double link = f->fc_ns > 0 ? f->call[1].libc_ns / f->fc_ns : NAN;
+    double run = findings_run_gain(f), link = findings_link_gain(f);
     if (gain && gain->severity == SEV_OK && !isnan(run) && run >= FINDINGS_GAIN_RATIO)
         snprintf(summary, size, "this machine's time is fine; fastclock gives a further %.1fx "
                                 "(`fastclock run -- your-program`)",
