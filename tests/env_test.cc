@@ -33,6 +33,18 @@ std::string field(const std::string &out, const std::string &key)
     return out.substr(p + key.size() + 1, e - p - key.size() - 1);
 }
 
+// A probe that must have lived: whether it did, and how it ended otherwise.
+bool lived(const ProbeRun &r) { return WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0; }
+std::string ended(const ProbeRun &r)
+{
+    return "status " + std::to_string(r.status) +
+           (WIFSIGNALED(r.status) ? " (killed by signal " + std::to_string(WTERMSIG(r.status)) + ")" : "") + "\n" + r.err;
+}
+
+// The skip of the tests that install a seccomp filter (in the probe).
+const char kNoSeccompFilter[] = "no seccomp filter can be installed here (prctl PR_SET_SECCOMP or seccomp() refused: "
+                                "a kernel without CONFIG_SECCOMP_FILTER, or qemu-user, which does not emulate it)";
+
 std::string drain(int fd)
 {
     std::string s;
@@ -86,6 +98,12 @@ ProbeRun probe(const std::vector<std::string> &env, const char *arg = nullptr, b
     waitpid(pid, &r.status, 0);
     posix_spawn_file_actions_destroy(&fa);
     return r;
+}
+
+// The probe in mode tsc with the given calibrator, running `what`.
+ProbeRun probe_tsc(const char *calibrator, const char *what)
+{
+    return probe({"FASTCLOCK_MODE=tsc", std::string("FASTCLOCK_CALIBRATOR=") + calibrator}, what);
 }
 
 // The probe started as systemd starts a service under SystemCallFilter=:
@@ -199,12 +217,8 @@ TEST(Environment, ASeccompFilterThatKillsForAdjtimexKillsNothing)
             ProbeRun r = probe_under_filter({"FASTCLOCK_MODE=tsc", std::string("FASTCLOCK_CALIBRATOR=") + calibrator},
                                             a.action);
             if (WIFEXITED(r.status) && WEXITSTATUS(r.status) == 99)
-                GTEST_SKIP() << "no seccomp filter can be installed here (prctl PR_SET_SECCOMP refused: "
-                                "a kernel without CONFIG_SECCOMP_FILTER, or qemu-user, which does not emulate it)";
-            EXPECT_TRUE(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0)
-                << calibrator << ", adjtimex answered by: " << a.name << ": status " << r.status
-                << (WIFSIGNALED(r.status) ? " (killed by signal " + std::to_string(WTERMSIG(r.status)) + ")" : "")
-                << "\n" << r.err;
+                GTEST_SKIP() << kNoSeccompFilter;
+            EXPECT_TRUE(lived(r)) << calibrator << ", adjtimex answered by: " << a.name << ": " << ended(r);
             // The kernel's synchronisation is unknown, not a guess.
             EXPECT_EQ(field(r.out, "kernel_synchronized"), "-1") << calibrator << ", " << a.name << ": " << r.out;
             EXPECT_EQ(field(r.out, "real_bounded"), "1") << calibrator << ", " << a.name << ": " << r.out;
@@ -238,14 +252,10 @@ TEST(Environment, AFilterAThreadInstallsLaterKillsNothing)
     for (const char *variant : {"filter-later", "filter-later-errno"})
     for (const char *calibrator : {"thread", "lazy"}) {
         SCOPED_TRACE(variant);
-        ProbeRun r = probe({"FASTCLOCK_MODE=tsc", std::string("FASTCLOCK_CALIBRATOR=") + calibrator}, variant);
-        EXPECT_TRUE(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0)
-            << calibrator << ": status " << r.status
-            << (WIFSIGNALED(r.status) ? " (killed by signal " + std::to_string(WTERMSIG(r.status)) + ")" : "") << "\n"
-            << r.err;
+        ProbeRun r = probe_tsc(calibrator, variant);
+        EXPECT_TRUE(lived(r)) << calibrator << ": " << ended(r);
         if (field(r.out, "filter") == "unavailable")
-            GTEST_SKIP() << "no seccomp filter can be installed here (prctl PR_SET_SECCOMP refused: "
-                            "a kernel without CONFIG_SECCOMP_FILTER, or qemu-user, which does not emulate it)";
+            GTEST_SKIP() << kNoSeccompFilter;
         EXPECT_EQ(field(r.out, "filter"), "installed") << calibrator << ": " << r.out;
         // Asked and answered before the filter: the kernel's state is known.
         EXPECT_NE(field(r.out, "kernel_synchronized"), "-1") << calibrator << ": " << r.out;
@@ -266,15 +276,10 @@ TEST(Environment, AFilterAThreadInstallsLaterKillsNothing)
 TEST(Environment, AFilterInstalledOnEveryThreadLaterKillsNothing)
 {
     for (const char *calibrator : {"thread", "lazy"}) {
-        ProbeRun r =
-            probe({"FASTCLOCK_MODE=tsc", std::string("FASTCLOCK_CALIBRATOR=") + calibrator}, "filter-later-tsync");
-        EXPECT_TRUE(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0)
-            << calibrator << ": status " << r.status
-            << (WIFSIGNALED(r.status) ? " (killed by signal " + std::to_string(WTERMSIG(r.status)) + ")" : "") << "\n"
-            << r.err;
+        ProbeRun r = probe_tsc(calibrator, "filter-later-tsync");
+        EXPECT_TRUE(lived(r)) << calibrator << ": " << ended(r);
         if (field(r.out, "filter") == "unavailable")
-            GTEST_SKIP() << "no seccomp filter can be installed here (seccomp() with TSYNC refused: "
-                            "a kernel without CONFIG_SECCOMP_FILTER, or qemu-user, which does not emulate it)";
+            GTEST_SKIP() << kNoSeccompFilter;
         EXPECT_EQ(field(r.out, "filter"), "installed") << calibrator << ": " << r.out;
         // Answered before the filter, refused since: unknown now.
         EXPECT_NE(field(r.out, "kernel_synchronized"), "-1") << calibrator << ": " << r.out;
@@ -291,15 +296,10 @@ TEST(Environment, AFilterInstalledOnEveryThreadLaterKillsNothing)
 TEST(Environment, AReaderThatFiltersItselfHoldsBackNoOtherThreadsPolls)
 {
     for (const char *calibrator : {"thread", "lazy"}) {
-        ProbeRun r =
-            probe({"FASTCLOCK_MODE=tsc", std::string("FASTCLOCK_CALIBRATOR=") + calibrator}, "filter-main-later");
-        EXPECT_TRUE(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0)
-            << calibrator << ": status " << r.status
-            << (WIFSIGNALED(r.status) ? " (killed by signal " + std::to_string(WTERMSIG(r.status)) + ")" : "") << "\n"
-            << r.err;
+        ProbeRun r = probe_tsc(calibrator, "filter-main-later");
+        EXPECT_TRUE(lived(r)) << calibrator << ": " << ended(r);
         if (field(r.out, "filter") == "unavailable")
-            GTEST_SKIP() << "no seccomp filter can be installed here (prctl PR_SET_SECCOMP refused: "
-                            "a kernel without CONFIG_SECCOMP_FILTER, or qemu-user, which does not emulate it)";
+            GTEST_SKIP() << kNoSeccompFilter;
         EXPECT_GT(std::stoi(field(r.out, "status_samples")), 200) << calibrator << ": " << r.out;
         EXPECT_EQ(field(r.out, "synchronized_unknown_late"), "0") << calibrator << ": " << r.out;
     }
@@ -319,12 +319,8 @@ TEST(Environment, PerCpuSetUpMakesNoGetcpuCall)
         ProbeRun r = probe_under_filter({"FASTCLOCK_MODE=percpu", std::string("FASTCLOCK_CALIBRATOR=") + calibrator},
                                         SECCOMP_RET_KILL_PROCESS, __NR_getcpu, __NR_getcpu);
         if (WIFEXITED(r.status) && WEXITSTATUS(r.status) == 99)
-            GTEST_SKIP() << "no seccomp filter can be installed here (prctl PR_SET_SECCOMP refused: "
-                            "a kernel without CONFIG_SECCOMP_FILTER, or qemu-user, which does not emulate it)";
-        EXPECT_TRUE(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0)
-            << calibrator << ": status " << r.status
-            << (WIFSIGNALED(r.status) ? " (killed by signal " + std::to_string(WTERMSIG(r.status)) + ")" : "") << "\n"
-            << r.err;
+            GTEST_SKIP() << kNoSeccompFilter;
+        EXPECT_TRUE(lived(r)) << calibrator << ": " << ended(r);
         EXPECT_EQ(field(r.out, "mode"), "tsc-percpu") << calibrator << ": " << r.out;
     }
 }

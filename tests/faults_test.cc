@@ -1256,38 +1256,60 @@ TEST_F(Faults, DistrustedButInvariantTscIsCalibratedPerCpu)
     EXPECT_NE(reason().find("rdtscp"), std::string::npos) << reason();
 }
 
+// Another thread forks (the calling one waits meanwhile, so the simulation
+// has one user at a time); the child runs in_child and reports its value
+// through a pipe.  INT64_MIN where no report came.
+static int64_t fork_from_another_thread(int64_t (*in_child)())
+{
+    int64_t got = INT64_MIN;
+    std::thread([&] {
+        int fds[2];
+        if (pipe(fds) != 0)
+            return;
+        pid_t pid = fork();
+        if (pid == 0) {
+            int64_t v = in_child();
+            (void)!write(fds[1], &v, sizeof v);
+            _exit(0);
+        }
+        int status = 0;
+        waitpid(pid, &status, 0);
+        int64_t v;
+        if (read(fds[0], &v, sizeof v) == sizeof v)
+            got = v;
+        close(fds[0]);
+        close(fds[1]);
+    }).join();
+    return got;
+}
+
 // Another thread forks while this one is leaving the global line (a warp
 // found): in the child the switch is lost with its thread.  The child must
 // not stay on the line its parent was leaving (its first reader would build
 // a new one, below what the parent's reads reached, where the switch had
 // published its floor), nor go below the ceiling: it finishes the switch to
 // the kernel's clocks, held there.  It stayed in mode tsc.
-static int lost_switch_child = -1;
+static int64_t lost_switch_child = -1;
 static void fork_while_switching(const char *where)
 {
     if (std::strcmp(where, "switching") != 0 || lost_switch_child != -1)
         return;
-    std::thread([] {
-        int64_t before_fork = fastclock_mono_ns();
-        pid_t pid = fork();
-        if (pid == 0) {
-            int fail = 0;
-            struct fastclock_status st;
-            fastclock_status(&st);
-            fail |= std::string(st.mode) == "tsc" ? 1 : 0;
-            int64_t prev = before_fork;
-            for (int i = 0; i < 200; i++) {
-                sim.tick += 26000; // 10 us
-                int64_t v = fastclock_mono_ns();
-                fail |= v < prev ? 2 : 0;
-                prev = v;
-            }
-            _exit(fail);
+    static int64_t before_fork;
+    before_fork = fastclock_mono_ns();
+    lost_switch_child = fork_from_another_thread([]() -> int64_t {
+        int fail = 0;
+        struct fastclock_status st;
+        fastclock_status(&st);
+        fail |= std::string(st.mode) == "tsc" ? 1 : 0;
+        int64_t prev = before_fork;
+        for (int i = 0; i < 200; i++) {
+            sim.tick += 26000; // 10 us
+            int64_t v = fastclock_mono_ns();
+            fail |= v < prev ? 2 : 0;
+            prev = v;
         }
-        int status = 0;
-        waitpid(pid, &status, 0);
-        lost_switch_child = WIFEXITED(status) ? WEXITSTATUS(status) : 0x80;
-    }).join();
+        return fail;
+    });
 }
 
 TEST_F(Faults, AForkWhileAnotherThreadLeavesTheGlobalLineFinishesTheSwitch)
@@ -1314,23 +1336,7 @@ static void fork_while_fenced(const char *where)
     if (!fork_at_fenced || std::strcmp(where, "fenced") != 0)
         return;
     fork_at_fenced = false;
-    std::thread([] {
-        int fds[2];
-        if (pipe(fds) != 0)
-            return;
-        pid_t pid = fork();
-        if (pid == 0) {
-            int64_t ahead = fastclock_mono_ns() - sim_mono();
-            (void)!write(fds[1], &ahead, sizeof ahead);
-            _exit(0);
-        }
-        int status = 0;
-        waitpid(pid, &status, 0);
-        if (read(fds[0], &lost_cut_child_ahead, sizeof lost_cut_child_ahead) != sizeof lost_cut_child_ahead)
-            lost_cut_child_ahead = -2;
-        close(fds[0]);
-        close(fds[1]);
-    }).join();
+    lost_cut_child_ahead = fork_from_another_thread([]() -> int64_t { return fastclock_mono_ns() - sim_mono(); });
 }
 
 TEST_F(Faults, AForkWhileAnotherThreadHasCutTheLineFloorsTheChildWhereReadsGot)
