@@ -308,11 +308,16 @@ final class NativeLoader {
         // swapped, with the file in it, between its check and its load.
         // This user as each directory's file system reports it (NFS squashing,
         // idmapped mounts may report another than the next directory's).
+        // Each directory by its real path from here on: a link in the path as given
+        // is followed once, now, and never again (its owner, whoever it is, could
+        // point it elsewhere between a check and a load).
         Map<Path, UserPrincipal> users = new LinkedHashMap<>();
-        for (Path parent : c.tempDirs) {
+        for (Path given : c.tempDirs) {
+            Path parent = given;
             try {
                 // Made private where missing (a umask of 002 would leave it group-writable).
-                Files.createDirectories(parent, PosixFilePermissions.asFileAttribute(PRIVATE));
+                Files.createDirectories(given, PosixFilePermissions.asFileAttribute(PRIVATE));
+                parent = given.toRealPath();
                 UserPrincipal user = processUser(parent);
                 String unsafe = othersCouldSwap(parent, user);
                 if (unsafe != null) {
@@ -461,28 +466,28 @@ final class NativeLoader {
      * Why someone other than this user (me) and root could rename or replace
      * dir or a directory above it, or null where nobody could: each must belong
      * to me or to root, and be writable by group or others only where sticky
-     * (/tmp: only a file's owner may rename it).  Checked along the path as
-     * given and along its real path (a link in it may lead elsewhere).
+     * (/tmp: only a file's owner may rename it).  Checked along dir's real
+     * path, the one the loader then uses: a link on the way is not checked
+     * (its target's owner and mode would be read, not its own) but not
+     * followed again either.
      */
     static String othersCouldSwap(Path dir, UserPrincipal me) throws IOException {
-        List<Path> paths = List.of(dir.toAbsolutePath().normalize(), dir.toRealPath());
-        for (Path start : paths) {
-            for (Path p = start; p != null; p = p.getParent()) {
-                PosixFileAttributes a = Files.readAttributes(p, PosixFileAttributes.class);
-                Object uid = Files.getAttribute(p, "unix:uid");
-                boolean trusted = a.owner().equals(me) || Integer.valueOf(0).equals(uid);
-                if (!trusted)
-                    return p + " belongs to " + a.owner().getName();
-                Set<PosixFilePermission> m = a.permissions();
-                // Group-writable counts only where the group is not the user's own
-                // (a user private group, named after the user, as Debian and Ubuntu
-                // make them: with umask 002, ~/.cache is group-writable).
-                boolean ownGroup = a.owner().equals(me) && a.group().getName().equals(me.getName());
-                boolean othersWrite = (m.contains(PosixFilePermission.GROUP_WRITE) && !ownGroup)
-                        || m.contains(PosixFilePermission.OTHERS_WRITE);
-                if (othersWrite && (((Integer) Files.getAttribute(p, "unix:mode")) & STICKY) == 0)
-                    return p + " is writable by others (" + PosixFilePermissions.toString(m) + ", not sticky)";
-            }
+        for (Path p = dir.toRealPath(); p != null; p = p.getParent()) {
+            // Not following links: one made here since toRealPath is judged as itself.
+            PosixFileAttributes a = Files.readAttributes(p, PosixFileAttributes.class, LinkOption.NOFOLLOW_LINKS);
+            Object uid = Files.getAttribute(p, "unix:uid", LinkOption.NOFOLLOW_LINKS);
+            boolean trusted = a.owner().equals(me) || Integer.valueOf(0).equals(uid);
+            if (!trusted)
+                return p + " belongs to " + a.owner().getName();
+            Set<PosixFilePermission> m = a.permissions();
+            // Group-writable counts only where the group is not the user's own
+            // (a user private group, named after the user, as Debian and Ubuntu
+            // make them: with umask 002, ~/.cache is group-writable).
+            boolean ownGroup = a.owner().equals(me) && a.group().getName().equals(me.getName());
+            boolean othersWrite = (m.contains(PosixFilePermission.GROUP_WRITE) && !ownGroup)
+                    || m.contains(PosixFilePermission.OTHERS_WRITE);
+            if (othersWrite && (((Integer) Files.getAttribute(p, "unix:mode", LinkOption.NOFOLLOW_LINKS)) & STICKY) == 0)
+                return p + " is writable by others (" + PosixFilePermissions.toString(m) + ", not sticky)";
         }
         return null;
     }

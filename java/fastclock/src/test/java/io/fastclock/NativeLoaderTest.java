@@ -206,6 +206,36 @@ class NativeLoaderTest {
     }
 
     /**
+     * A directory given through a link is used by its real path: the link's owner
+     * (another user's in a shared /tmp) could point it elsewhere between the
+     * checks and the load, so nothing is reached through it after the first look.
+     */
+    @Test
+    void aDirectoryGivenThroughALinkIsUsedByItsRealPath() throws IOException {
+        Path real = Files.createDirectory(tmp.resolve("real"), PosixFilePermissions.asFileAttribute(
+                PosixFilePermissions.fromString("rwx------")));
+        Path link = Files.createSymbolicLink(tmp.resolve("link"), real);
+        NativeLoader.Result r = NativeLoader.load(config(link));
+        assertTrue(r.loaded, r.toString());
+        assertEquals(List.of(keptDir(real.toRealPath()).resolve(NativeLoader.FILE_NAME).toString()), loaded);
+        assertFalse(r.detail.contains(link.toString()), r.detail);
+
+        // Fresh copies too: the kept slots held, the fresh one is made under the real path.
+        loaded.clear();
+        NativeLoader.Config c = config(link);
+        var record = c.load;
+        String kept = keptDir(real.toRealPath()).toString();
+        c.load = path -> {
+            if (path.startsWith(kept))
+                throw heldBy(path);
+            record.accept(path);
+        };
+        r = NativeLoader.load(c);
+        assertTrue(r.loaded, r.toString());
+        assertTrue(loaded.get(0).startsWith(real.toRealPath() + "/fastclock-"), loaded.toString());
+    }
+
+    /**
      * A directory the loader makes is private whatever the umask; one that is
      * group-writable for the user's own group (a user private group, named after
      * the user: ~/.cache under umask 002 on Debian and Ubuntu) is used.
