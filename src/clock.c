@@ -497,9 +497,9 @@ static FC_COLD int64_t percpu_wall_read(enum fc_kind kind)
 {
     fc_direct_fn k = fc_refclock_answering();
     int64_t floor = atomic_load_explicit(&fc_percpu_switch_floor, memory_order_relaxed);
-    int64_t mono = direct_ns(k, CLOCK_MONOTONIC);
+    int64_t mono = direct_ns(k, CLOCK_MONOTONIC), v;
     if (mono < floor)
-        return fc_wall_from_mono(kind, floor);
+        return fc_wall_from_mono(kind, floor, &v) ? v : direct_ns(k, fc_kind_clock(kind));
     fc_wall_to_kernel(k);
     return direct_ns(k, fc_kind_clock(kind));
 }
@@ -531,7 +531,11 @@ static FC_COLD int64_t slow_read(enum fc_kind kind, int ordered)
          * not the per-CPU line's value plus the offset, but the route's. */
         if (FC_UNLIKELY(percpu_wall_to_kernel()))
             return percpu_wall_read(kind);
-        return fc_wall_from_mono(kind, mono);
+        int64_t v;
+        if (FC_LIKELY(fc_wall_from_mono(kind, mono, &v)))
+            return v;
+        /* No offset (wall.h): the kernel's own clock, or its refusal's 0. */
+        return fc_kernel_ns(fc_kind_clock(kind));
     }
     int polled = 0;
     for (int attempt = 0;; attempt++) {
@@ -742,6 +746,8 @@ static __attribute__((noinline)) int percpu_route_gettime_slow(clockid_t id, str
         ns = fc_percpu_read_slow(FC_MONO);
     else
         ns = percpu_route_ns(kind);
+    if (FC_UNLIKELY(ns == 0)) /* as gettime_slow */
+        return fc_refclock_answering()(id, ts);
     split_ts(kind, ns, ts);
     return 0;
 }
@@ -941,7 +947,10 @@ static __attribute__((noinline)) int gettime_slow(clockid_t id, struct timespec 
     fc_direct_fn f = atomic_load_explicit(&fc_direct_gettime, memory_order_relaxed);
     if (FC_LIKELY(f != 0))
         return fc_answering_result(f(id, ts)); /* the wrapper's or the kernel's -errno (a seccomp refusal) */
-    split_ts(kind, fc_slow_read(kind, 1), ts);
+    int64_t ns = fc_slow_read(kind, 1);
+    if (FC_UNLIKELY(ns == 0)) /* the kernel refused where it answers: its refusal, not a time of 0 */
+        return fc_kernel_gettime(id, ts);
+    split_ts(kind, ns, ts);
     return 0;
 }
 

@@ -164,13 +164,13 @@ int64_t fc_wall_refresh(enum fc_kind kind)
      * between its reads would put the offset off by half the preemption. */
     if (kind == FC_REAL)
         c->coarse_real = INT64_MIN;
-    int64_t best = 0, width = INT64_MAX;
+    int64_t best = FC_WALL_NO_OFFSET, width = INT64_MAX;
     for (int i = 0; i < 4 && width > FC_WALL_BRACKET_NS; i++) {
         int64_t m1 = fc_kernel_ns(CLOCK_MONOTONIC);
         int64_t k = fc_kernel_ns(fc_kind_clock(kind));
         int64_t m2 = fc_kernel_ns(CLOCK_MONOTONIC);
-        /* A failed read (0) makes the widest bracket: any other wins. */
-        int64_t w = m1 != 0 && k != 0 && m2 >= m1 ? m2 - m1 : INT64_MAX - 1;
+        /* A failed read (0) makes no bracket. */
+        int64_t w = m1 != 0 && k != 0 && m2 >= m1 ? m2 - m1 : INT64_MAX;
         if (w < width) {
             width = w;
             best = k - (m1 + (m2 - m1) / 2);

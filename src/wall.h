@@ -87,13 +87,18 @@ FC_HIDDEN void fc_wall_to_kernel(fc_gettime_fn k);
 FC_HIDDEN void fc_wall_forget_offsets(void);
 /* The mode became tsc-percpu: unordered wall reads follow the ordered ones. */
 FC_HIDDEN void fc_wall_enter_percpu(void);
-/* Cold: the kernel updated its timekeeping since this thread last looked. */
+/* Cold: the kernel updated its timekeeping since this thread last looked.
+ * FC_WALL_NO_OFFSET where the kernel answers none of the clocks it would
+ * take the offset from (a filter refusing REALTIME where the vDSO makes
+ * the system call): no wall time can be told, and none is made up. */
+#define FC_WALL_NO_OFFSET INT64_MIN
 FC_HIDDEN int64_t fc_wall_refresh(enum fc_kind kind);
 
 FC_INLINE int fc_kind_is_wall(enum fc_kind kind) { return kind == FC_REAL || kind == FC_TAI; }
 
 /*
- * kind's offset from MONOTONIC, as the kernel has it now, and in
+ * kind's offset from MONOTONIC, as the kernel has it now, in *off (returns
+ * 0 where there is none: FC_WALL_NO_OFFSET), and in
  * *real_coarse the kernel's REALTIME_COARSE it was checked against (INT64_MIN
  * where none could be read: fc_wall_from_mono holds REALTIME at it).  The cache is
  * loaded coarse, offset, coarse: a signal handler that refreshed it in
@@ -101,7 +106,7 @@ FC_INLINE int fc_kind_is_wall(enum fc_kind kind) { return kind == FC_REAL || kin
  * that belong to the coarse value we read (fc_wall_refresh writes coarse
  * last, after invalidating it).
  */
-FC_INLINE int64_t fc_wall_offset(enum fc_kind kind, int64_t *real_coarse)
+FC_INLINE int fc_wall_offset(enum fc_kind kind, int64_t *off, int64_t *real_coarse)
 {
     struct timespec ts;
     fc_gettime_fn f = atomic_load_explicit(&fc_wall_kernel, memory_order_relaxed);
@@ -112,17 +117,17 @@ FC_INLINE int64_t fc_wall_offset(enum fc_kind kind, int64_t *real_coarse)
     const int64_t *coarse = kind == FC_TAI ? &c->tai_coarse : &c->coarse_real;
     int64_t c0 = *coarse;
     atomic_signal_fence(memory_order_seq_cst);
-    int64_t off = kind == FC_TAI ? c->tai_offset : c->real_offset;
+    *off = kind == FC_TAI ? c->tai_offset : c->real_offset;
     atomic_signal_fence(memory_order_seq_cst);
     if (FC_LIKELY(kc == c0 && kc == *coarse)) {
         *real_coarse = kc;
-        return off;
+        return 1;
     }
 refresh:
-    off = fc_wall_refresh(kind);
+    *off = fc_wall_refresh(kind);
     /* The coarse value the refresh read (INT64_MIN where it could not). */
     *real_coarse = fc_wall_cache.coarse_real;
-    return off;
+    return *off != FC_WALL_NO_OFFSET;
 }
 
 /*
@@ -146,12 +151,16 @@ refresh:
  * after a rate change) is not a floor.
  */
 #define FC_WALL_FLOOR_MAX_NS 100000000LL
-FC_INLINE int64_t fc_wall_from_mono(enum fc_kind kind, int64_t mono)
+FC_INLINE int fc_wall_from_mono(enum fc_kind kind, int64_t mono, int64_t *out)
 {
-    int64_t coarse, v = mono + fc_wall_offset(kind, &coarse);
+    int64_t coarse, off;
+    if (FC_UNLIKELY(!fc_wall_offset(kind, &off, &coarse)))
+        return 0;
+    int64_t v = mono + off;
     if (kind == FC_REAL && FC_UNLIKELY(v < coarse) && coarse - v < FC_WALL_FLOOR_MAX_NS)
         v = coarse;
-    return v;
+    *out = v;
+    return 1;
 }
 
 /* Ordered wall reads that the kernel answers (NULL: the line does). */
@@ -174,8 +183,7 @@ FC_INLINE int fc_read_line(enum fc_kind kind, int ordered, int64_t *out)
      * seq, which was published after the choice): the slow path routes. */
     if (ordered && FC_UNLIKELY(FC_LOAD(&fc_counter_wall_kernel)))
         return 0;
-    *out = fc_wall_from_mono(kind, mono);
-    return 1;
+    return fc_wall_from_mono(kind, mono, out); /* 0: no offset, the slow path's kernel answers */
 }
 
 #endif

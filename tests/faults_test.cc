@@ -905,6 +905,55 @@ TEST_F(Faults, ATaiRefreshWithoutItsFinePairIsNotCached)
     EXPECT_LE(fctest::iabs(tai_err()), 1000000) << "in the same tick, the pair readable again";
 }
 
+// A kernel that answers neither REALTIME nor its coarse clock (a filter
+// refusing clock_gettime for it where the vDSO makes the system call): the
+// line still knows MONOTONIC, but nothing says where UTC is.  The wall
+// reads fail as the kernel's do -- they returned MONOTONIC minus itself,
+// -30 ns, as a success (gettimeofday: -1 s) -- and once it answers again
+// they are right at once.  In both counter modes (tsc-percpu: the route's
+// slow path).
+TEST_F(Faults, WallClocksFailWhereTheKernelAnswersNoneOfTheirOffset)
+{
+    for (const char *m : {"tsc", "percpu"}) {
+        SCOPED_TRACE(m);
+        setenv("FASTCLOCK_MODE", m, 1);
+        install();
+        fastclock_mono_ns();
+        struct fc_test_line l = {};
+        read_until_a_line(&l);
+        if (!FC_HAVE_PERCPU && std::string(m) == "percpu") {
+            EXPECT_EQ(mode(), "system") << reason();
+            continue;
+        }
+        ASSERT_EQ(mode(), std::string(m) == "tsc" ? "tsc" : "tsc-percpu") << reason();
+        sim.tick += uint64_t(5e6 / sim.rate); // past the next tick: the cached offsets are due
+        sim.real_fails = sim.coarse_fails = sim.tai_fails = true;
+        for (clockid_t id : {CLOCK_REALTIME, CLOCK_TAI}) {
+            SCOPED_TRACE(id);
+            struct timespec ts = {12345, 678};
+            errno = 0;
+            EXPECT_EQ(fastclock_gettime(id, &ts), -1);
+            EXPECT_EQ(errno, EINVAL);
+            EXPECT_EQ(ts.tv_sec, 12345);
+            EXPECT_EQ(ts.tv_nsec, 678);
+        }
+        struct timeval tv = {12345, 678};
+        errno = 0;
+        EXPECT_EQ(fastclock_gettimeofday(&tv, NULL), -1);
+        EXPECT_EQ(errno, EINVAL);
+        EXPECT_EQ(tv.tv_sec, 12345);
+        EXPECT_EQ(fastclock_real_ns(), 0) << "the library's failed read";
+        EXPECT_EQ(fastclock_real_ns_unordered(), 0);
+        EXPECT_GT(fastclock_mono_ns(), 0) << "MONOTONIC still answers";
+        sim.real_fails = sim.coarse_fails = sim.tai_fails = false;
+        int64_t want = sim_mono() + sim.real_off;
+        EXPECT_LE(fctest::iabs(fastclock_real_ns() - want), 1000000);
+        struct timespec ts;
+        ASSERT_EQ(fastclock_gettime(CLOCK_REALTIME, &ts), 0);
+        EXPECT_LE(fctest::iabs(int64_t(ts.tv_sec) * 1000000000LL + ts.tv_nsec - want), 1000000);
+    }
+}
+
 // Where the coarse clocks cannot be read, REALTIME's offset comes from a
 // bracket of fine reads (MONOTONIC, REALTIME, MONOTONIC) on every read; one
 // preempted inside its bracket (here 200 us between its first two reads)
