@@ -229,6 +229,8 @@ static SHIM_COLD int fine_slow(enum fc_kind kind, clockid_t id, void *out, enum 
         return pass_fine(shape, id, out);
     int64_t ns = fc_slow_read(kind, ordered);
     errno = saved;
+    if (FC_UNLIKELY(ns == 0)) /* the kernel refused where it answers: its refusal, as libc's */
+        return pass_fine(shape, id, out);
     return stored(kind, shape, out, ns);
 }
 
@@ -296,6 +298,16 @@ FC_INLINE int fine(enum fc_kind kind, clockid_t id, void *out, enum shape shape,
  * that the coarse clocks are in use (it then serves them from memory). */
 static _Atomic int coarse_asked;
 
+/* The core's coarse clock; its 0 (the kernel refused where it answers)
+ * is the kernel's refusal, as libc's. */
+static SHIM_COLD int coarse_core(enum fc_kind kind, clockid_t id, struct timespec *ts)
+{
+    int64_t ns = kind == FC_REAL ? fastclock_real_coarse_ns() : fastclock_mono_coarse_ns();
+    if (FC_UNLIKELY(ns == 0))
+        return fc_kernel_gettime(id, ts);
+    return stored(kind, AS_TIMESPEC, ts, ns);
+}
+
 static SHIM_COLD int coarse_slow(enum fc_kind kind, clockid_t id, struct timespec *ts)
 {
     int saved = errno;
@@ -311,8 +323,7 @@ static SHIM_COLD int coarse_slow(enum fc_kind kind, clockid_t id, struct timespe
              * (qemu-user; a kernel booted with vdso=0), or before a thread
              * decides, a program that reads only the coarse clocks would
              * otherwise never decide, and pay this path on every read. */
-            return stored(kind, AS_TIMESPEC, ts,
-                          kind == FC_REAL ? fastclock_real_coarse_ns() : fastclock_mono_coarse_ns());
+            return coarse_core(kind, id, ts);
         if (mode == FC_MODE_TSC || mode == FC_MODE_PERCPU)
             fc_coarse_request();
         if (mode != FC_MODE_UNINIT && mode != FC_MODE_INITIALIZING)
@@ -320,7 +331,7 @@ static SHIM_COLD int coarse_slow(enum fc_kind kind, clockid_t id, struct timespe
     }
     if (atomic_load_explicit(&fc_coarse.mono, memory_order_acquire) != 0 || fc_coarse_ticker_coming() ||
         (kind == FC_MONO && fc_coarse_floor() != 0))
-        return stored(kind, AS_TIMESPEC, ts, kind == FC_REAL ? fastclock_real_coarse_ns() : fastclock_mono_coarse_ns());
+        return coarse_core(kind, id, ts);
     return fc_kernel_gettime(id, ts);
 }
 
@@ -341,7 +352,7 @@ FC_INLINE int coarse(enum fc_kind kind, clockid_t id, struct timespec *ts)
     /* The core clamps MONOTONIC at a floor, and hands over to a first tick
      * (FASTCLOCK_CALIBRATOR=thread). */
     if (FC_UNLIKELY((kind == FC_MONO && fc_coarse_floor() != 0) || fc_coarse_ticker_coming()))
-        return stored(kind, AS_TIMESPEC, ts, kind == FC_REAL ? fastclock_real_coarse_ns() : fastclock_mono_coarse_ns());
+        return coarse_core(kind, id, ts);
     gettime_fn vdso = atomic_load_explicit(&vdso_gettime, memory_order_relaxed);
     if (FC_LIKELY(vdso != 0))
         return vdso(id, ts); /* coarse ids never fail: no -errno to convert */
