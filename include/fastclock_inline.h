@@ -237,7 +237,7 @@ FASTCLOCK_INLINE_V1_ int64_t fastclock_mono_ns_unordered_inline(void)
         mult = __atomic_load_n(&l->mult, __ATOMIC_RELAXED);
         base_ns = __atomic_load_n(&l->base_ns, __ATOMIC_RELAXED);
         c = __atomic_load_n(&l->frac_c, __ATOMIC_RELAXED);
-        __asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
+        __asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi) :: "memory");
         t = ((uint64_t)hi << 32) | lo;
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
     } while (__builtin_expect(seq != __atomic_load_n(&b->seq, __ATOMIC_RELAXED), 0));

@@ -35,11 +35,14 @@
 /* Bare rdtsc: cheapest, but the CPU may execute it before earlier loads.
  * The halves are register-wide outputs: on x86-64 rdtsc clears the upper
  * halves of rax and rdx, and saying so spares the zero-extending mov that a
- * 32-bit output costs (on i386 they are the 32-bit registers themselves). */
+ * 32-bit output costs (on i386 they are the 32-bit registers themselves).
+ * The "memory" clobber (no instruction) keeps the compiler from moving it
+ * across the seqlock's loads, as the CPU's window is all the line's
+ * writer allows for (line.h fc_line_read). */
 static inline __attribute__((always_inline)) uint64_t fc_counter_unordered(void)
 {
     unsigned long lo, hi;
-    __asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
+    __asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi) :: "memory");
     return ((uint64_t)hi << 32) | lo;
 }
 
@@ -157,11 +160,12 @@ static inline __attribute__((always_inline)) void fc_counter_order_after(uint64_
                          : "=&r"(tmp) : "r"(v) : "memory");
 }
 
-/* Bare mrs: cheapest, but the CPU may read the count early or late. */
+/* Bare mrs: cheapest, but the CPU may read the count early or late (the
+ * clobber: as rdtsc's above). */
 static inline __attribute__((always_inline)) uint64_t fc_counter_unordered(void)
 {
     uint64_t v;
-    __asm__ __volatile__("mrs %0, cntvct_el0" : "=r"(v));
+    __asm__ __volatile__("mrs %0, cntvct_el0" : "=r"(v) :: "memory");
     return v;
 }
 
