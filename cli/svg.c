@@ -13,15 +13,27 @@
 #define PLOT_W 540
 #define ROW_H 20
 
-static void esc(FILE *o, const char *s)
+/* Text from the machine (a CPU name cut to its buffer may split a
+ * character) kept valid XML: what XML 1.0 forbids, control bytes and bytes
+ * that start no UTF-8 character, becomes U+FFFD, as in the JSON. */
+static void esc(FILE *o, const char *text)
 {
-    for (; *s; s++) {
-        switch (*s) {
+    for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
+        switch (*p) {
         case '&': fputs("&amp;", o); break;
         case '<': fputs("&lt;", o); break;
         case '>': fputs("&gt;", o); break;
         case '"': fputs("&quot;", o); break;
-        default: fputc(*s, o);
+        case '\t': case '\n': case '\r': fputc(*p, o); break;
+        default: {
+            int n = *p < 0x20 || *p == 0x7f ? 0 : utf8_char_length(p);
+            if (n == 0) {
+                fputs("&#xFFFD;", o);
+            } else {
+                fwrite(p, 1, (size_t)n, o);
+                p += n - 1;
+            }
+        }
         }
     }
 }
@@ -49,6 +61,12 @@ static double logpos(double v, double lo, double hi, double width)
 
 static void decades(double min, double max, double *lo, double *hi)
 {
+    /* No value at all (every source failed): a decade still, not an
+     * endless grid from infinite bounds. */
+    if (!isfinite(min))
+        min = 0;
+    if (!isfinite(max))
+        max = 0;
     *lo = pow(10, floor(log10(min > 0 ? min : 0.1)));
     *hi = pow(10, ceil(log10(max > 0 ? max : 1)));
     if (*hi <= *lo)

@@ -237,3 +237,33 @@ int opt_next(struct opt_parser *p, int argc, char **argv, const char **value)
     *value = optarg;
     return c;
 }
+
+/* The length of the well-formed UTF-8 sequence at p (1 to 4 bytes), or 0
+ * where none starts there: a stray continuation byte, an overlong form, a
+ * surrogate, a value past U+10FFFF, or a sequence cut short (by the string's
+ * end, or a fixed-size copy that split a character). */
+int utf8_char_length(const unsigned char *p)
+{
+    /* The well-formed lead bytes, their lengths and the range of the second
+     * byte (Unicode, table 3-7); later bytes are 0x80-0xbf. */
+    static const struct {
+        unsigned char first, last, n, lo, hi;
+    } leads[] = {
+        {0xc2, 0xdf, 2, 0x80, 0xbf}, {0xe0, 0xe0, 3, 0xa0, 0xbf}, {0xe1, 0xec, 3, 0x80, 0xbf},
+        {0xed, 0xed, 3, 0x80, 0x9f}, {0xee, 0xef, 3, 0x80, 0xbf}, {0xf0, 0xf0, 4, 0x90, 0xbf},
+        {0xf1, 0xf3, 4, 0x80, 0xbf}, {0xf4, 0xf4, 4, 0x80, 0x8f},
+    };
+    if (p[0] < 0x80)
+        return 1;
+    for (size_t k = 0; k < sizeof leads / sizeof leads[0]; k++) {
+        if (p[0] < leads[k].first || p[0] > leads[k].last)
+            continue;
+        if (p[1] < leads[k].lo || p[1] > leads[k].hi)
+            return 0;
+        for (int i = 2; i < leads[k].n; i++) /* stops at the string's NUL, which is no continuation */
+            if (p[i] < 0x80 || p[i] > 0xbf)
+                return 0;
+        return leads[k].n;
+    }
+    return 0;
+}

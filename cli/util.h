@@ -54,6 +54,11 @@ void sb_printf(struct sbuf *b, const char *fmt, ...) __attribute__((format(print
 /* snprintf into a fixed array: copy_str(dst, sizeof dst, src). */
 void copy_str(char *dst, size_t size, const char *src);
 
+/* The length of the well-formed UTF-8 character at p (1 to 4 bytes), or 0
+ * where none starts there (a split or malformed sequence): for writers of
+ * documents that must stay valid UTF-8 (JSON, SVG). */
+int utf8_char_length(const unsigned char *p);
+
 /* Trims leading and trailing whitespace in place; returns s. */
 char *trim(char *s);
 

@@ -4,12 +4,17 @@
 // it compares with, and the unit of fastclock_ticks.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 
 extern "C" {
 #include "benchrun.h"
+#include "svg.h"
 #include "counter.h"
 #include "cpu.h"
 #include "fastclock.h"
@@ -228,6 +233,48 @@ TEST(BenchUtil, CountsAreWholeNumbersInRange)
         EXPECT_EQ(v, -1) << "'" << bad << "'";
     }
     EXPECT_EQ(bench_parse_count(nullptr, 10, 100000, &v), -1);
+}
+
+// `--svg` with no source measured (every sample buffer failed to allocate)
+// drew its log-scale grid from infinite bounds and never finished; and the
+// machine's strings (a CPU name cut inside a character, control bytes)
+// went into the XML as they were.
+std::string svg_of(const bench_result *r)
+{
+    char *text = nullptr;
+    size_t size = 0;
+    FILE *f = open_memstream(&text, &size);
+    EXPECT_EQ(svg_write(f, r), 0);
+    std::fclose(f);
+    std::string out(text, size);
+    std::free(text);
+    return out;
+}
+
+TEST(BenchSvg, NoMeasuredSourceStillEnds)
+{
+    std::unique_ptr<bench_result, decltype(&std::free)> r(
+        static_cast<bench_result *>(std::calloc(1, sizeof(bench_result))), &std::free);
+    r->nsrc = 1; // present, never usable
+    GTEST_FLAG_SET(death_test_style, "threadsafe"); // the library's calibrator thread runs
+    EXPECT_EXIT(
+        {
+            alarm(10);
+            std::exit(svg_of(r.get()).find("</svg>") != std::string::npos ? 0 : 1);
+        },
+        testing::ExitedWithCode(0), "");
+}
+
+TEST(BenchSvg, TheMachinesStringsStayValidXml)
+{
+    std::unique_ptr<bench_result, decltype(&std::free)> r(
+        static_cast<bench_result *>(std::calloc(1, sizeof(bench_result))), &std::free);
+    // A whole two-byte character, a control byte, then a three-byte one cut short.
+    std::snprintf(r->cpu, sizeof r->cpu, "CPU \xc3\xa9 a\x01" "b <&> \xe2\x82");
+    std::string svg = svg_of(r.get());
+    EXPECT_NE(svg.find("CPU \xc3\xa9 a&#xFFFD;b &lt;&amp;&gt; &#xFFFD;&#xFFFD;"), std::string::npos) << svg;
+    for (unsigned char c : svg)
+        EXPECT_FALSE(c < 0x20 && c != '\n' && c != '\t' && c != '\r') << int(c);
 }
 
 } // namespace
