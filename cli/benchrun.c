@@ -336,6 +336,12 @@ static void run_scaling(const struct bench_config *cfg, struct bench_result *r, 
             }
         progress("thread scaling round", round + 1, rounds, pc);
     }
+    /* The rounds that ran, where scaling stopped early (the planned count
+     * would be printed as each median's). */
+    r->scale_rounds = 0;
+    for (int c = 0; c < configs; c++)
+        if (got[c] > r->scale_rounds)
+            r->scale_rounds = got[c];
     for (int k = 0; k < r->nscale; k++)
         for (int t = 0; t < r->nthreads; t++) {
             int c = k * r->nthreads + t;
