@@ -9,7 +9,9 @@
 #include <vector>
 
 #include <fcntl.h>
+#include <sched.h>
 #include <spawn.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -135,6 +137,37 @@ ProbeRun probe_under_filter(const std::vector<std::string> &env, uint32_t action
         // another runs on (SECCOMP_RET_KILL_THREAD) would otherwise hang the test.
         alarm(20);
         execve(path.c_str(), argv, envp.data());
+        _exit(98);
+    }
+    close(out[1]);
+    close(err[1]);
+    r.out = drain(out[0]);
+    r.err = drain(err[0]);
+    waitpid(pid, &r.status, 0);
+    return r;
+}
+
+// The probe where /proc shows nothing (a chroot without it; a container that
+// masks it): its own mount namespace with an empty tmpfs over /proc.  status
+// 97: no mount namespace here (CAP_SYS_ADMIN needed).
+ProbeRun probe_without_proc(const std::vector<std::string> &env, const char *arg)
+{
+    ProbeEnv penv(env);
+    std::string path = STATUS_PROBE;
+    char *argv[] = {const_cast<char *>(path.c_str()), const_cast<char *>(arg), nullptr};
+    int out[2], err[2];
+    EXPECT_EQ(pipe(out), 0);
+    EXPECT_EQ(pipe(err), 0);
+    ProbeRun r;
+    pid_t pid = fork();
+    if (pid == 0) { // async-signal-safe calls only: the test runs threads
+        dup2(out[1], 1);
+        dup2(err[1], 2);
+        if (unshare(CLONE_NEWNS) != 0 || mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+            mount("none", "/proc", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k") != 0)
+            _exit(97);
+        alarm(20);
+        execve(path.c_str(), argv, penv.envp.data());
         _exit(98);
     }
     close(out[1]);
@@ -282,6 +315,43 @@ TEST(Environment, AFilterInstalledOnEveryThreadLaterKillsNothing)
             GTEST_SKIP() << kNoSeccompFilter;
         EXPECT_EQ(field(r.out, "filter"), "installed") << calibrator << ": " << r.out;
         // Answered before the filter, refused since: unknown now.
+        EXPECT_NE(field(r.out, "kernel_synchronized"), "-1") << calibrator << ": " << r.out;
+        EXPECT_EQ(field(r.out, "kernel_synchronized_after"), "-1") << calibrator << ": " << r.out;
+    }
+}
+
+// Where /proc shows nothing (the library reads its status files, cpuinfo
+// and the seccomp state there), the mode is the one it chooses with /proc,
+// silently.
+TEST(Environment, NoProcChangesNothing)
+{
+    ProbeRun plain = probe({});
+    ASSERT_EQ(plain.status, 0) << plain.err;
+    ProbeRun r = probe_without_proc({}, nullptr);
+    if (WIFEXITED(r.status) && WEXITSTATUS(r.status) == 97)
+        GTEST_SKIP() << "no mount namespace to hide /proc in (unshare(CLONE_NEWNS) needs CAP_SYS_ADMIN)";
+    ASSERT_EQ(r.status, 0) << ended(r);
+    EXPECT_EQ(field(r.out, "mode"), field(plain.out, "mode")) << r.out;
+    EXPECT_EQ(field(r.out, "reason"), field(plain.out, "reason")) << r.out;
+    EXPECT_EQ(r.err, "");
+}
+
+// The same where /proc shows nothing: no thread's status says whether a
+// filter is there, so a child asks first (adjtimex, and the prctl that then
+// watches for a later filter); the TSYNC filter that prctl then sees sends
+// every thread to a child again, which adjtimex kills: no call follows.
+TEST(Environment, AFilterInstalledOnEveryThreadLaterKillsNothingWithoutProc)
+{
+    for (const char *calibrator : {"thread", "lazy"}) {
+        ProbeRun r = probe_without_proc({"FASTCLOCK_MODE=tsc", std::string("FASTCLOCK_CALIBRATOR=") + calibrator},
+                                        "filter-later-tsync");
+        if (WIFEXITED(r.status) && WEXITSTATUS(r.status) == 97)
+            GTEST_SKIP() << "no mount namespace to hide /proc in (unshare(CLONE_NEWNS) needs CAP_SYS_ADMIN)";
+        EXPECT_TRUE(lived(r)) << calibrator << ": " << ended(r);
+        if (field(r.out, "filter") == "unavailable")
+            GTEST_SKIP() << kNoSeccompFilter;
+        EXPECT_EQ(field(r.out, "filter"), "installed") << calibrator << ": " << r.out;
+        EXPECT_EQ(field(r.out, "mode"), "tsc") << calibrator << ": " << r.out;
         EXPECT_NE(field(r.out, "kernel_synchronized"), "-1") << calibrator << ": " << r.out;
         EXPECT_EQ(field(r.out, "kernel_synchronized_after"), "-1") << calibrator << ": " << r.out;
     }
