@@ -205,6 +205,19 @@ else
     echo "  (file-capabilities warning not checked: needs findmnt, root, setcap, setpriv and a 'nobody' user)"
     unchecked="$unchecked; file-capabilities warning (needs findmnt, root, setcap, setpriv and a 'nobody' user)"
 fi
+# An execute-only set-user-ID program (mode 4711, root's): an ordinary user
+# cannot read it to tell a program from a script, and a program it may be.
+if [ $mount_known = 1 ] && [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1 && id nobody >/dev/null 2>&1 &&
+    cp "$truebin" "$tmp/xo-true" && chmod 4711 "$tmp/xo-true"; then
+    mkdir -p "$tmp/nb/bin" "$tmp/nb/lib" && cp "$fc" "$tmp/nb/bin/fastclock" && cp "$shim" "$tmp/nb/lib/" &&
+        chmod -R a+rX "$tmp/nb" && chmod 755 "$tmp"
+    chmod 4711 "$tmp/xo-true"
+    expect_warning "an execute-only set-user-ID program, run by an ordinary user" "set-user/group-ID" -- \
+        setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups "$tmp/nb/bin/fastclock" run -- "$tmp/xo-true"
+else
+    echo "  (execute-only set-user-ID warning not checked: needs findmnt, root, setpriv and a 'nobody' user)"
+    unchecked="$unchecked; execute-only set-user-ID warning (needs findmnt, root, setpriv and a 'nobody' user)"
+fi
 static=""
 for f in /sbin/ldconfig /usr/sbin/ldconfig /bin/busybox; do
     if [ -x "$f" ] && ! readelf -lW "$f" 2>/dev/null | grep -q INTERP; then static=$f; break; fi
