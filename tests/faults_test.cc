@@ -3212,7 +3212,7 @@ TEST(Counter, BookkeepingReadsAreOrderedFromTheDecisionOn)
         struct fastclock_status st;
         fastclock_status(&st); // decides
         if (std::string(st.mode) != "tsc")
-            GTEST_SKIP() << "this machine refuses mode tsc: " << st.reason;
+            GTEST_SKIP() << fctest::skip_unless_refused("tsc", st.mode, st.reason);
         EXPECT_EQ(__atomic_load_n(&fc_counter_early_flags, __ATOMIC_RELAXED), c.want);
     }
     fc_test_reset(nullptr);
@@ -3295,7 +3295,7 @@ TEST(RealMachine, AWarpCheckThatComparedNothingIsTriedAgain)
     if (std::string(st.mode) != "tsc") {
         warp_hold_us = 0;
         fc_test_reset(nullptr);
-        GTEST_SKIP() << "mode tsc refused here: " << st.reason;
+        GTEST_SKIP() << fctest::skip_unless_refused("tsc", st.mode, st.reason);
     }
     usleep(400000); // the first check has run, every pair skipped
     fastclock_status(&st);
@@ -4967,7 +4967,7 @@ TEST(RealMachine, StalledCalibratorDoesNotStaleTheClock)
     struct fastclock_status st;
     fastclock_status(&st);
     if (std::string(st.mode) != "tsc")
-        GTEST_SKIP() << "the counter cannot be trusted here, even when asked: " << st.reason;
+        GTEST_SKIP() << fctest::skip_unless_refused("tsc", st.mode, st.reason);
     for (int i = 0; i < 300; i++) {
         fastclock_mono_ns();
         usleep(1000);
@@ -5039,7 +5039,7 @@ TEST(RealMachine, SwitchToPerCpuKeepsTimeMonotonicAndAccurate)
     struct fastclock_status st;
     // The per-CPU lines, even where the kernel's clock is cheaper.
     if (!real_machine_in_tsc(-1, true, &st))
-        GTEST_SKIP() << "the counter cannot be trusted here, even when asked: " << st.reason;
+        GTEST_SKIP() << fctest::skip_unless_refused("tsc", st.mode, st.reason);
     std::atomic<bool> stop{false};
     std::atomic<long> back{0};
     auto reader = [&] {
@@ -5085,7 +5085,7 @@ TEST(RealMachine, TicksKeepTheirUnitAcrossModeChanges)
     fastclock_status(&st);
     unsetenv("FASTCLOCK_MODE");
     if (std::string(st.mode) != "tsc")
-        GTEST_SKIP() << "mode tsc refused here: " << st.reason;
+        GTEST_SKIP() << fctest::skip_unless_refused("tsc", st.mode, st.reason);
     auto k = [] { return fctest::kernel_ns(CLOCK_MONOTONIC); };
     auto check = [&](uint64_t a, uint64_t b, int64_t ka, int64_t kb, const char *what) {
         int64_t ns = fastclock_ticks_to_ns(b - a);
@@ -5098,7 +5098,7 @@ TEST(RealMachine, TicksKeepTheirUnitAcrossModeChanges)
     fc_test_switch_to_percpu("test: tsc -> tsc-percpu");
     fastclock_status(&st);
     if (std::string(st.mode) != "tsc-percpu")
-        GTEST_SKIP() << "per-CPU mode refused here (needs rdtscp naming the CPU): " << st.reason;
+        GTEST_SKIP() << fctest::skip_unless_refused("tsc-percpu", st.mode, st.reason);
     uint64_t t1 = fastclock_ticks();
     int64_t k1 = k();
     usleep(10000);
@@ -5227,7 +5227,7 @@ TEST(RealMachine, PerCpuAnsweredByTheCheaperKernelFromTheStart)
     struct fastclock_status st;
     fastclock_status(&st);
     if (std::string(st.mode) != "tsc-percpu")
-        GTEST_SKIP() << "per-CPU mode refused here (needs rdtscp naming the CPU): " << st.reason;
+        GTEST_SKIP() << fctest::skip_unless_refused("tsc-percpu", st.mode, st.reason);
     expect_kernel_answers("from the decision");
     fc_test_reset(nullptr);
 }
@@ -5237,7 +5237,7 @@ TEST(RealMachine, PerCpuAnsweredByTheCheaperKernelAfterASwitch)
     NEEDS_PERCPU();
     struct fastclock_status st;
     if (!real_machine_in_tsc(1, true, &st))
-        GTEST_SKIP() << "mode tsc refused here: " << st.reason;
+        GTEST_SKIP() << fctest::skip_unless_refused("tsc", st.mode, st.reason);
     // Threads read across the switch: per thread, never back (the global
     // line served values the kernel may lag: the switch floor holds them).
     std::atomic<bool> stop{false};
@@ -5261,7 +5261,7 @@ TEST(RealMachine, PerCpuAnsweredByTheCheaperKernelAfterASwitch)
     EXPECT_EQ(back.load(), 0) << "a read went back across the switch";
     fastclock_status(&st);
     if (std::string(st.mode) != "tsc-percpu")
-        GTEST_SKIP() << "per-CPU mode refused here (needs rdtscp naming the CPU): " << st.reason;
+        GTEST_SKIP() << fctest::skip_unless_refused("tsc-percpu", st.mode, st.reason);
     expect_kernel_answers("after the switch");
     fc_test_reset(nullptr);
 }
@@ -5331,7 +5331,7 @@ TEST(RealMachine, ReadsRoutedToTheKernelAreItsOwn)
             struct fastclock_status st;
             fastclock_status(&st);
             if (std::string(st.mode) != "tsc")
-                GTEST_SKIP() << "mode tsc refused here: " << st.reason;
+                GTEST_SKIP() << fctest::skip_unless_refused("tsc", st.mode, st.reason);
             EXPECT_EQ(outside, 0);
             ASSERT_NE(line.mult, 0) << "no line was published during the reads: the route went untested";
             if (all) {
@@ -5468,7 +5468,7 @@ TEST(RealMachine, ReadsRoutedToTheKernelAreItsOwn)
     }
     fc_test_reset(nullptr);
     if (!percpu_refused.empty())
-        GTEST_SKIP() << "mode tsc's routes checked; tsc-percpu refused here (" << percpu_refused << ")";
+        GTEST_SKIP() << "mode tsc's routes checked; " << fctest::skip_unless_refused("tsc-percpu", "another", percpu_refused);
 }
 
 // The moments right after a switch to tsc-percpu routed to the kernel,
@@ -5493,7 +5493,7 @@ TEST(RealMachine, PerCpuRouteHoldsEveryReadAcrossTheSwitch)
         SCOPED_TRACE(wall_vdso ? "ordered wall reads: the vDSO's" : "ordered wall reads: the line's");
         struct fastclock_status st;
         if (!real_machine_in_tsc(1, true, &st, guard.root.c_str(), wall_vdso ? 1 : -1))
-            GTEST_SKIP() << "the counter cannot be trusted here, even when asked: " << st.reason;
+            GTEST_SKIP() << fctest::skip_unless_refused("tsc", st.mode, st.reason);
         fastclock_mono_coarse_ns(); // the ticker serves the coarse clocks from now on
         usleep(20000);
         // The unordered wall read last: the global line's, which may lead the
@@ -5548,7 +5548,7 @@ TEST(RealMachine, PerCpuRouteHoldsEveryReadAcrossTheSwitch)
                                                                              "go where the ordered one goes";
         fastclock_status(&st);
         if (std::string(st.mode) != "tsc-percpu")
-            GTEST_SKIP() << "per-CPU mode refused here (needs rdtscp naming the CPU): " << st.reason;
+            GTEST_SKIP() << fctest::skip_unless_refused("tsc-percpu", st.mode, st.reason);
         EXPECT_EQ(st.cpus_calibrated, 0) << "a per-CPU line was kept although the kernel answers";
         // Coarse: from the ticker's memory in the parent, never below it in a child.
         int64_t coarse = 0;
@@ -5643,7 +5643,7 @@ TEST(WallChoice, EitherAnswerIsTheKernelsTime)
         }
         unsetenv("FASTCLOCK_MODE");
         if (std::string(st.mode) != "tsc")
-            GTEST_SKIP() << "the counter cannot be trusted here, even when asked: " << st.reason;
+            GTEST_SKIP() << fctest::skip_unless_refused("tsc", st.mode, st.reason);
         // Where the kernel's clock is far cheaper than the counter (a counter
         // that traps), the ordered reads are its own, the wall clocks' too.
         const std::string counter = st.counter;
@@ -5712,7 +5712,7 @@ TEST(RealMachine, PerCpuLinesAreTheReadsFirstRoute)
         fastclock_status(&st);
         unsetenv("FASTCLOCK_MODE");
         if (std::string(st.mode) != "tsc-percpu")
-            GTEST_SKIP() << "tsc-percpu refused here (needs rdtscp naming the CPU): " << st.reason;
+            GTEST_SKIP() << fctest::skip_unless_refused("tsc-percpu", st.mode, st.reason);
         struct fc_test_routes routes;
         fc_test_get_routes(&routes);
         ASSERT_NE(routes.percpu_lines, nullptr);
@@ -5815,7 +5815,7 @@ TEST(RealMachine, PerCpuWallClocksGoToTheKernelWhereItReadsInUserSpace)
         fastclock_status(&st);
         unsetenv("FASTCLOCK_MODE");
         if (std::string(st.mode) != "tsc")
-            GTEST_SKIP() << "mode tsc refused here: " << st.reason;
+            GTEST_SKIP() << fctest::skip_unless_refused("tsc", st.mode, st.reason);
         usleep(20000);
         int64_t real = fastclock_real_ns(), real_u = fastclock_real_ns_unordered(), real_g = real_gettime_ns();
         int64_t tv = gettimeofday_us();
@@ -5860,7 +5860,7 @@ TEST(RealMachine, PerCpuWallClocksGoToTheKernelWhereItReadsInUserSpace)
         EXPECT_EQ(outside_kernel_brackets(CLOCK_REALTIME, fastclock_real_ns_unordered, 2000), 0);
     }
     if (!percpu_refused.empty())
-        GTEST_SKIP() << "tsc-percpu refused here (needs rdtscp naming the CPU): " << percpu_refused;
+        GTEST_SKIP() << fctest::skip_unless_refused("tsc-percpu", "another", percpu_refused);
 }
 
 // The calibrator thread's CPU time so far, in clock ticks (0 if not found).
@@ -5904,7 +5904,7 @@ TEST(RealMachine, AForkChildClosesTheCalibratorsTimerfd)
 {
     struct fastclock_status st;
     if (!real_machine_in_tsc(0, true, &st))
-        GTEST_SKIP() << "mode tsc refused here: " << st.reason;
+        GTEST_SKIP() << fctest::skip_unless_refused("tsc", st.mode, st.reason);
     fastclock_mono_ns();
     usleep(50000);
     EXPECT_GE(a_timerfd(), 0) << "the calibrator thread has no timerfd";
@@ -5925,7 +5925,7 @@ TEST(RealMachine, AHungUpPipeInTheTimersPlaceDoesNotSpinTheCalibrator)
 {
     struct fastclock_status st;
     if (!real_machine_in_tsc(0, true, &st))
-        GTEST_SKIP() << "mode tsc refused here: " << st.reason;
+        GTEST_SKIP() << fctest::skip_unless_refused("tsc", st.mode, st.reason);
     fastclock_mono_ns();
     usleep(50000); // the thread is up, waiting on its timerfd
     int timer = a_timerfd();
@@ -5993,7 +5993,7 @@ TEST(RealMachine, AWarpFoundWhileTheLockIsBusyStillSwitches)
         mode = st.mode;
     }
     if (std::string(st.reason).rfind("FASTCLOCK_MODE=tsc refused", 0) == 0)
-        GTEST_SKIP() << "the counter cannot be trusted here, even when asked: " << st.reason;
+        GTEST_SKIP() << fctest::skip_unless_refused("tsc", st.mode, st.reason);
     EXPECT_EQ(mode, "tsc-percpu") << st.reason; // a failed switch (mode system) too
     EXPECT_NE(std::string(st.reason).find("disagree by 5000 cycles"), std::string::npos) << st.reason;
     fc_test_reset(nullptr);
@@ -6040,7 +6040,7 @@ TEST(RealMachine, AWarpFoundOnceAndNotAgainLeavesTheModeAlone)
         struct fastclock_status st;
         fastclock_status(&st);
         if (std::string(st.mode) != "tsc")
-            GTEST_SKIP() << "mode tsc refused here: " << st.reason;
+            GTEST_SKIP() << fctest::skip_unless_refused("tsc", st.mode, st.reason);
         fc_test_start_calibrator();
         std::string mode = "tsc";
         // Once: found, then in step at once (status 0 or under a ns), and the
@@ -6092,7 +6092,7 @@ TEST(RealMachine, TheCalibratorThreadSeesTheKernelDropTheCounter)
     struct fastclock_status st;
     fastclock_status(&st);
     if (std::string(st.mode) != "tsc")
-        GTEST_SKIP() << "mode tsc refused here: " << st.reason;
+        GTEST_SKIP() << fctest::skip_unless_refused("tsc", st.mode, st.reason);
     fc_test_start_calibrator();
     usleep(100000);
     std::ofstream(root + "/sys/devices/system/clocksource/clocksource0/available_clocksource")
@@ -6120,7 +6120,7 @@ TEST(RealMachine, NoGlobalLineIsPublishedOnceTheModeLeftTsc)
 {
     struct fastclock_status st;
     if (!real_machine_in_tsc(0, false, &st))
-        GTEST_SKIP() << "mode tsc refused here: " << st.reason;
+        GTEST_SKIP() << fctest::skip_unless_refused("tsc", st.mode, st.reason);
     int64_t served = fastclock_mono_ns();
     fc_test_fail_to_system("test: a fail-safe");
     struct fc_test_line before, after;
@@ -6142,7 +6142,7 @@ TEST(RealMachine, BoundCoversTheFloorAfterAFailSafe)
 {
     struct fastclock_status st;
     if (!real_machine_in_tsc(0, false, &st))
-        GTEST_SKIP() << "mode tsc refused here: " << st.reason;
+        GTEST_SKIP() << fctest::skip_unless_refused("tsc", st.mode, st.reason);
     for (int i = 0; i < 1000; i++)
         fastclock_mono_ns();
     fc_test_fail_to_system("test: a fail-safe");
@@ -6178,7 +6178,7 @@ TEST(RealMachine, FallbackBeforeTheFirstLineIsNotedForItsWriter)
     unsetenv("FASTCLOCK_MODE");
     if (std::string(st.mode) != "tsc") {
         fc_test_hold_writer_lock(0);
-        GTEST_SKIP() << "mode tsc refused here: " << st.reason;
+        GTEST_SKIP() << fctest::skip_unless_refused("tsc", st.mode, st.reason);
     }
     struct fc_test_line l;
     fc_test_current_line(&l);
@@ -6268,7 +6268,7 @@ TEST(RealMachine, EveryLineCarriesOneBootOffset)
 {
     struct fastclock_status st;
     if (!real_machine_in_tsc(0, false, &st))
-        GTEST_SKIP() << "mode tsc refused here: " << st.reason;
+        GTEST_SKIP() << fctest::skip_unless_refused("tsc", st.mode, st.reason);
     struct fc_test_line first;
     fc_test_current_line(&first);
     int64_t boot = boot_ns();
@@ -6319,13 +6319,13 @@ TEST(RealMachine, PerCpuPathFollowsTheKernelsClocksource)
             fastclock_status(&st);
             unsetenv("FASTCLOCK_MODE");
             if (std::string(st.mode) != "tsc")
-                GTEST_SKIP() << "the counter cannot be trusted here, even when asked: " << st.reason;
+                GTEST_SKIP() << fctest::skip_unless_refused("tsc", st.mode, st.reason);
             fc_test_switch_to_percpu("test: pretend the warp check failed");
             for (int r = 0; r < 100; r++) // reads that calibrate this CPU's line, where lines answer
                 fastclock_mono_ns();
             fastclock_status(&st);
             if (std::string(st.mode) != "tsc-percpu")
-                GTEST_SKIP() << "per-CPU mode refused here (needs rdtscp naming the CPU): " << st.reason;
+                GTEST_SKIP() << fctest::skip_unless_refused("tsc-percpu", st.mode, st.reason);
             bool to_kernel = std::string(st.counter).find("clock_gettime") != std::string::npos;
             EXPECT_EQ(to_kernel, kernel_reads_tsc) << "clocksource " << current << ": " << st.reason;
             EXPECT_EQ(st.cpus_calibrated == 0, to_kernel) << "clocksource " << current << ": " << st.reason;
@@ -6372,7 +6372,7 @@ TEST(RealMachine, ACpuSlowToTakeTheTourLeavesTheCoarseClocksTicking)
     if (std::string(st.mode) != "tsc-percpu") {
         fc_test_stop_calibrator();
         fc_test_reset(nullptr);
-        GTEST_SKIP() << st.reason;
+        GTEST_SKIP() << fctest::skip_unless_refused("tsc-percpu", st.mode, st.reason);
     }
     fastclock_mono_coarse_ns(); // wanted: the thread ticks them
     usleep(50000);
@@ -6406,7 +6406,7 @@ TEST(RealMachine, PerCpuModeGuarantees)
     fastclock_status(&st);
     unsetenv("FASTCLOCK_MODE");
     if (std::string(st.mode) != "tsc-percpu")
-        GTEST_SKIP() << st.reason;
+        GTEST_SKIP() << fctest::skip_unless_refused("tsc-percpu", st.mode, st.reason);
     usleep(300000);
     // Per thread: monotonic while migrating freely.
     std::atomic<bool> stop{false};

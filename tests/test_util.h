@@ -176,6 +176,39 @@ inline std::string why_not_tsc(const std::string &reason)
     return "";
 }
 
+// Mode `want` ("tsc" or "tsc-percpu") was asked for and another runs: why
+// that is a skip (the library refused the mode when asked: FASTCLOCK_MODE=...
+// refused, with the missing feature; for tsc also a warp check that found the
+// CPUs apart), or "" where it is neither.
+inline std::string why_not_mode(const std::string &want, const std::string &reason)
+{
+    if (want == "tsc")
+        return why_not_tsc(reason);
+    if (want != "tsc-percpu")
+        return "";
+    // Asked with FASTCLOCK_MODE, or a switch (a test's) refused: the lines
+    // need rdtscp naming the CPU (percpu.c fc_percpu_setup).
+    if (reason.rfind("FASTCLOCK_MODE=percpu refused: ", 0) == 0 || reason.find("needs rdtscp") != std::string::npos ||
+        reason.find("no rdtscp to name the CPU") != std::string::npos ||
+        reason.find("rdtscp does not name the CPU") != std::string::npos ||
+        reason.find("rdtscp cannot name apart") != std::string::npos)
+        return "per-CPU lines cannot run here, even when asked: " + reason;
+    return "";
+}
+
+// For `GTEST_SKIP() << fctest::skip_unless_refused(want, mode, reason)` where
+// mode `want` was asked for and `mode` runs: the skip's message, and where
+// nothing refused the mode, a failure recorded as well (the test then
+// reports failed, not skipped: a library that ignored the request).
+inline std::string skip_unless_refused(const std::string &want, const std::string &mode, const std::string &reason)
+{
+    std::string why = why_not_mode(want, reason);
+    if (!why.empty())
+        return why;
+    ADD_FAILURE() << want << " was asked for, and mode " << mode << " runs: " << reason;
+    return "mode " + mode + ", not the " + want + " asked for";
+}
+
 } // namespace fctest
 
 // In a test asked to run in mode tsc and finding `mode` instead: skip, saying

@@ -45,6 +45,7 @@
 
 #include "fastclock.h"
 #include "kernel_state.h"
+#include "test_util.h"
 
 namespace {
 
@@ -414,9 +415,9 @@ protected:
         calibrator_ = st.calibrator;
         std::string want_mode = env_or("FASTCLOCK_MODE", "auto");
         if (want_mode == "tsc" && mode_ != "tsc")
-            GTEST_SKIP() << "FASTCLOCK_MODE=tsc refused, mode is " << mode_ << ": " << st.reason;
+            GTEST_SKIP() << fctest::skip_unless_refused("tsc", mode_, st.reason);
         if (want_mode == "percpu" && mode_ != "tsc-percpu")
-            GTEST_SKIP() << "FASTCLOCK_MODE=percpu refused, mode is " << mode_ << ": " << st.reason;
+            GTEST_SKIP() << fctest::skip_unless_refused("tsc-percpu", mode_, st.reason);
         if (mode_ != "tsc" && mode_ != "tsc-percpu")
             GTEST_SKIP() << "mode is " << mode_ << " (the kernel's own clocks): " << st.reason;
         if (g_saved_warned++ == 0 && (rk::g_saved.freq != 0 || rk::g_saved.tick != 10000))
