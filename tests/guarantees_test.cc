@@ -621,6 +621,7 @@ TEST(Accuracy, DoesNotDrift)
     ASSERT_GE(first.n, 100u) << "too few tight brackets: the machine was too busy to measure";
     ASSERT_GE(later.n, 100u) << "too few tight brackets: the machine was too busy to measure";
     EXPECT_LE(fctest::iabs(later.p50), 50);
+    EXPECT_LE(fctest::iabs(later.p50 - first.p50), 50) << "the median error moved";
     EXPECT_LE(later.p99, 100);
 }
 
