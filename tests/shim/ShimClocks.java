@@ -20,13 +20,27 @@ public final class ShimClocks {
 
     public static void main(String[] args) throws Exception {
         switch (args.length > 0 ? args[0] : "") {
-            case "serve" -> serve();
-            case "monotonic" -> System.exit(monotonic(Double.parseDouble(args[1]), Integer.parseInt(args[2])));
+            case "serve" -> { requireShim(); serve(); }
+            case "monotonic" -> { requireShim(); System.exit(monotonic(Double.parseDouble(args[1]), Integer.parseInt(args[2]))); }
             case "loop" -> loop(Long.parseLong(args[1]));
             default -> {
                 System.err.println("usage: ShimClocks serve | monotonic SECONDS THREADS | loop N");
                 System.exit(2);
             }
+        }
+    }
+
+    /**
+     * The checks below are about the JVM under the shim: one that is not
+     * mapped (the loader refused it, as it does for another architecture's,
+     * with a warning only) would check the JVM's own clocks and pass.
+     */
+    static void requireShim() throws Exception {
+        String maps = new String(java.nio.file.Files.readAllBytes(java.nio.file.Path.of("/proc/self/maps")));
+        if (!maps.contains("libfastclock-preload")) {
+            System.err.println("ShimClocks: libfastclock-preload is not mapped in this JVM (LD_PRELOAD="
+                    + System.getenv("LD_PRELOAD") + ")");
+            System.exit(3);
         }
     }
 
