@@ -21,7 +21,9 @@
  *     no thread, only compares its own samples as they land on different
  *     CPUs and leaves mode "tsc" for a disagreement beyond 2 us: a smaller
  *     warp that the kernel missed shows, there, as reads that go back by up
- *     to its size (status max_warp_cycles is -1: no check ran).
+ *     to its size (status max_warp_cycles is the largest disagreement its samples
+ *     showed beyond their slack: a lower bound, -1 until two samples landed on
+ *     different CPUs).
  *   - The *_unordered() variants skip the counter fence.  They are monotonic
  *     within a thread only: the CPU may execute the counter read early, so a
  *     read ordered after another thread's read by a lock can come out earlier
@@ -185,8 +187,8 @@ struct fastclock_status {
                                      bound), -1 if not run; a warp found once and not by a second
                                      check at once, every pair in step, is a blip and not counted */
     double   read_ns;             /* fastclock_mono_ns, measured once, at the first fastclock_status()
-                                     call in mode tsc with a line (0: not measured; stays 0 in
-                                     other modes) */
+                                     call in mode tsc with a line (0: not measured; kept after a
+                                     switch to another mode, 0 where mode tsc never had a line) */
     double   kernel_read_ns;      /* the kernel's clock_gettime(CLOCK_MONOTONIC), measured with the
                                      first line, when the read instruction is chosen */
     const char *real_source;      /* who answers fastclock_real_ns (and the other ordered wall clocks):
