@@ -192,6 +192,17 @@ static fc_direct_fn route_decided(void)
     return next;
 }
 
+/* A value of the library's for id into ts, in the direct routes'
+ * convention (-errno): its 0 (the kernel refused where it answers) is the
+ * kernel's refusal, not a time of 0. */
+static FC_COLD int stored_or_refused(clockid_t id, struct timespec *ts, int64_t ns)
+{
+    if (FC_UNLIKELY(ns == 0))
+        return fc_kernel_gettime(id, ts) == 0 ? 0 : -errno;
+    fc_ns_to_ts(ns, ts);
+    return 0;
+}
+
 /* The first read through the wrapper after the decision: answer it as the
  * decision says. */
 static FC_COLD int decided_gettime(clockid_t id, struct timespec *ts)
@@ -199,12 +210,10 @@ static FC_COLD int decided_gettime(clockid_t id, struct timespec *ts)
     fc_direct_fn next = route_decided();
     if (next)
         return next(id, ts);
-    if (id == CLOCK_MONOTONIC_COARSE || id == CLOCK_REALTIME_COARSE) {
-        fc_ns_to_ts(id == CLOCK_MONOTONIC_COARSE ? fastclock_mono_coarse_ns() : fastclock_real_coarse_ns(), ts);
-        return 0;
-    }
-    fc_ns_to_ts(fc_slow_read(kind_of(id), 1), ts);
-    return 0;
+    if (id == CLOCK_MONOTONIC_COARSE || id == CLOCK_REALTIME_COARSE)
+        return stored_or_refused(id, ts, id == CLOCK_MONOTONIC_COARSE ? fastclock_mono_coarse_ns()
+                                                                      : fastclock_real_coarse_ns());
+    return stored_or_refused(id, ts, fc_slow_read(kind_of(id), 1));
 }
 
 static int deferred_gettime(clockid_t id, struct timespec *ts)
@@ -235,10 +244,8 @@ static int deferred_gettime(clockid_t id, struct timespec *ts)
     int decided_now = atomic_load_explicit(&fc_mode, memory_order_acquire);
     if (FC_UNLIKELY(atomic_load_explicit(&fc_latch.seq, memory_order_acquire) != seq ||
                     (decided_now != FC_MODE_UNINIT && decided_now != FC_MODE_INITIALIZING)) &&
-        id != CLOCK_MONOTONIC_COARSE && id != CLOCK_REALTIME_COARSE) {
-        fc_ns_to_ts(fc_slow_read(kind_of(id), 1), ts);
-        return 0;
-    }
+        id != CLOCK_MONOTONIC_COARSE && id != CLOCK_REALTIME_COARSE)
+        return stored_or_refused(id, ts, fc_slow_read(kind_of(id), 1));
     return r == 0 ? 0 : -errno;
 }
 
@@ -1043,8 +1050,8 @@ static FC_COLD int gettimeofday_slow(struct timeval *tv)
     /* The ordered reads' kernel route, as fastclock_gettime's.  A read that
      * failed wrote nothing: its result, not the stack's leftovers as a time. */
     int r = k != 0 ? fc_answering_result(k(CLOCK_REALTIME, &ts)) : gettime_slow(CLOCK_REALTIME, &ts, FC_REAL);
-    if (FC_UNLIKELY(r != 0))
-        return r; /* -1, errno set: the route's -errno converted, or gettime_slow's */
+    if (FC_UNLIKELY(r != 0)) /* REALTIME refused: the kernel's gettimeofday, as libc's would answer */
+        return fc_kernel_gettimeofday(tv, 0);
     tv->tv_sec = ts.tv_sec;
     tv->tv_usec = (suseconds_t)(ts.tv_nsec / 1000);
     return 0;

@@ -200,6 +200,17 @@ int fc_kernel_gettime(clockid_t id, struct timespec *ts)
 
 int fc_kernel_gettimeofday(struct timeval *tv, void *tz)
 {
+    if (FC_UNLIKELY(fc_seam.kernel_gettime != 0) && tv) { /* the simulated kernel's REALTIME (tests) */
+        struct timespec ts;
+        int r = fc_seam.kernel_gettime(CLOCK_REALTIME, &ts);
+        if (r != 0)
+            return r;
+        tv->tv_sec = ts.tv_sec;
+        tv->tv_usec = (suseconds_t)(ts.tv_nsec / 1000);
+        if (!tz)
+            return 0;
+        tv = 0; /* the time zone from the real kernel, below */
+    }
     if (FC_UNLIKELY(!atomic_load_explicit(&refclock_ready, memory_order_acquire)))
         fc_refclock_init();
     fc_gettimeofday_fn f = atomic_load_explicit(&vdso_gtod, memory_order_relaxed);

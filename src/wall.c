@@ -169,8 +169,9 @@ int64_t fc_wall_refresh(enum fc_kind kind)
         int64_t m1 = fc_kernel_ns(CLOCK_MONOTONIC);
         int64_t k = fc_kernel_ns(fc_kind_clock(kind));
         int64_t m2 = fc_kernel_ns(CLOCK_MONOTONIC);
-        /* A failed read (0) makes no bracket. */
-        int64_t w = m1 != 0 && k != 0 && m2 >= m1 ? m2 - m1 : INT64_MAX;
+        if (m1 == 0 || k == 0 || m2 == 0)
+            break; /* the kernel refuses: no bracket now, nor in the next pass */
+        int64_t w = m2 >= m1 ? m2 - m1 : INT64_MAX;
         if (w < width) {
             width = w;
             best = k - (m1 + (m2 - m1) / 2);

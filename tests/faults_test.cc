@@ -951,6 +951,19 @@ TEST_F(Faults, WallClocksFailWhereTheKernelAnswersNoneOfTheirOffset)
         struct timespec ts;
         ASSERT_EQ(fastclock_gettime(CLOCK_REALTIME, &ts), 0);
         EXPECT_LE(fctest::iabs(int64_t(ts.tv_sec) * 1000000000LL + ts.tv_nsec - want), 1000000);
+
+        // The same from a process's first read, through the wrapper that
+        // decides the mode (decided_gettime), and then the ids it serves.
+        install();
+        sim.real_fails = sim.coarse_fails = sim.tai_fails = true;
+        for (clockid_t id : {CLOCK_REALTIME, CLOCK_REALTIME_COARSE, CLOCK_TAI}) {
+            SCOPED_TRACE(id);
+            ts = {12345, 678};
+            EXPECT_EQ(fastclock_gettime(id, &ts), -1);
+            EXPECT_EQ(ts.tv_sec, 12345);
+        }
+        EXPECT_GT(fastclock_mono_ns(), 0);
+        sim.real_fails = sim.coarse_fails = sim.tai_fails = false;
     }
 }
 
