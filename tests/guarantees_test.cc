@@ -55,6 +55,9 @@ std::string wanted_mode()
             GTEST_SKIP() << coarse_;                                                      \
         struct fastclock_status st_;                                                      \
         fastclock_status(&st_);                                                           \
+        if (st_.mode != std::string(want) && !st_.forced) /* the auto run: its choice */  \
+            GTEST_SKIP() << "this test is about mode " << (want) << "; auto chose " << st_.mode \
+                         << ": " << st_.reason;                                           \
         if (st_.mode != std::string(want))                                                \
             GTEST_SKIP() << fctest::skip_unless_refused((want), st_.mode, st_.reason);    \
     } while (0)
@@ -585,13 +588,19 @@ TEST(Inline, WithinTheKernelsBoundsInEveryMode)
 static void accuracy(clockid_t c, int64_t (*ours)(void), double seconds)
 {
     size_t unusable = 0;
+    struct fastclock_status before, after;
+    fastclock_status(&before);
     auto s = sample_errors(c, ours, seconds, 250, 150, &unusable);
-    std::printf("clock %d: %zu samples (%zu unusable): p50 %+lld p99 |%lld| max |%lld| ns\n", int(c), s.n,
-                unusable, (long long)s.p50, (long long)s.p99, (long long)s.max_abs);
+    fastclock_status(&after);
+    // The promise: within the bound the library reports (a sample's bracket
+    // adds up to half its 250 ns width).  Typically far inside it: the p99.
+    int64_t bound = std::max(before.error_bound_ns, after.error_bound_ns);
+    std::printf("clock %d: %zu samples (%zu unusable): p50 %+lld p99 |%lld| max |%lld| ns; bound %lld ns\n", int(c),
+                s.n, unusable, (long long)s.p50, (long long)s.p99, (long long)s.max_abs, (long long)bound);
     ASSERT_GT(s.n, 1000u);
     EXPECT_GT(double(s.n) / double(s.n + unusable), 0.9) << "the machine was too busy to measure";
     EXPECT_LE(s.p99, 100) << "p99 error against the kernel";
-    EXPECT_LE(s.max_abs, 1000) << "max error against the kernel";
+    EXPECT_LE(s.max_abs, bound + 125) << "max error against the kernel, beyond the reported bound";
 }
 
 TEST(Accuracy, MonotonicWithinBoundOverSeconds)
