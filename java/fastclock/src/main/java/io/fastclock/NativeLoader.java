@@ -315,8 +315,11 @@ final class NativeLoader {
         for (Path given : c.tempDirs) {
             Path parent = given;
             try {
-                // Made private where missing (a umask of 002 would leave it group-writable).
-                Files.createDirectories(given, PosixFilePermissions.asFileAttribute(PRIVATE));
+                // Made private where missing (a umask of 002 would leave it group-writable);
+                // not where it is a link to a directory, which JDK 17 before 17.0.14 refuses
+                // (JDK-8294193: FileAlreadyExistsException).
+                if (!Files.isDirectory(given))
+                    Files.createDirectories(given, PosixFilePermissions.asFileAttribute(PRIVATE));
                 parent = given.toRealPath();
                 UserPrincipal user = processUser(parent);
                 String unsafe = othersCouldSwap(parent, user);

@@ -545,7 +545,9 @@ class JdkClocksTest {
                 assertEquals("true", j.get("native"), j.toString());
                 if (mode != null && !coreMode.get(mode).equals(j.get("mode"))) {
                     String reason = String.valueOf(j.get("reason"));
-                    assertTrue(reason.startsWith("FASTCLOCK_MODE=" + mode + " refused"),
+                    // Refused when asked, or (tsc) a warp check that found the CPUs apart.
+                    assertTrue(reason.startsWith("FASTCLOCK_MODE=" + mode + " refused")
+                                    || ("tsc".equals(mode) && reason.contains("disagree by")),
                             "FASTCLOCK_MODE=" + mode + ", and mode " + j.get("mode") + " runs: " + reason);
                     refused.add(reason);
                     continue modes;
