@@ -972,7 +972,10 @@ static int cmd_init_race(int n)
     int bad = 0;
     for (int i = 0; i < n; i++) {
         char *argv[] = {"shim_check", "init-race-child", NULL};
-        if (run_self("posix_spawn", argv) != 0)
+        int rc = run_self("posix_spawn", argv);
+        if (rc == 77) /* a forced mode the child's library refused: this run's verdict says so too */
+            return 0;
+        if (rc != 0)
             bad++;
     }
     printf("  %d fresh processes whose two threads raced through the first read: %d failed\n", n, bad);
