@@ -5,7 +5,10 @@
  * never fails for the clocks it serves: when the time-stamp counter cannot
  * be trusted the library reads the kernel's clocks instead (mode "system")
  * and says why in fastclock_status().  (The functions that take a pointer
- * fail as their kernel counterparts do for a bad one; below.)
+ * fail as their kernel counterparts do for a bad one; below.  Where the
+ * kernel itself refuses a clock -- a seccomp filter refusing the system
+ * call its vDSO falls back to, with no line that can answer -- the call
+ * fails as the kernel's does, and the *_ns functions return 0.)
  *
  * Guarantees in mode "tsc" (each one is proven by a test in tests/):
  *   - fastclock_mono_ns(), fastclock_real_ns() and fastclock_gettime() are
@@ -134,7 +137,8 @@ int64_t fastclock_ticks_to_ns(uint64_t ticks);
  * -errno itself (-EFAULT; -EPERM where a seccomp filter refuses the system
  * call) rather than -1 with errno set: those calls jump straight into the
  * vDSO, as the cheapest route must.  So do the _COARSE ids in mode system
- * (the kernel's coarse clock directly), and every served id on a kernel
+ * (the kernel's coarse clock directly), tsc-percpu's route to the kernel,
+ * and every served id on a kernel
  * without a vDSO (vdso=0), whose system call answers the same way (and
  * there sets errno too). */
 int fastclock_gettime(clockid_t id, struct timespec *ts);

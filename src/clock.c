@@ -192,15 +192,12 @@ static fc_direct_fn route_decided(void)
     return next;
 }
 
-/* A value of the library's for id into ts, in the direct routes'
- * convention (-errno): its 0 (the kernel refused where it answers) is the
- * kernel's refusal, not a time of 0. */
+static int kernel_if_refused(clockid_t id, struct timespec *ts, int64_t ns);
+
+/* kernel_if_refused in the direct routes' convention (-errno). */
 static FC_COLD int stored_or_refused(clockid_t id, struct timespec *ts, int64_t ns)
 {
-    if (FC_UNLIKELY(ns == 0))
-        return fc_kernel_gettime(id, ts) == 0 ? 0 : -errno;
-    fc_ns_to_ts(ns, ts);
-    return 0;
+    return kernel_if_refused(id, ts, ns) == 0 ? 0 : -errno;
 }
 
 /* The first read through the wrapper after the decision: answer it as the
@@ -289,6 +286,17 @@ FC_INLINE void split_ts(enum fc_kind kind, int64_t ns, struct timespec *ts)
     int64_t rem;
     ts->tv_sec = (time_t)fc_split_seconds(kind, ns, &rem);
     ts->tv_nsec = (long)rem;
+}
+
+/* A served clock's value of the library's into ts; its 0 (the kernel
+ * refused where it answers: a filter, no vDSO) is the kernel's own answer
+ * instead, -1 with errno set as libc's, not a time of 0. */
+static FC_COLD int kernel_if_refused(clockid_t id, struct timespec *ts, int64_t ns)
+{
+    if (FC_UNLIKELY(ns == 0))
+        return fc_kernel_gettime(id, ts);
+    split_ts(kind_of(id), ns, ts);
+    return 0;
 }
 
 static int64_t percpu_route_ns(enum fc_kind kind);
@@ -753,7 +761,7 @@ static __attribute__((noinline)) int percpu_route_gettime_slow(clockid_t id, str
         ns = fc_percpu_read_slow(FC_MONO);
     else
         ns = percpu_route_ns(kind);
-    if (FC_UNLIKELY(ns == 0)) /* as gettime_slow */
+    if (FC_UNLIKELY(ns == 0)) /* the kernel refused: its answer, in the route's convention (-errno) */
         return fc_refclock_answering()(id, ts);
     split_ts(kind, ns, ts);
     return 0;
@@ -954,11 +962,7 @@ static __attribute__((noinline)) int gettime_slow(clockid_t id, struct timespec 
     fc_direct_fn f = atomic_load_explicit(&fc_direct_gettime, memory_order_relaxed);
     if (FC_LIKELY(f != 0))
         return fc_answering_result(f(id, ts)); /* the wrapper's or the kernel's -errno (a seccomp refusal) */
-    int64_t ns = fc_slow_read(kind, 1);
-    if (FC_UNLIKELY(ns == 0)) /* the kernel refused where it answers: its refusal, not a time of 0 */
-        return fc_kernel_gettime(id, ts);
-    split_ts(kind, ns, ts);
-    return 0;
+    return kernel_if_refused(id, ts, fc_slow_read(kind, 1));
 }
 
 /* A new second for this thread's cache: out of the fine path, so that it
@@ -1001,7 +1005,6 @@ FC_INLINE int gettime_fine(enum fc_kind kind, clockid_t id, struct timespec *ts)
 static __attribute__((noinline)) int gettime_other(clockid_t id, struct timespec *ts)
 {
     enum fc_kind kind;
-    int64_t ns;
     switch (id) {
     case CLOCK_MONOTONIC_COARSE: kind = FC_MONO; break;
     case CLOCK_REALTIME_COARSE: kind = FC_REAL; break;
@@ -1015,11 +1018,7 @@ static __attribute__((noinline)) int gettime_other(clockid_t id, struct timespec
     fc_coarse_fn g = atomic_load_explicit(&fc_coarse.direct, memory_order_relaxed);
     if (g != 0 && atomic_load_explicit(&fc_coarse.mono, memory_order_acquire) == 0)
         return g(id, ts); /* mode system: the kernel's coarse clock, its -errno as the fine ones' */
-    ns = kind == FC_MONO ? fastclock_mono_coarse_ns() : fastclock_real_coarse_ns();
-    if (FC_UNLIKELY(ns == 0)) /* the kernel refused (no vDSO, a seccomp filter): its answer */
-        return fc_kernel_gettime(id, ts);
-    split_ts(kind, ns, ts);
-    return 0;
+    return kernel_if_refused(id, ts, kind == FC_MONO ? fastclock_mono_coarse_ns() : fastclock_real_coarse_ns());
 }
 
 static __attribute__((noinline)) int gettime_real(struct timespec *ts)
@@ -1046,12 +1045,17 @@ FC_API int fastclock_gettime(clockid_t id, struct timespec *ts)
 static FC_COLD int gettimeofday_slow(struct timeval *tv)
 {
     struct timespec ts;
+    int saved = errno;
     fc_direct_fn k = fc_kernel_route(1);
     /* The ordered reads' kernel route, as fastclock_gettime's.  A read that
-     * failed wrote nothing: its result, not the stack's leftovers as a time. */
+     * failed wrote nothing, and is not taken as a time: REALTIME refused,
+     * the kernel's gettimeofday entry answers (as libc's would: a filter may
+     * allow it), with errno as it was where it succeeds. */
     int r = k != 0 ? fc_answering_result(k(CLOCK_REALTIME, &ts)) : gettime_slow(CLOCK_REALTIME, &ts, FC_REAL);
-    if (FC_UNLIKELY(r != 0)) /* REALTIME refused: the kernel's gettimeofday, as libc's would answer */
+    if (FC_UNLIKELY(r != 0)) {
+        errno = saved;
         return fc_kernel_gettimeofday(tv, 0);
+    }
     tv->tv_sec = ts.tv_sec;
     tv->tv_usec = (suseconds_t)(ts.tv_nsec / 1000);
     return 0;

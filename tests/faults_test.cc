@@ -952,18 +952,22 @@ TEST_F(Faults, WallClocksFailWhereTheKernelAnswersNoneOfTheirOffset)
         ASSERT_EQ(fastclock_gettime(CLOCK_REALTIME, &ts), 0);
         EXPECT_LE(fctest::iabs(int64_t(ts.tv_sec) * 1000000000LL + ts.tv_nsec - want), 1000000);
 
-        // The same from a process's first read, through the wrapper that
-        // decides the mode (decided_gettime), and then the ids it serves.
-        install();
-        sim.real_fails = sim.coarse_fails = sim.tai_fails = true;
+        // The same as a process's first read, each id: the decision's own
+        // sample needs the refused clocks, so the mode is system, and the
+        // kernel's refusal comes back through the wrapper that decided.
         for (clockid_t id : {CLOCK_REALTIME, CLOCK_REALTIME_COARSE, CLOCK_TAI}) {
             SCOPED_TRACE(id);
+            install();
+            sim.real_fails = sim.coarse_fails = sim.tai_fails = true;
             ts = {12345, 678};
+            errno = 0;
             EXPECT_EQ(fastclock_gettime(id, &ts), -1);
+            EXPECT_EQ(errno, EINVAL);
             EXPECT_EQ(ts.tv_sec, 12345);
+            EXPECT_GT(fastclock_mono_ns(), 0);
+            sim.real_fails = sim.coarse_fails = sim.tai_fails = false;
+            EXPECT_EQ(mode(), "system") << reason();
         }
-        EXPECT_GT(fastclock_mono_ns(), 0);
-        sim.real_fails = sim.coarse_fails = sim.tai_fails = false;
     }
 }
 
