@@ -109,49 +109,11 @@ ProbeRun probe_tsc(const char *calibrator, const char *what)
     return probe({"FASTCLOCK_MODE=tsc", std::string("FASTCLOCK_CALIBRATOR=") + calibrator}, what);
 }
 
-// The probe started as systemd starts a service under SystemCallFilter=:
-// no_new_privs and a seccomp filter installed before exec, in every thread
-// it will have.  The filter answers calls nr_a and nr_b (by default adjtimex
-// and clock_adjtime: systemd's @clock) with `action` and lets every other
-// call through.  status 99: the filter could not be installed here.
-ProbeRun probe_under_filter(const std::vector<std::string> &env, uint32_t action, long nr_a = __NR_adjtimex,
-                            long nr_b = __NR_clock_adjtime)
-{
-    ProbeEnv penv(env);
-    std::vector<char *> &envp = penv.envp;
-    std::string path = STATUS_PROBE;
-    char *argv[] = {const_cast<char *>(path.c_str()), nullptr};
-    // glibc's adjtimex() makes clock_adjtime: both, as systemd's @clock.
-    struct sock_filter code[] = FC_TEST_FILTER_TWO_CALLS(nr_a, nr_b, action);
-    struct sock_fprog prog = {(unsigned short)(sizeof code / sizeof code[0]), code};
-    int out[2], err[2];
-    EXPECT_EQ(pipe(out), 0);
-    EXPECT_EQ(pipe(err), 0);
-    ProbeRun r;
-    pid_t pid = fork();
-    if (pid == 0) { // async-signal-safe calls only: the test runs threads
-        dup2(out[1], 1);
-        dup2(err[1], 2);
-        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
-            _exit(99);
-        // Kept across exec: a probe whose main thread a filter killed while
-        // another runs on (SECCOMP_RET_KILL_THREAD) would otherwise hang the test.
-        alarm(20);
-        execve(path.c_str(), argv, envp.data());
-        _exit(98);
-    }
-    close(out[1]);
-    close(err[1]);
-    r.out = drain(out[0]);
-    r.err = drain(err[0]);
-    waitpid(pid, &r.status, 0);
-    return r;
-}
-
-// The probe where /proc shows nothing (a chroot without it; a container that
-// masks it): its own mount namespace with an empty tmpfs over /proc.  status
-// 97: no mount namespace here (CAP_SYS_ADMIN needed).
-ProbeRun probe_without_proc(const std::vector<std::string> &env, const char *arg)
+// The probe in a forked child that `prepare` sets up first (async-signal-safe
+// calls only: the test runs threads); prepare returns 0, or the status the
+// child exits with where it cannot (the caller's skip).
+ProbeRun probe_forked(const std::vector<std::string> &env, const char *arg, int (*prepare)(const void *),
+                      const void *ctx)
 {
     ProbeEnv penv(env);
     std::string path = STATUS_PROBE;
@@ -161,12 +123,13 @@ ProbeRun probe_without_proc(const std::vector<std::string> &env, const char *arg
     EXPECT_EQ(pipe(err), 0);
     ProbeRun r;
     pid_t pid = fork();
-    if (pid == 0) { // async-signal-safe calls only: the test runs threads
+    if (pid == 0) {
         dup2(out[1], 1);
         dup2(err[1], 2);
-        if (unshare(CLONE_NEWNS) != 0 || mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
-            mount("none", "/proc", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k") != 0)
-            _exit(97);
+        if (int status = prepare(ctx))
+            _exit(status);
+        // Kept across exec: a probe whose main thread a filter killed while
+        // another runs on (SECCOMP_RET_KILL_THREAD) would otherwise hang the test.
         alarm(20);
         execve(path.c_str(), argv, penv.envp.data());
         _exit(98);
@@ -177,6 +140,39 @@ ProbeRun probe_without_proc(const std::vector<std::string> &env, const char *arg
     r.err = drain(err[0]);
     waitpid(pid, &r.status, 0);
     return r;
+}
+
+// The probe started as systemd starts a service under SystemCallFilter=:
+// no_new_privs and a seccomp filter installed before exec, in every thread
+// it will have.  The filter answers calls nr_a and nr_b (by default adjtimex
+// and clock_adjtime: systemd's @clock) with `action` and lets every other
+// call through.  status 99: the filter could not be installed here.
+ProbeRun probe_under_filter(const std::vector<std::string> &env, uint32_t action, long nr_a = __NR_adjtimex,
+                            long nr_b = __NR_clock_adjtime)
+{
+    // glibc's adjtimex() makes clock_adjtime: both, as systemd's @clock.
+    struct sock_filter code[] = FC_TEST_FILTER_TWO_CALLS(nr_a, nr_b, action);
+    struct sock_fprog prog = {(unsigned short)(sizeof code / sizeof code[0]), code};
+    auto install = [](const void *p) -> int {
+        return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, p) != 0
+                   ? 99
+                   : 0;
+    };
+    return probe_forked(env, nullptr, install, &prog);
+}
+
+// The probe where /proc shows nothing (a chroot without it; a container that
+// masks it): its own mount namespace with an empty tmpfs over /proc.  status
+// 97: no mount namespace here (CAP_SYS_ADMIN needed).
+ProbeRun probe_without_proc(const std::vector<std::string> &env, const char *arg)
+{
+    auto hide_proc = [](const void *) -> int {
+        return unshare(CLONE_NEWNS) != 0 || mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+                       mount("none", "/proc", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k") != 0
+                   ? 97
+                   : 0;
+    };
+    return probe_forked(env, arg, hide_proc, nullptr);
 }
 
 int count(const std::string &s, const std::string &what)
@@ -306,18 +302,30 @@ TEST(Environment, AFilterAThreadInstallsLaterKillsNothing)
 // thread and main asked before and were answered "adjtimex answers"; each
 // poll after sees the new filter and asks again.  Asking once per thread
 // kept the old answer: killed by SIGSYS at the next poll.
-TEST(Environment, AFilterInstalledOnEveryThreadLaterKillsNothing)
+static const char kNoMountNamespace[] = "no mount namespace to hide /proc in (unshare(CLONE_NEWNS) needs CAP_SYS_ADMIN)";
+
+// That case, in mode tsc with either calibrator, /proc as it is or hidden.
+static void expect_a_later_filter_on_every_thread_to_kill_nothing(bool without_proc)
 {
     for (const char *calibrator : {"thread", "lazy"}) {
-        ProbeRun r = probe_tsc(calibrator, "filter-later-tsync");
+        std::vector<std::string> env = {"FASTCLOCK_MODE=tsc", std::string("FASTCLOCK_CALIBRATOR=") + calibrator};
+        ProbeRun r = without_proc ? probe_without_proc(env, "filter-later-tsync") : probe(env, "filter-later-tsync");
+        if (without_proc && WIFEXITED(r.status) && WEXITSTATUS(r.status) == 97)
+            GTEST_SKIP() << kNoMountNamespace;
         EXPECT_TRUE(lived(r)) << calibrator << ": " << ended(r);
         if (field(r.out, "filter") == "unavailable")
             GTEST_SKIP() << kNoSeccompFilter;
         EXPECT_EQ(field(r.out, "filter"), "installed") << calibrator << ": " << r.out;
+        EXPECT_EQ(field(r.out, "mode"), "tsc") << calibrator << ": " << r.out;
         // Answered before the filter, refused since: unknown now.
         EXPECT_NE(field(r.out, "kernel_synchronized"), "-1") << calibrator << ": " << r.out;
         EXPECT_EQ(field(r.out, "kernel_synchronized_after"), "-1") << calibrator << ": " << r.out;
     }
+}
+
+TEST(Environment, AFilterInstalledOnEveryThreadLaterKillsNothing)
+{
+    expect_a_later_filter_on_every_thread_to_kill_nothing(false);
 }
 
 // Where /proc shows nothing (the library reads its status files, cpuinfo
@@ -329,7 +337,7 @@ TEST(Environment, NoProcChangesNothing)
     ASSERT_EQ(plain.status, 0) << plain.err;
     ProbeRun r = probe_without_proc({}, nullptr);
     if (WIFEXITED(r.status) && WEXITSTATUS(r.status) == 97)
-        GTEST_SKIP() << "no mount namespace to hide /proc in (unshare(CLONE_NEWNS) needs CAP_SYS_ADMIN)";
+        GTEST_SKIP() << kNoMountNamespace;
     ASSERT_EQ(r.status, 0) << ended(r);
     EXPECT_EQ(field(r.out, "mode"), field(plain.out, "mode")) << r.out;
     // The reason's first clause: a later one may carry a figure measured in each run.
@@ -344,19 +352,7 @@ TEST(Environment, NoProcChangesNothing)
 // every thread to a child again, which adjtimex kills: no call follows.
 TEST(Environment, AFilterInstalledOnEveryThreadLaterKillsNothingWithoutProc)
 {
-    for (const char *calibrator : {"thread", "lazy"}) {
-        ProbeRun r = probe_without_proc({"FASTCLOCK_MODE=tsc", std::string("FASTCLOCK_CALIBRATOR=") + calibrator},
-                                        "filter-later-tsync");
-        if (WIFEXITED(r.status) && WEXITSTATUS(r.status) == 97)
-            GTEST_SKIP() << "no mount namespace to hide /proc in (unshare(CLONE_NEWNS) needs CAP_SYS_ADMIN)";
-        EXPECT_TRUE(lived(r)) << calibrator << ": " << ended(r);
-        if (field(r.out, "filter") == "unavailable")
-            GTEST_SKIP() << kNoSeccompFilter;
-        EXPECT_EQ(field(r.out, "filter"), "installed") << calibrator << ": " << r.out;
-        EXPECT_EQ(field(r.out, "mode"), "tsc") << calibrator << ": " << r.out;
-        EXPECT_NE(field(r.out, "kernel_synchronized"), "-1") << calibrator << ": " << r.out;
-        EXPECT_EQ(field(r.out, "kernel_synchronized_after"), "-1") << calibrator << ": " << r.out;
-    }
+    expect_a_later_filter_on_every_thread_to_kill_nothing(true);
 }
 
 // main reads, its polls answered, then installs on itself alone a filter

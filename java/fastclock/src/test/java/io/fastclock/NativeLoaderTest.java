@@ -106,6 +106,17 @@ class NativeLoaderTest {
         return new UnsatisfiedLinkError("Native Library " + path + " already loaded in another classloader");
     }
 
+    /** record, but every kept copy under parent held by a live class loader: a fresh copy follows. */
+    static java.util.function.Consumer<String> allKeptCopiesHeld(java.util.function.Consumer<String> record, Path parent)
+            throws IOException {
+        String kept = keptDir(parent).toString();
+        return path -> {
+            if (path.startsWith(kept))
+                throw heldBy(path);
+            record.accept(path);
+        };
+    }
+
     /** A kept file a live class loader holds is passed over for the next; past the last, a fresh copy. */
     @Test
     void aKeptCopyALiveClassLoaderHoldsGivesWayToTheNext() throws IOException {
@@ -122,12 +133,7 @@ class NativeLoaderTest {
         assertEquals(List.of(keptDir(tmp).resolve("libfastclock_jni-1.so").toString()), loaded);
 
         loaded.clear();
-        String keptDir = keptDir(tmp).toString();
-        c.load = path -> {
-            if (path.startsWith(keptDir))
-                throw heldBy(path);
-            record.accept(path);
-        };
+        c.load = allKeptCopiesHeld(record, tmp);
         r = NativeLoader.load(c);
         assertTrue(r.loaded, r.toString());
         assertEquals(1, loaded.size());
@@ -223,13 +229,7 @@ class NativeLoaderTest {
         // Fresh copies too: the kept slots held, the fresh one is made under the real path.
         loaded.clear();
         NativeLoader.Config c = config(link);
-        var record = c.load;
-        String kept = keptDir(real.toRealPath()).toString();
-        c.load = path -> {
-            if (path.startsWith(kept))
-                throw heldBy(path);
-            record.accept(path);
-        };
+        c.load = allKeptCopiesHeld(c.load, real.toRealPath());
         r = NativeLoader.load(c);
         assertTrue(r.loaded, r.toString());
         assertTrue(loaded.get(0).startsWith(real.toRealPath() + "/fastclock-"), loaded.toString());
