@@ -2,9 +2,11 @@ package io.fastclock;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.LongSupplier;
@@ -223,5 +225,42 @@ class MonotonicTest {
         assertTrue(FastClock.isNative(), FastClock.status());
         perThread(NativeCalls::monoNs);
         perThread(NativeCalls::monoNsUnordered);
+    }
+
+    /**
+     * The same across threads, and the agreement with the JDK's clocks, in each mode the
+     * core can be forced into (this JVM runs the one it picked): a child JVM per mode.
+     * A forced mode must run, unless the core refused it (FASTCLOCK_MODE=... refused: the
+     * machine lacks what it needs; for tsc also a warp check that found the CPUs apart),
+     * which skips at the end, naming it.
+     */
+    @Test
+    void theOrderedClocksHoldAcrossThreadsInEveryForcedMode() throws Exception {
+        assumeTrue(FastClock.isNative(), "needs the native library (the fallback has no modes)");
+        Map<String, String> coreMode = Map.of("tsc", "tsc", "percpu", "tsc-percpu", "system", "system");
+        List<String> refused = new ArrayList<>();
+        for (String mode : List.of("tsc", "percpu", "system")) {
+            Jvm j = Jvm.probeArgs(List.of("pingpong"), Map.of("FASTCLOCK_MODE", mode));
+            assertEquals(0, j.exitCode, j.toString());
+            if (!coreMode.get(mode).equals(j.get("mode"))) {
+                String reason = String.valueOf(j.get("reason"));
+                assertTrue(reason.startsWith("FASTCLOCK_MODE=" + mode + " refused")
+                                || ("tsc".equals(mode) && reason.contains("disagree by")),
+                        "FASTCLOCK_MODE=" + mode + ", and mode " + j.get("mode") + " runs: " + reason);
+                refused.add(reason);
+                continue;
+            }
+            String what = "FASTCLOCK_MODE=" + mode + ": " + j;
+            assertTrue(Long.parseLong(j.get("nanotime_handoffs")) >= MIN_HANDOFFS, what);
+            assertEquals("0", j.get("nanotime_back"), what);
+            assertTrue(Long.parseLong(j.get("real_handoffs")) >= MIN_HANDOFFS, what);
+            assertEquals("0", j.get("real_back"), what);
+            // Against the JDK's own reads around each: the core's bound, and room for a
+            // preempted bracket on a busy machine (as LoaderProcessTest allows).
+            long allowed = Long.parseLong(j.get("error_bound_ns")) + 100_000;
+            assertTrue(Long.parseLong(j.get("worst_mono_ns")) <= allowed, what);
+            assertTrue(Long.parseLong(j.get("worst_real_ns")) <= allowed, what);
+        }
+        assumeTrue(refused.isEmpty(), "the other modes held; refused here: " + refused);
     }
 }

@@ -9,7 +9,7 @@ import java.time.ZonedDateTime;
  * how its clocks compare with the JDK's, as key=value lines.
  */
 public final class Probe {
-    public static void main(String[] args) throws InterruptedException {
+    public static void main(String[] args) throws Exception {
         if (args.length > 0 && args[0].equals("coarse-lazy")) {
             coarseLazy();
             return;
@@ -71,6 +71,21 @@ public final class Probe {
         System.out.println("bounds_contain_now=" + (bounds[0] <= after && bounds[1] >= before));
         System.out.println("bounds_width_ns=" + (bounds[1] - bounds[0]));
         System.out.println("status=" + oneLine(FastClock.status()));
+        if (args.length > 0 && args[args.length - 1].equals("pingpong")) {
+            // The ordered clocks across two threads taking turns (MonotonicTest's check),
+            // with the slack the core promises in this mode.
+            long slack = MonotonicTest.tolerance();
+            long[] mono = MonotonicTest.pingPong(FastClock::nanoTime, slack);
+            long[] real = MonotonicTest.pingPong(FastClock::currentTimeNanos, slack);
+            System.out.println("slack_ns=" + slack);
+            System.out.println("nanotime_handoffs=" + mono[0]);
+            System.out.println("nanotime_back=" + mono[1]);
+            System.out.println("nanotime_worst_ns=" + mono[2]);
+            System.out.println("real_handoffs=" + real[0]);
+            System.out.println("real_back=" + real[1]);
+            System.out.println("real_worst_ns=" + real[2]);
+            System.out.println("error_bound_ns=" + FastClock.nativeStatus().getOrDefault("error_bound_ns", "0"));
+        }
     }
 
     /**
