@@ -69,8 +69,8 @@ import org.openjdk.jmh.infra.ThreadParams;
  *
  * <p>Log4j reads {@code log4j2.clock} and the context selector once per JVM: every
  * (benchmark, clock) pair runs in its own fork, and the state sets the properties
- * before Log4j starts (fork arguments would be replaced by the ones BenchMain passes
- * on Java 22+).  Setup fails unless the clock the async loggers actually hold is the
+ * before Log4j starts (a @Fork(jvmArgsPrepend) would be replaced by the arguments
+ * BenchMain prepends).  Setup fails unless the clock the async loggers actually hold is the
  * one asked for.
  */
 @BenchmarkMode(Mode.Throughput)

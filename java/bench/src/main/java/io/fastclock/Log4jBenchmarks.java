@@ -21,8 +21,8 @@ import org.openjdk.jmh.infra.BenchmarkParams;
  * an appender that drops it), with Log4j's default clock (Instant.now() on Java 9+)
  * and with fastclock's (log4j2.clock=io.fastclock.adapters.Log4jClock).  Log4j picks
  * its clock once per JVM; every benchmark runs in its own fork, and the state sets
- * the properties before Log4j starts (fork arguments would be replaced by the ones
- * BenchMain passes on Java 22+).
+ * the properties before Log4j starts (a @Fork(jvmArgsPrepend) would be replaced by the
+ * arguments BenchMain prepends).
  */
 @BenchmarkMode(Mode.AverageTime)
 @OutputTimeUnit(TimeUnit.NANOSECONDS)

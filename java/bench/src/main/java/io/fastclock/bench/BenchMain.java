@@ -143,14 +143,14 @@ public final class BenchMain {
         if (only != null) // JMH takes includes as alternatives: narrow with an exclude of everything else
             o.exclude("^" + PKG.replace(".", "\\.") + "(?!.*(" + only.pattern() + "))");
         forkArgs.addAll(jvmArgs);
-        if (!forkArgs.isEmpty())
-            o.jvmArgsAppend(forkArgs.toArray(new String[0]));
         // Each fork takes its own never-slower decision: the forks record theirs here
-        // (ForkRoutes).  Prepended, not appended: an append here would replace a
-        // benchmark's own @Fork(jvmArgsAppend) (CriticalJniBenchmarks' flag on 17).
+        // (ForkRoutes).  Every fork argument is prepended, not appended: an append here
+        // would replace a benchmark's own @Fork(jvmArgsAppend) (CriticalJniBenchmarks'
+        // flag on 17, whose rows would then be measured without it).
         Path forkRoutes = Files.createTempFile("fastclock-fork-routes", ".tsv");
         forkRoutes.toFile().deleteOnExit();
-        o.jvmArgsPrepend("-D" + ForkRoutes.FILE_PROPERTY + "=" + forkRoutes);
+        forkArgs.add("-D" + ForkRoutes.FILE_PROPERTY + "=" + forkRoutes);
+        o.jvmArgsPrepend(forkArgs.toArray(new String[0]));
 
         String clocksourceBefore = clocksource();
         if (fallback)
@@ -354,7 +354,8 @@ public final class BenchMain {
                 "with Log4j's default clock", r.get("Log4jBenchmarks.log4jDefaultClock"));
         notSlower(sb, "Log4j 2 clock alone: fastclock's Log4jClock.init", r.get("Log4jBenchmarks.log4jFastClockInit"),
                 "SystemClock.init", r.get("Log4jBenchmarks.log4jDefaultClockInit"));
-        sb.append("\nFaster where the counter allows (issue 10's targets; JDK 25 over FFM, mode tsc):\n\n");
+        sb.append("\nFaster where the counter allows (issue 10's targets; JDK 25 over FFM, mode tsc; the verdicts "
+                + "as above, against each target instead of 1):\n\n");
         target(sb, "FastClock.nanoTime() <= 0.90 x System.nanoTime()", r.get("ClockBenchmarks.nanoTime"), nano, 0.90);
         target(sb, "FastClock.nanoTimeUnordered() <= 0.65 x System.nanoTime()", r.get("ClockBenchmarks.nanoTimeUnordered"),
                 nano, 0.65);
@@ -389,21 +390,23 @@ public final class BenchMain {
         return x.getN() > 2 ? x.getMeanErrorAt(0.999) : Double.NaN;
     }
 
+    /** The relative error; NaN where there is none (two iterations or fewer). */
     private static double rel(Statistics x) {
         double e = err(x);
-        return Double.isNaN(e) || x.getMean() == 0 ? 0 : e / x.getMean();
+        return Double.isNaN(e) || x.getMean() == 0 ? Double.NaN : e / x.getMean();
     }
 
     private static double sq(double x) {
         return x * x;
     }
 
+    /** A target on a ratio: judged on the mean with its interval, as the never-slower verdicts are. */
     private static void target(StringBuilder sb, String what, Statistics a, Statistics b, double limit) {
         if (a == null || b == null)
             return;
-        double q = a.getMean() / b.getMean(), m = median(a) / median(b);
-        sb.append(String.format(Locale.ROOT, "- target %s: mean ratio %.2f -> %s; median ratio %.2f -> %s%n", what, q,
-                q <= limit ? "met" : "NOT met", m, m <= limit ? "met" : "NOT met"));
+        double q = a.getMean() / b.getMean(), e = q * Math.sqrt(sq(rel(a)) + sq(rel(b))), m = median(a) / median(b);
+        sb.append(String.format(Locale.ROOT, "- target %s: mean ratio %.2f ± %.2f -> %s; median ratio %.2f%n", what, q,
+                e, verdict(q, e, limit, true), m));
     }
 
     private static void notSlower(StringBuilder sb, String what, Statistics a, String jdk, Statistics b) {
@@ -411,7 +414,7 @@ public final class BenchMain {
             return;
         double q = a.getMean() / b.getMean(), e = q * Math.sqrt(sq(rel(a)) + sq(rel(b)));
         sb.append(String.format(Locale.ROOT, "- %s vs %s: %.2f ± %.2f (median %.2f) -> %s%n", what, jdk, q, e,
-                median(a) / median(b), verdict(q, e, true)));
+                median(a) / median(b), verdict(q, e, 1.0, true)));
     }
 
     static final String VERDICTS_LOWER = "\"met\" when the mean ratio is <= 1 and so is its 99.9% interval (ratio + error); "
@@ -426,16 +429,24 @@ public final class BenchMain {
      * "met" while q - e <= 1: 1.19 ± 0.58 passed.)
      */
     static String verdict(double q, double e, boolean lowerIsBetter) {
+        return verdict(q, e, 1.0, lowerIsBetter);
+    }
+
+    /** The same against any limit (a target: 0.90, 2 ns); no interval (too few iterations) is said. */
+    static String verdict(double q, double e, double limit, boolean lowerIsBetter) {
         if (Double.isNaN(q))
             return "n/a";
-        double err = Double.isNaN(e) ? 0 : Math.abs(e);
+        boolean meanOk = lowerIsBetter ? q <= limit : q >= limit;
+        if (Double.isNaN(e))
+            return (meanOk ? "met" : "NOT met") + " on the mean, no interval (two iterations or fewer)";
+        double err = Math.abs(e);
         double lo = q - err, hi = q + err;
         // Where lower is better the pessimistic end is the top of the interval (higher: the bottom).
         double pessimistic = lowerIsBetter ? hi : lo, optimistic = lowerIsBetter ? lo : hi;
-        boolean ok = lowerIsBetter ? pessimistic <= 1.0 : pessimistic >= 1.0;
-        boolean meanOk = lowerIsBetter ? q <= 1.0 : q >= 1.0;
-        boolean maybeOk = lowerIsBetter ? optimistic <= 1.0 : optimistic >= 1.0;
-        String interval = String.format(Locale.ROOT, "99.9%% interval %.2f..%.2f straddles 1", lo, hi);
+        boolean ok = lowerIsBetter ? pessimistic <= limit : pessimistic >= limit;
+        boolean maybeOk = lowerIsBetter ? optimistic <= limit : optimistic >= limit;
+        String interval = String.format(Locale.ROOT, "99.9%% interval %.2f..%.2f straddles %s", lo, hi,
+                new java.math.BigDecimal(limit).stripTrailingZeros().toPlainString());
         if (ok)
             return "met";
         if (meanOk)
@@ -449,7 +460,7 @@ public final class BenchMain {
         if (a == null)
             return;
         sb.append(String.format(Locale.ROOT, "- target %s: mean %.2f ± %.2f ns -> %s%n", what, a.getMean(), err(a),
-                a.getMean() <= limitNs ? "met" : "NOT met"));
+                verdict(a.getMean(), err(a), limitNs, true)));
     }
 
     private static String clocksource() {
