@@ -10,6 +10,9 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <unistd.h>
 
 static inline int bench_cmp_double(const void *a, const void *b)
 {
@@ -56,6 +59,49 @@ static inline int bench_parse_count(const char *s, long min, long max, long *out
         return -1;
     *out = v;
     return 0;
+}
+
+/* The first line of path, without its newline ("unknown" where unreadable). */
+static inline void bench_first_line(const char *path, char *buf, size_t size)
+{
+    FILE *f = fopen(path, "r");
+    if (!f || !fgets(buf, (int)size, f))
+        snprintf(buf, size, "unknown");
+    if (f)
+        fclose(f);
+    size_t n = strcspn(buf, "\n");
+    while (n > 0 && buf[n - 1] == ' ') /* available_clocksource ends with one */
+        n--;
+    buf[n] = 0;
+}
+
+/* "machine: CPU model, VM or bare metal, N CPUs, clocksource (available),
+ * Linux release": the line every benchmark prints beside its numbers. */
+static inline void bench_print_machine(FILE *out)
+{
+    char cpu[256] = "unknown CPU", line[4096], cs[64], avail[256];
+    int vm = 0;
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    while (f && fgets(line, sizeof line, f)) {
+        const char *p = strchr(line, ':');
+        if (strncmp(line, "model name", 10) == 0 && p && strcmp(cpu, "unknown CPU") == 0) {
+            for (p++; *p == ' '; p++) {
+            }
+            snprintf(cpu, sizeof cpu, "%s", p);
+            cpu[strcspn(cpu, "\n")] = 0;
+        }
+        if ((strncmp(line, "flags", 5) == 0 && strstr(line, " hypervisor")) || strncmp(line, "Hypervisor", 10) == 0)
+            vm = 1;
+    }
+    if (f)
+        fclose(f);
+    struct utsname u;
+    if (uname(&u) != 0)
+        snprintf(u.release, sizeof u.release, "unknown");
+    bench_first_line("/sys/devices/system/clocksource/clocksource0/current_clocksource", cs, sizeof cs);
+    bench_first_line("/sys/devices/system/clocksource/clocksource0/available_clocksource", avail, sizeof avail);
+    fprintf(out, "machine: %s, %s, %ld CPUs, clocksource %s (available: %s), Linux %s\n", cpu,
+            vm ? "virtual machine" : "no hypervisor seen", sysconf(_SC_NPROCESSORS_ONLN), cs, avail, u.release);
 }
 
 #endif

@@ -18,7 +18,6 @@
 #include <string.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
-#include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -172,42 +171,6 @@ static double batch(struct source *s)
     return (double)(t1 - t0) / (double)s->n;
 }
 
-static void read_line(const char *path, char *buf, size_t size)
-{
-    FILE *f = fopen(path, "r");
-    buf[0] = 0;
-    if (!f) {
-        snprintf(buf, size, "unknown");
-        return;
-    }
-    if (!fgets(buf, (int)size, f))
-        snprintf(buf, size, "unknown");
-    fclose(f);
-    buf[strcspn(buf, "\n")] = 0;
-}
-
-static void cpu_name(char *buf, size_t size)
-{
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    char line[512];
-    snprintf(buf, size, "unknown CPU");
-    if (!f)
-        return;
-    while (fgets(line, sizeof line, f)) {
-        if (strncmp(line, "model name", 10) == 0) {
-            char *p = strchr(line, ':');
-            if (p) {
-                p++;
-                while (*p == ' ') p++;
-                p[strcspn(p, "\n")] = 0;
-                snprintf(buf, size, "%s", p);
-            }
-            break;
-        }
-    }
-    fclose(f);
-}
-
 static int usage(const char *why)
 {
     fprintf(stderr, "fastclock-bench-core: %s\nusage: fastclock-bench-core [--seconds S]  (0.2 <= S <= 600)\n", why);
@@ -277,15 +240,8 @@ int main(int argc, char **argv)
     struct fastclock_status st;
     fastclock_status(&st);
     int changed = strcmp(st.mode, mode_before) != 0 || strcmp(st.counter, counter_before) != 0;
-    char cpu[256], cs[64], avail[256];
-    struct utsname u;
-    uname(&u);
-    cpu_name(cpu, sizeof cpu);
-    read_line("/sys/devices/system/clocksource/clocksource0/current_clocksource", cs, sizeof cs);
-    read_line("/sys/devices/system/clocksource/clocksource0/available_clocksource", avail, sizeof avail);
     printf("fastclock %s core benchmark\n", fastclock_version());
-    printf("machine: %s, %ld CPUs, clocksource %s (available: %s), Linux %s\n", cpu, sysconf(_SC_NPROCESSORS_ONLN),
-           cs, avail, u.release);
+    bench_print_machine(stdout);
     printf("fastclock mode %s (%s calibrator), counter %s: %s\n", st.mode, st.calibrator, st.counter, st.reason);
     if (changed)
         printf("WARNING: fastclock's mode or counter changed during the run (%s, %s before): rows not comparable\n",

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <vector>
 
+#include "../bench_util.h" // bench_print_machine
 #include "fastclock.h"
 
 namespace {
@@ -91,7 +92,8 @@ int main(int argc, char **argv)
         batch[k] = std::clamp<uint64_t>(uint64_t(1e6 / dt), 1000, 10000000);
     }
     struct fastclock_status before;
-    std::string mode_before = fastclock_status(&before) == 0 ? before.mode : "?";
+    std::string mode_before =
+        fastclock_status(&before) == 0 ? std::string(before.mode) + ", counter " + before.counter : "?";
     int rounds = std::clamp(int(seconds * 1e3 / nsources), 5, 10001) | 1;
     std::vector<std::vector<double>> per_call(nsources);
     volatile uint64_t sink = 0;
@@ -114,12 +116,15 @@ int main(int argc, char **argv)
     double clock_gt = by_name("clock_gettime(CLOCK_REALTIME)");
     std::printf("fastclock %s beside Abseil (absl::GetCurrentTimeNanos, Debian's libabsl-dev)\n",
                 fastclock_version());
+    bench_print_machine(stdout);
     struct fastclock_status st;
     if (fastclock_status(&st) == 0) {
-        std::printf("fastclock: mode %s, counter %s\n", st.mode, st.counter);
-        if (std::strcmp(st.mode, mode_before.c_str()) != 0)
-            std::printf("WARNING: fastclock's mode changed during the run (%s -> %s): rows not comparable\n",
-                        mode_before.c_str(), st.mode);
+        std::string mode_after = std::string(st.mode) + ", counter " + st.counter;
+        std::printf("fastclock: mode %s\n", mode_after.c_str());
+        if (mode_after != mode_before)
+            std::printf("WARNING: fastclock's mode or counter changed during the run (%s -> %s): rows not "
+                        "comparable\n",
+                        mode_before.c_str(), mode_after.c_str());
     }
     std::printf("%d interleaved rounds of ~1 ms batches per source; ns per call, median over rounds\n\n", rounds);
     std::printf("  %-34s %9s %11s  %s\n", "source", "ns/call", "x clock_gt", "against fastclock's counterpart");

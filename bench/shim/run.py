@@ -162,6 +162,9 @@ def bench(args, fc, cbench):
             for java, ver in jdks:
                 for name, prefix in c_configs[:3]:
                     out = run(prefix + [java, "-cp", classes, "ShimBench"], {})
+                    state = out.pop("# shim", "not said")
+                    if state != ("absent" if name == "plain" else "present"):
+                        sys.exit(f"benchmark {name!r} ({ver}): the shim is {state} in the JVM")
                     for k, v in out.items():
                         j_res.setdefault(ver, {}).setdefault(name, {}).setdefault(k, []).append(v)
             print(f"  round {r + 1}/{args.rounds} done", file=sys.stderr)
@@ -176,8 +179,9 @@ def bench(args, fc, cbench):
             u = statistics.median(c_res["shim --unordered"][mono])
             print(f"\nWhere the vDSO falls back to a system call (clocksource hpet, acpi_pm, or xen without a "
                   f"stable TSC), clock_gettime costs at least the raw system call, {k:.1f} ns here (plus the "
-                  f"clocksource read itself); the shim's ordered MONOTONIC read is "
-                  f"{k / o:.1f}× faster than that, unordered {k / u:.1f}×.")
+                  f"clocksource read itself); the shim's ordered MONOTONIC read, measured here on clocksource "
+                  f"{read(CS_DIR + '/current_clocksource')}, is {k / o:.1f}× faster than that, unordered {k / u:.1f}×: an extrapolation, "
+                  f"which holds where fastclock keeps its counter there (`fastclock doctor` on that machine says).")
         for java, ver in jdks:
             res = j_res[ver]
             table(f"Java, {ver} (bench/shim/ShimBench.java), median ns per call:",

@@ -205,6 +205,7 @@ int main(int argc, char **argv)
             else
                 missing[v]++; /* no report: left out of the median, and counted */
         }
+    bench_print_machine(stdout);
     printf("one read per process, %d interleaved runs of each; median wall time from spawn to reap\n", runs);
     printf("%-18s %12s %12s %16s\n", "process", "median us", "vs plain", "first read ns");
     double med[NVAR], first_med[NVAR];

@@ -49,6 +49,28 @@ struct FastclockStatusHead {
 
 /// fastclock's mode and counter: the rows compare a counter read with
 /// fastclock's only where fastclock reads the counter too.
+/// "machine: CPU model, VM or not, N CPUs, clocksource (available), Linux release", as the C benches print it.
+fn machine_line() -> String {
+    let first = |p: &str| std::fs::read_to_string(p).ok().and_then(|s| s.lines().next().map(str::to_string));
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let cpu = cpuinfo
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split_once(':'))
+        .map(|(_, v)| v.trim().to_string())
+        .unwrap_or_else(|| "unknown CPU".to_string());
+    let vm = cpuinfo.lines().any(|l| (l.starts_with("flags") && l.contains(" hypervisor")) || l.starts_with("Hypervisor"));
+    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let cs = "/sys/devices/system/clocksource/clocksource0/";
+    format!(
+        "machine: {cpu}, {}, {cpus} CPUs, clocksource {} (available: {}), Linux {}",
+        if vm { "virtual machine" } else { "no hypervisor seen" },
+        first(&(cs.to_string() + "current_clocksource")).unwrap_or_else(|| "unknown".into()),
+        first(&(cs.to_string() + "available_clocksource")).unwrap_or_else(|| "unknown".into()).trim(),
+        first("/proc/sys/kernel/osrelease").unwrap_or_else(|| "unknown".into())
+    )
+}
+
 fn fastclock_mode() -> String {
     let mut h = FastclockStatusHead {
         mode: std::ptr::null(),
@@ -224,6 +246,7 @@ fn main() {
     let version = unsafe { std::ffi::CStr::from_ptr(fastclock_version()) }.to_string_lossy().into_owned();
     let quanta_source = format!("{:?}", quanta_clock());
     println!("fastclock {version} beside Rust's quanta and minstant (Cargo.lock has their versions)");
+    println!("{}", machine_line());
     let mode_after = fastclock_mode();
     println!("fastclock: {mode_after}");
     if mode_after != mode_before {
