@@ -11,7 +11,7 @@ PEERS_DIR := $(BUILD)/peers
 peers-deps:
 	@scripts/ensure-deps.sh peers
 
-$(PEERS_DIR)/fastclock-bench-absl: bench/peers/absl_peer.cc include/fastclock.h $(BUILD)/lib/libfastclock.a | peers-deps
+$(PEERS_DIR)/fastclock-bench-absl: bench/peers/absl_peer.cc bench/bench_util.h include/fastclock.h $(BUILD)/lib/libfastclock.a | peers-deps
 	@mkdir -p $(PEERS_DIR)
 	c++ -O2 -std=c++17 -Wall -Wextra -o $@ bench/peers/absl_peer.cc -Iinclude $(BUILD)/lib/libfastclock.a \
 		$$(pkg-config --cflags absl_time) -Wl,-Bstatic $$(pkg-config --libs-only-l absl_time | sed 's/-latomic//; s/-lrt//') \

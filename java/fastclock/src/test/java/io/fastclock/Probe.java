@@ -85,6 +85,9 @@ public final class Probe {
             System.out.println("real_back=" + real[1]);
             System.out.println("real_worst_ns=" + real[2]);
             System.out.println("error_bound_ns=" + FastClock.nativeStatus().getOrDefault("error_bound_ns", "0"));
+            // The core may leave the forced mode while these run (a warp check, a fail-safe).
+            System.out.println("mode_after=" + FastClock.mode());
+            System.out.println("reason_after=" + oneLine(FastClock.reason()));
         }
     }
 

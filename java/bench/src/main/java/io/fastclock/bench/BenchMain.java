@@ -123,7 +123,8 @@ public final class BenchMain {
                 .measurementIterations(iterations)
                 .measurementTime(TimeValue.milliseconds((long) (iterationSeconds * 1000)))
                 .shouldFailOnError(true);
-        // One jvmArgsAppend call with everything: a second call replaces the first.
+        // The forks' own arguments, prepended below (with --jvmArg's: a launcher option that
+        // conflicts with one of them comes later on the fork's command line, and wins).
         List<String> forkArgs = new ArrayList<>();
         if (feature >= 24) {
             // JMH 1.37 itself uses sun.misc.Unsafe: keep 24+'s warnings out of the output.
@@ -372,7 +373,7 @@ public final class BenchMain {
             return "n/a";
         double q = a.getMean() / b.getMean();
         double e = q * Math.sqrt(sq(rel(a)) + sq(rel(b)));
-        return String.format(Locale.ROOT, "%.2f ± %.2f", q, e);
+        return Double.isNaN(e) ? String.format(Locale.ROOT, "%.2f ± n/a", q) : String.format(Locale.ROOT, "%.2f ± %.2f", q, e);
     }
 
     private static double median(Statistics x) {
@@ -446,7 +447,7 @@ public final class BenchMain {
         boolean ok = lowerIsBetter ? pessimistic <= limit : pessimistic >= limit;
         boolean maybeOk = lowerIsBetter ? optimistic <= limit : optimistic >= limit;
         String interval = String.format(Locale.ROOT, "99.9%% interval %.2f..%.2f straddles %s", lo, hi,
-                new java.math.BigDecimal(limit).stripTrailingZeros().toPlainString());
+                java.math.BigDecimal.valueOf(limit).stripTrailingZeros().toPlainString());
         if (ok)
             return "met";
         if (meanOk)
