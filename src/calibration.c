@@ -68,9 +68,6 @@
 #define FC_SUSPEND_NS 1000000LL            /* BOOTTIME - MONOTONIC growth that means a suspend */
 #define FC_GIVE_UP_NS (15LL * FC_NS_PER_SEC) /* a track failing this long is not trusted */
 #define FC_FIRST_BASELINE_NS 20000LL
-/* Without the calibrator thread, readers look at adjtimex once per this
- * much reading (see fc_track_poll). */
-#define FC_READER_POLL_NS 1000000LL
 /* The kernel's clock may change rate a little without adjtimex showing it:
  * a clocksource switch (tsc <-> kvm-clock measured ~1.5 ppm apart). */
 #define FC_UNSEEN_RATE 5e-6        /* first rate: two samples this far apart */
@@ -1438,7 +1435,7 @@ static int track_poll(const struct fc_track *t)
         return 1;
     int looked = look == LOOK_WITHIN;
     int64_t last = fc_sync_last_poll();
-    if (k - last >= FC_READER_POLL_NS) {
+    if (fc_sync_poll_due(k)) {
         fc_sync_poll(k);
         last = fc_sync_last_poll();
     }

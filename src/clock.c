@@ -1116,7 +1116,7 @@ static void fresh_sync(int64_t mono_now, struct fc_sync_snapshot *ks)
     fc_sync_get(mono_now, ks);
     /* Paced as any poll: where adjtimex is refused for good (ProtectClock)
      * the state is never known, and every status or bounded read polled. */
-    if ((!ks->known || ks->age_ns > FC_NS_PER_SEC) && mono_now - fc_sync_last_poll() >= 1000000) {
+    if ((!ks->known || ks->age_ns > FC_NS_PER_SEC) && fc_sync_poll_due(mono_now)) {
         fc_sync_poll(mono_now);
         fc_sync_get(mono_now, ks);
     }
@@ -1227,7 +1227,7 @@ FC_API int fastclock_real_bounded(int64_t *earliest_ns, int64_t *latest_ns)
         /* Paced: where every poll is refused since, the offset never
          * refreshes, and every bounded read would poll (the step stays
          * unseen, below, and the bound 16 s). */
-        if (mono - fc_sync_last_poll() >= 1000000)
+        if (fc_sync_poll_due(mono))
             fc_sync_poll(mono);
         /* The poll may not have seen the kernel after the step: refused (a
          * filter installed since the last answer), or another thread's poll

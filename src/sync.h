@@ -62,6 +62,14 @@ int fc_sync_wall_offset(int64_t *offset_ns);
 /* When the last answered poll ran, or this thread's own last refused one,
  * the later (0: neither): polls pace themselves by it (sync.c). */
 int64_t fc_sync_last_poll(void);
+/* Readers (either calibrator) look at adjtimex once per this much reading;
+ * so do the status and bounded reads that find the state stale. */
+#define FC_READER_POLL_NS 1000000LL
+/* Whether a poll is due at mono by that pace. */
+static inline int fc_sync_poll_due(int64_t mono)
+{
+    return mono - fc_sync_last_poll() >= FC_READER_POLL_NS;
+}
 void fc_sync_after_fork_child(void);
 /* A fork child in a new time namespace: the polls' MONOTONIC times are
  * another timeline's (a maxerror aged from them would be wrong); the next

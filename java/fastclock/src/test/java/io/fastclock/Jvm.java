@@ -112,6 +112,22 @@ final class Jvm {
         }
     }
 
+    /**
+     * For a child started with FASTCLOCK_MODE=mode (tsc, percpu, system): null where that
+     * mode runs; else the core's reason, which must be a refusal (FASTCLOCK_MODE=... refused:
+     * the machine lacks what it needs; for tsc also a warp check that found the CPUs apart).
+     */
+    String refusalOf(String mode) {
+        String core = Map.of("tsc", "tsc", "percpu", "tsc-percpu", "system", "system").get(mode);
+        if (core.equals(get("mode")))
+            return null;
+        String reason = String.valueOf(get("reason"));
+        org.junit.jupiter.api.Assertions.assertTrue(reason.startsWith("FASTCLOCK_MODE=" + mode + " refused")
+                        || ("tsc".equals(mode) && reason.contains("disagree by")),
+                "FASTCLOCK_MODE=" + mode + ", and mode " + get("mode") + " runs: " + reason);
+        return reason;
+    }
+
     String get(String key) {
         return values.get(key);
     }

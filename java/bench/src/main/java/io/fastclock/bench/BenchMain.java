@@ -301,7 +301,7 @@ public final class BenchMain {
             Statistics b = r.get("Log4jAsyncBenchmarks." + row[0] + ":clock=default");
             if (a == null || b == null)
                 continue;
-            double q = a.getMean() / b.getMean(), e = q * Math.sqrt(sq(rel(a)) + sq(rel(b)));
+            double q = a.getMean() / b.getMean(), e = q * ratioRel(a, b);
             sb.append(String.format(Locale.ROOT, "- %s: %.2f ± %.2f (median %.2f) -> %s%n", row[1], q, e,
                     median(a) / median(b), verdict(q, e, false)));
         }
@@ -372,7 +372,7 @@ public final class BenchMain {
         if (a == null || b == null || b.getMean() <= 0)
             return "n/a";
         double q = a.getMean() / b.getMean();
-        double e = q * Math.sqrt(sq(rel(a)) + sq(rel(b)));
+        double e = q * ratioRel(a, b);
         return Double.isNaN(e) ? String.format(Locale.ROOT, "%.2f ± n/a", q) : String.format(Locale.ROOT, "%.2f ± %.2f", q, e);
     }
 
@@ -401,11 +401,16 @@ public final class BenchMain {
         return x * x;
     }
 
+    /** The relative error of a/b: both's, independent, first order (NaN where either has none). */
+    private static double ratioRel(Statistics a, Statistics b) {
+        return Math.sqrt(sq(rel(a)) + sq(rel(b)));
+    }
+
     /** A target on a ratio: judged on the mean with its interval, as the never-slower verdicts are. */
     private static void target(StringBuilder sb, String what, Statistics a, Statistics b, double limit) {
         if (a == null || b == null)
             return;
-        double q = a.getMean() / b.getMean(), e = q * Math.sqrt(sq(rel(a)) + sq(rel(b))), m = median(a) / median(b);
+        double q = a.getMean() / b.getMean(), e = q * ratioRel(a, b), m = median(a) / median(b);
         sb.append(String.format(Locale.ROOT, "- target %s: mean ratio %.2f ± %.2f -> %s; median ratio %.2f%n", what, q,
                 e, verdict(q, e, limit, true), m));
     }
@@ -413,9 +418,9 @@ public final class BenchMain {
     private static void notSlower(StringBuilder sb, String what, Statistics a, String jdk, Statistics b) {
         if (a == null || b == null)
             return;
-        double q = a.getMean() / b.getMean(), e = q * Math.sqrt(sq(rel(a)) + sq(rel(b)));
+        double q = a.getMean() / b.getMean(), e = q * ratioRel(a, b);
         sb.append(String.format(Locale.ROOT, "- %s vs %s: %.2f ± %.2f (median %.2f) -> %s%n", what, jdk, q, e,
-                median(a) / median(b), verdict(q, e, 1.0, true)));
+                median(a) / median(b), verdict(q, e, true)));
     }
 
     static final String VERDICTS_LOWER = "\"met\" when the mean ratio is <= 1 and so is its 99.9% interval (ratio + error); "
