@@ -237,7 +237,7 @@ static _Atomic int64_t ticks_mult;
 
 /* A lock holds its owner's id: each thread's own, nonzero, taken at its
  * first try.  A fork child, where only the forking thread lives on, then
- * frees exactly the locks that other threads held (fc_track_lock_is_mine).
+ * frees exactly the locks that other threads held (fc_track_free_in_child).
  * A handler that interrupts the taking of an id takes one of its own
  * first; the thread keeps the one stored last, and no lock stays held
  * under the other once the handler has returned. */
@@ -264,9 +264,18 @@ int fc_track_trylock(const struct fc_track *t)
                                                    memory_order_relaxed);
 }
 
-int fc_track_lock_is_mine(const _Atomic int *lock)
+static int track_lock_is_mine(const _Atomic int *lock)
 {
     return owner_here != 0 && atomic_load_explicit(lock, memory_order_relaxed) == owner_here;
+}
+
+void fc_track_free_in_child(_Atomic int *lock, struct fc_cal_state *cs)
+{
+    if (track_lock_is_mine(lock))
+        return;
+    if (atomic_load_explicit(lock, memory_order_relaxed))
+        cs->n = 0;
+    atomic_store_explicit(lock, 0, memory_order_relaxed);
 }
 
 void fc_track_unlock(const struct fc_track *t)
@@ -408,15 +417,7 @@ int fc_cal_reset_in_child(int64_t *floor_ns)
             }
         }
     }
-    if (!fc_track_lock_is_mine(fc_global_track.lock)) {
-        /* Held by a thread that is gone (the fork handler's wait for it
-         * gave up): its history may be half shifted.  The next calibration
-         * starts it again from one sample, at the rate kept, from the line
-         * as it stands (BUILD_RESUMED). */
-        if (atomic_load_explicit(fc_global_track.lock, memory_order_relaxed))
-            fc_global_track.cs->n = 0;
-        atomic_store_explicit(fc_global_track.lock, 0, memory_order_relaxed);
-    }
+    fc_track_free_in_child(fc_global_track.lock, fc_global_track.cs);
     return lost_switch;
 }
 

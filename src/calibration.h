@@ -82,8 +82,11 @@ FC_HIDDEN extern struct fc_track fc_global_track;
 
 int fc_track_trylock(const struct fc_track *t);
 void fc_track_unlock(const struct fc_track *t);
-/* Whether this thread holds that lock (a fork child frees every other). */
-int fc_track_lock_is_mine(const _Atomic int *lock);
+/* In a fork child: a track's lock held by a thread that is gone (the fork
+ * handler's wait for it gave up) is freed, and the history that thread may
+ * have half shifted starts again (from one sample, at the rate kept, from
+ * the line as it stands: BUILD_RESUMED); this thread's own lock stays. */
+void fc_track_free_in_child(_Atomic int *lock, struct fc_cal_state *cs);
 
 /* The global lock (the global track's). */
 int fc_cal_trylock(void);

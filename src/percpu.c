@@ -494,13 +494,7 @@ void fc_percpu_after_fork_child(void)
     struct fc_cpu_slot *base = atomic_load_explicit(&fc_percpu_slots, memory_order_acquire);
     int n = atomic_load_explicit(&fc_percpu_nslots, memory_order_relaxed);
     for (int i = 0; base && i < n; i++)
-        if (!fc_track_lock_is_mine(&base[i].lock)) {
-            /* Held by a thread that is gone: its history may be half
-             * shifted; the slot's next calibration starts it again. */
-            if (atomic_load_explicit(&base[i].lock, memory_order_relaxed))
-                base[i].cs.n = 0;
-            atomic_store_explicit(&base[i].lock, 0, memory_order_relaxed);
-        }
+        fc_track_free_in_child(&base[i].lock, &base[i].cs);
 }
 
 void fc_percpu_forget_floors(void)

@@ -493,10 +493,7 @@ int fc_sync_wall_offset(int64_t *offset_ns)
 int64_t fc_sync_last_poll(void)
 {
     int64_t last = atomic_load_explicit(&sync_state.sampled_mono, memory_order_acquire);
-    if (own_refusal_mono != 0) {
-        /* A refused thread: by its own refusals and the others' that
-         * counted, so that threads all refused poll about once a ms
-         * together, not each. */
+    if (own_refusal_mono != 0) { /* a refused thread */
         int64_t counted = atomic_load_explicit(&counted_refusal_mono, memory_order_relaxed);
         if (own_refusal_mono > last)
             last = own_refusal_mono;
